@@ -1,0 +1,128 @@
+"""Stage "build": ``cargo build --release`` of the aggregated crate, diagnostics by file, the export check.
+
+Cargo's JSON messages say which file each error is in, which decides the fault: our
+``ffi.rs``/``lib.rs`` is a host fault, the op's ``kernel.rs`` a kernel fault, a failing
+build script (headers, libclang) an environment problem. With ``cargo_target_dir`` the
+compiled dependencies are reused across checkouts; the library is then copied to where the
+TileGym runtime looks for it (``cutile_kernels/target/release``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bot.errors import Blocked, Failed
+from bot.toolchain import Toolchain
+from bot.types import BuildResult, Target
+
+SO_NAME = "libcutile_kernels.so"
+LOG_TAIL = 60
+
+
+def build(
+    target: Target,
+    toolchain: Toolchain,
+    cargo_target_dir: Path | None = None,
+    log_path: Path | None = None,
+    exported: Callable[[Path], list[str]] | None = None,
+) -> BuildResult:
+    crate = target.crate_dir
+    env = toolchain.env()
+    if cargo_target_dir is not None:
+        env["CARGO_TARGET_DIR"] = str(cargo_target_dir)
+    cmd = [toolchain.cargo, "build", "--release", "--message-format=json-diagnostic-rendered-ansi"]
+    shown = "cargo build --release"
+    start = time.monotonic()
+    proc = subprocess.run(cmd, cwd=crate, env=env, capture_output=True, text=True)
+    seconds = time.monotonic() - start
+    rendered, errors_by_file = _diagnostics(proc.stdout, crate)
+    log = _strip_ansi("\n".join(rendered) + "\n" + proc.stderr)
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text(f"$ (cd {crate}) {shown}\n{log}\nexit={proc.returncode}\n", encoding="utf-8")
+    tail = "\n".join(log.strip().splitlines()[-LOG_TAIL:])
+    result = BuildResult(proc.returncode == 0, "", shown, seconds, tail, errors_by_file)
+    if proc.returncode != 0:
+        _raise_for_failure(target, crate, errors_by_file, proc.stderr, result)
+    built = (cargo_target_dir or crate / "target") / "release" / SO_NAME
+    runtime_so = crate / "target" / "release" / SO_NAME
+    if built != runtime_so:
+        runtime_so.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(built, runtime_so)
+    result.so_path = str(runtime_so)
+    if exported is not None:
+        result.symbols = exported(runtime_so)
+        result.symbol_found = target.symbol in result.symbols
+        if not result.symbol_found:
+            raise Failed(
+                "host",
+                f"{runtime_so.name} does not export {target.symbol} (ELF .dynsym); is `mod {target.op}` in lib.rs?",
+            )
+    return result
+
+
+def _diagnostics(stdout: str, crate: Path) -> tuple[list[str], dict[str, list[str]]]:
+    rendered: list[str] = []
+    by_file: dict[str, list[str]] = {}
+    for line in stdout.splitlines():
+        try:
+            msg = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if msg.get("reason") != "compiler-message":
+            continue
+        diag = msg.get("message", {})
+        if diag.get("rendered"):
+            rendered.append(diag["rendered"])
+        if diag.get("level") not in ("error", "error: internal compiler error"):
+            continue
+        spans = [s for s in diag.get("spans", []) if s.get("is_primary")] or diag.get("spans", [])
+        where = _source_file(spans, crate) if spans else "(no file)"
+        by_file.setdefault(where, []).append(diag.get("message", "").strip())
+    return rendered, by_file
+
+
+def _source_file(spans: list[dict], crate: Path) -> str:
+    span = spans[0]
+    # A macro expansion points into the macro's caller; the outermost expansion holds the op file.
+    while span.get("expansion") and span["expansion"].get("span"):
+        span = span["expansion"]["span"]
+    name = span.get("file_name", "")
+    path = (crate / name).resolve() if not Path(name).is_absolute() else Path(name)
+    try:
+        return str(path.relative_to(crate.parent.resolve()))
+    except ValueError:
+        return name
+
+
+def _raise_for_failure(target: Target, crate: Path, by_file: dict[str, list[str]], stderr: str, result) -> None:
+    summary = "; ".join(f"{f}: {msgs[0]}" + (f" (+{len(msgs) - 1})" if len(msgs) > 1 else "")
+                        for f, msgs in sorted(by_file.items()))  # fmt: skip
+    kernel = f"{target.op}_kernel/kernel.rs"
+    ours = (f"{target.op}_kernel/ffi.rs", "cutile_kernels/src/lib.rs")
+    if any(f.endswith(kernel) for f in by_file):
+        raise Failed(
+            "kernel",
+            f"cargo error in kernel.rs: {summary}",
+            followup=f"fix the compile error in {kernel}: {by_file[next(f for f in by_file if f.endswith(kernel))][0]}",
+        )
+    if any(f.endswith(ours) for f in by_file):
+        raise Failed("host", f"cargo error in the host code: {summary}", host_fix="the generated ffi.rs must compile")
+    if by_file:
+        raise Blocked("host", f"the crate does not build for reasons outside {target.op}: {summary}")
+    if "failed to run custom build command" in stderr:
+        line = next((x.strip() for x in stderr.splitlines() if "error:" in x and "fatal" in x), "")
+        raise Blocked("env", "a dependency's build script failed (CUDA headers / libclang?)" + (f": {line}" if line else ""))
+    last = next((x for x in reversed(stderr.strip().splitlines()) if x.strip()), "cargo failed")
+    raise Blocked("env", f"cargo build failed without a compiler diagnostic: {_strip_ansi(last)}")
+
+
+def _strip_ansi(text: str) -> str:
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)

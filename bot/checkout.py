@@ -1,0 +1,77 @@
+"""Facts about the TileGym checkout itself: is the cutile-rs runtime there, which FFI style it speaks.
+
+Read once per run; the plan and the emitters take the answer as data.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.errors import Blocked
+from bot.types import Source, Target
+
+FFI_MACROS = ("deref_descs", "resolve_dtype", "setup_device_stream", "dispatch_by_dtype", "compile_options")
+
+
+@dataclass(frozen=True)
+class Checkout:
+    ffi_util: Path
+    style: str  # "macros" | "explicit"
+    style_source: Source
+    has_rc_module: bool
+    has_cast_tf32: bool
+    lib_rs: Path
+    test_file: Path | None
+    test_scope: str  # "class" | "module" | ""
+    test_scope_source: Source | None
+
+
+def inspect(target: Target) -> Checkout:
+    """Fails with BLOCKED (host) when the checkout lacks the cutile-rs runtime the host side needs."""
+    ffi_util = target.ops_dir / "ffi_util.rs"
+    crate = target.crate_dir
+    missing = [
+        str(p.relative_to(target.repo))
+        for p in (ffi_util, crate / "Cargo.toml", crate / "src" / "lib.rs")
+        if not p.is_file()
+    ]
+    if missing:
+        raise Blocked(
+            "host",
+            "checkout lacks the cutile-rs runtime: missing " + ", ".join(missing),
+            host_fix="add the cutile-rs runtime (ffi_util.rs and the cutile_kernels crate) to the checkout first",
+        )
+    text = ffi_util.read_text(encoding="utf-8", errors="replace")
+    present = [m for m in FFI_MACROS if re.search(rf"macro_rules!\s*{m}\b", text)]
+    rel = ffi_util.relative_to(target.repo)
+    if len(present) == len(FFI_MACROS):
+        style, why = "macros", f"{rel} defines all FFI helper macros"
+    else:
+        absent = sorted(set(FFI_MACROS) - set(present))
+        style, why = "explicit", f"{rel} lacks macro(s) {', '.join(absent)}"
+    test_file = target.repo / "tests" / "ops" / f"test_{target.op}.py"
+    scope, scope_source = _backends_scope(test_file, target.repo)
+    return Checkout(
+        ffi_util=ffi_util,
+        style=style,
+        style_source=Source("checkout", why),
+        has_rc_module=bool(re.search(r"pub\s+mod\s+rc\b", text)),
+        has_cast_tf32=bool(re.search(r"fn\s+cast_tf32\b", text)),
+        lib_rs=crate / "src" / "lib.rs",
+        test_file=test_file if test_file.is_file() else None,
+        test_scope=scope,
+        test_scope_source=scope_source,
+    )
+
+
+def _backends_scope(test_file: Path, repo: Path) -> tuple[str, Source | None]:
+    if not test_file.is_file():
+        return "", None
+    for lineno, line in enumerate(test_file.read_text(encoding="utf-8").splitlines(), 1):
+        m = re.match(r"^(\s*)_backends\s*=", line)
+        if m:
+            scope = "class" if m.group(1) else "module"
+            return scope, Source("checkout", f"{test_file.relative_to(repo)}:{lineno} {scope}-level _backends")
+    return "", None

@@ -1,0 +1,135 @@
+"""Idempotent wiring edits: each function takes a file's text and returns the wired text.
+
+Applying an edit to its own output changes nothing, so a re-run is a no-op. An edit that
+cannot find its anchor raises ``WiringError`` naming the file and what was expected.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+class WiringError(ValueError):
+    pass
+
+
+GUARD = 'if is_backend_available("cutile-rs"):'
+
+
+def lib_rs(text: str, op: str) -> str:
+    if re.search(rf"^\s*mod\s+{re.escape(op)}\s*\{{", text, re.M):
+        return text
+    if "mod ffi_util" not in text:
+        raise WiringError("cutile_kernels/src/lib.rs has no `mod ffi_util;` line to follow")
+    block = (
+        f"mod {op} {{\n"
+        f'    include!("../../{op}_kernel/kernel.rs");\n'
+        f'    include!("../../{op}_kernel/ffi.rs");\n'
+        "}\n"
+    )
+    return text.rstrip("\n") + "\n\n" + block
+
+
+def package_init(text: str | None, op: str) -> str:
+    """``ops/cutile_rs/__init__.py``: one sorted ``from . import <op>`` inside the availability guard."""
+    line = f"    from . import {op}  # noqa: F401  (register dispatch entry)"
+    if text is None or not text.strip():
+        return f"from tilegym.backend import is_backend_available\n\n{GUARD}\n{line}\n"
+    lines = text.splitlines()
+    if any(re.match(rf"\s+from \. import {re.escape(op)}\b", x) for x in lines):
+        return text
+    try:
+        start = next(i for i, x in enumerate(lines) if x.strip() == GUARD)
+    except StopIteration:
+        prefix = text.rstrip("\n") + "\n"
+        if "is_backend_available" not in text:
+            prefix += "\nfrom tilegym.backend import is_backend_available\n"
+        return prefix + f"\n{GUARD}\n{line}\n"
+    end = start + 1
+    while end < len(lines) and (lines[end].startswith("    ") or not lines[end].strip()):
+        end += 1
+    while end > start + 1 and not lines[end - 1].strip():
+        end -= 1
+    block = lines[start + 1 : end]
+    imports = [x for x in block if re.match(r"\s+from \. import \w+", x)]
+    if imports and len(imports) != len([x for x in block if x.strip()]):
+        block.append(line)  # the guard holds more than imports: append, keep the rest as is
+    else:
+        block = sorted(imports + [line], key=lambda x: x.split()[3])
+    return "\n".join(lines[: start + 1] + block + lines[end:]) + "\n"
+
+
+def ops_init(text: str) -> str:
+    """``ops/__init__.py``: a guarded ``from . import cutile_rs`` (one-time)."""
+    if re.search(r"from\s+\.\s+import\s+cutile_rs\b", text):
+        return text
+    block = (
+        f"\n# cutile-rs (Rust FFI) backend\n{GUARD}\n"
+        "    try:\n"
+        "        from . import cutile_rs\n"
+        "    except (ImportError, RuntimeError):\n"
+        "        import warnings\n\n"
+        '        warnings.warn("cutile-rs backend import failed", stacklevel=2)\n'
+        "        cutile_rs = None  # type: ignore\n"
+        "else:\n"
+        "    cutile_rs = None  # type: ignore\n"
+    )
+    if "is_backend_available" not in text:
+        block = "\nfrom tilegym.backend import is_backend_available\n" + block
+    return text.rstrip("\n") + "\n" + block
+
+
+def selector(text: str) -> str:
+    """``backend/selector.py``: the ``"cutile-rs"`` availability key (one-time)."""
+    if '"cutile-rs"' in text or "'cutile-rs'" in text:
+        return text
+    m = re.search(r"^(\s+)\"tilecpp\":[^\n]*\n", text, re.M)
+    if not m:
+        raise WiringError('backend/selector.py: no "tilecpp" entry in the availability dict to follow')
+    probe = (
+        "\n\ndef is_cutile_rs_available() -> bool:\n"
+        '    """cutile-rs needs its crate, and cargo or an already built library."""\n'
+        "    import shutil\n"
+        "    from pathlib import Path\n\n"
+        '    crate = Path(__file__).resolve().parent.parent / "ops" / "cutile_rs" / "cutile_kernels"\n'
+        '    if not (crate / "Cargo.toml").is_file():\n'
+        "        return False\n"
+        '    return shutil.which("cargo") is not None or (crate / "target" / "release" / '
+        '"libcutile_kernels.so").is_file()\n'
+    )
+    entry = f'{m.group(1)}"cutile-rs": is_cutile_rs_available(),\n'
+    text = text[: m.end()] + entry + text[m.end() :]
+    anchor = re.search(r"^def _check_backends_availability", text, re.M)
+    if not anchor:
+        raise WiringError("backend/selector.py: no _check_backends_availability() to place the probe before")
+    return text[: anchor.start()].rstrip("\n") + probe + "\n\n" + text[anchor.start() :]
+
+
+def test_backends(text: str) -> str:
+    """Add ``"cutile-rs"`` to ``_backends`` right after the tilecpp block, at ``_backends``' indentation."""
+    if re.search(r"""_backends\s*(=|\+=).*["']cutile-rs["']""", text):
+        return text
+    lines = text.splitlines()
+    first = next((i for i, x in enumerate(lines) if re.match(r"^\s*_backends\s*=", x)), None)
+    if first is None:
+        raise WiringError("test file has no `_backends = [...]` list to extend")
+    indent = re.match(r"^(\s*)", lines[first]).group(1)
+    insert_at = first + 1
+    for i in range(first, len(lines)):
+        if lines[i].startswith(indent + "if is_backend_available(") and "tilecpp" in lines[i]:
+            j = i + 1
+            while j < len(lines) and lines[j].startswith(indent + "    "):
+                j += 1
+            insert_at = j
+            break
+    else:
+        # No tilecpp block: follow the last statement that extends _backends.
+        for i in range(first, len(lines)):
+            if re.match(rf"^{indent}_backends\s*(=|\+=)", lines[i]):
+                insert_at = i + 1
+    block = [f"{indent}{GUARD}", f'{indent}    _backends = _backends + ["cutile-rs"]']
+    out = lines[:insert_at] + block + lines[insert_at:]
+    new = "\n".join(out) + "\n"
+    if "is_backend_available" not in "\n".join(lines):
+        new = "from tilegym.backend import is_backend_available\n" + new
+    return new

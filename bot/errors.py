@@ -1,0 +1,32 @@
+"""Stage outcomes that end a run early, each carrying the verdict class and a one-line reason."""
+
+from __future__ import annotations
+
+
+class StageStop(Exception):
+    """A stage could not go on. ``kind`` is FAIL or BLOCKED; ``klass`` the fault class."""
+
+    kind = "BLOCKED"
+
+    def __init__(self, klass: str, reason: str, followup: str = "", host_fix: str = ""):
+        super().__init__(reason)
+        self.klass = klass
+        self.reason = reason
+        self.followup = followup
+        self.host_fix = host_fix
+
+
+class Blocked(StageStop):
+    """The run cannot proceed: env (no GPU, missing toolchain), host or kernel."""
+
+    kind = "BLOCKED"
+
+
+class Failed(StageStop):
+    """Something ran and failed: a host fault (ours) or a kernel fault (the kernel author's)."""
+
+    kind = "FAIL"
+
+
+class UsageError(Exception):
+    """Bad command-line input: exits with the usage status, before any stage runs."""

@@ -1,0 +1,44 @@
+"""Stage "generated files": render the plan into the new files and the wired versions of existing ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.checkout import Checkout
+from bot.emit import cdef, ffi_rs, wiring, wrapper_py
+from bot.errors import Blocked, Failed
+from bot.types import GeneratedFile, GeneratedFiles, LaunchPlan, Target
+
+SELECTOR = Path("src/tilegym/backend/selector.py")
+OPS_INIT = Path("src/tilegym/ops/__init__.py")
+
+
+def generate(target: Target, plan: LaunchPlan, checkout: Checkout) -> GeneratedFiles:
+    repo = target.repo
+    rel = lambda p: str(p.relative_to(repo))  # noqa: E731
+    ffi_text = ffi_rs.render(plan, has_rc_module=checkout.has_rc_module)
+    wrapper_text = wrapper_py.render(plan)
+    problems = cdef.cross_check(ffi_text, cdef.render(plan.ffi))
+    if problems:
+        raise Failed("host", "ffi.rs and _FFI_CDEF disagree: " + "; ".join(problems))
+    files = [
+        GeneratedFile(rel(target.ffi_rs), ffi_text, "new"),
+        GeneratedFile(rel(target.wrapper_py), wrapper_text, "new"),
+    ]
+    edits = [
+        (checkout.lib_rs, lambda t: wiring.lib_rs(t, target.op)),
+        (target.ops_dir / "__init__.py", lambda t: wiring.package_init(t, target.op)),
+        (repo / OPS_INIT, wiring.ops_init),
+        (repo / SELECTOR, wiring.selector),
+    ]
+    if checkout.test_file is not None:
+        edits.append((checkout.test_file, wiring.test_backends))
+    for path, edit in edits:
+        current = path.read_text(encoding="utf-8") if path.is_file() else None
+        if current is None and path.name != "__init__.py":
+            raise Blocked("host", f"cannot wire {rel(path)}: the file does not exist")
+        try:
+            files.append(GeneratedFile(rel(path), edit(current) if current is not None else edit(None), "edit"))
+        except wiring.WiringError as exc:
+            raise Blocked("host", f"cannot wire {rel(path)}: {exc}") from None
+    return GeneratedFiles(files)

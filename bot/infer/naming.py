@@ -1,0 +1,76 @@
+"""TileGym's naming conventions, as rules that turn kernel names into host facts.
+
+Each rule says where its answer came from, so the plan can show "naming: <rule>".
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.types import Param, Source
+
+RUST_KEYWORDS = {
+    "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for", "if",
+    "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "self", "Self",
+    "static", "struct", "super", "trait", "true", "type", "unsafe", "use", "where", "while", "async",
+    "await", "dyn", "abstract", "become", "box", "do", "final", "macro", "override", "priv", "typeof",
+    "unsized", "virtual", "yield", "try", "gen",
+}  # fmt: skip
+# C names that cffi's parser or C would reject.
+C_KEYWORDS = {"int", "char", "float", "double", "long", "short", "signed", "unsigned", "void", "struct",
+              "union", "enum", "const", "volatile", "register", "auto", "extern", "static", "sizeof",
+              "typedef", "goto", "default", "case", "switch", "do", "while", "for", "if", "else", "return",
+              "break", "continue", "inline", "restrict"}  # fmt: skip
+RESERVED_C_NAMES = {"device_id", "raw_stream", "num_cta_in_cga", "occupancy"}
+
+_SHAPE = re.compile(r"^(?P<t>[a-z][a-z0-9]*)_shape(?P<i>\d)$")
+_STRIDE = re.compile(r"^(?P<t>[a-z][a-z0-9]*)_stride(?P<i>\d)$")
+_ROW_STRIDE = re.compile(r"^(?P<t>[a-z][a-z0-9]*)_row_stride$")
+
+
+def tensor_base(param: Param) -> str:
+    """``out_ptr`` -> ``out``; tensors keep their name."""
+    if param.kind == "ptr" and param.name.endswith("_ptr") and len(param.name) > 4:
+        return param.name[:-4]
+    return param.name
+
+
+def c_tensor_name(param: Param) -> tuple[str, str, Source]:
+    """(C parameter name, Rust descriptor local, source) for a tensor or pointer parameter."""
+    base = tensor_base(param)
+    rule = f"{param.name} -> {base}" if base != param.name else f"{param.name} kept"
+    name = base
+    if base in RUST_KEYWORDS or base in C_KEYWORDS:
+        name = base + "p" if base == "in" else base + "_"
+        rule += f" -> {name} ({base!r} is a keyword)"
+    return name, f"{base}_d", Source("naming", f"pointer/tensor parameter name: {rule}")
+
+
+def descriptor_scalar(name: str, tensor_names: dict[str, str]) -> tuple[str, Source] | None:
+    """A kernel scalar that names a descriptor field: ``<t>_shape<i>``, ``<t>_stride<i>``, ``<t>_row_stride``.
+
+    ``tensor_names`` maps the tensor base used in kernel names (``in``) to its C name (``inp``).
+    """
+    for pattern, fmt in ((_SHAPE, "dim({c},{i})"), (_STRIDE, "stride({c},{i})"), (_ROW_STRIDE, "stride({c},0)")):
+        m = pattern.match(name)
+        if m and m.group("t") in tensor_names:
+            c = tensor_names[m.group("t")]
+            expr = fmt.format(c=c, i=m.groupdict().get("i", "0"))
+            return expr, Source("naming", f"{name} is a descriptor field of {c}: {expr}")
+    return None
+
+
+def generic_arg_name(generic: str) -> tuple[str, Source]:
+    """The C argument feeding a const generic: its lowercase name (``TRANSPOSE_A`` -> ``trans_a``)."""
+    m = re.fullmatch(r"TRANSPOSE_([A-Z])", generic)
+    if m:
+        return f"trans_{m.group(1).lower()}", Source("naming", f"{generic} -> trans_{m.group(1).lower()}")
+    name = generic.lower()
+    if name in RESERVED_C_NAMES or name in C_KEYWORDS or name in RUST_KEYWORDS:
+        name += "_value"
+    return name, Source("naming", f"const generic {generic} -> C argument {name} (lowercase)")
+
+
+def is_tile_width(generic: str) -> bool:
+    """Generics that size a 1-D row tile (BLOCK_SIZE, TILE_SIZE, BLOCK_N, TILE_N, BN)."""
+    return generic in {"BLOCK_SIZE", "TILE_SIZE", "BLOCK", "TILE", "BLOCK_N", "TILE_N", "BN", "TILE_WIDTH"}

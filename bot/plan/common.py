@@ -1,0 +1,78 @@
+"""Plan pieces every host pattern shares: tensor naming and order, the element generic,
+compile options, dtype sets. Each returns plan data with its source."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bot.infer import naming
+from bot.infer.facts import Facts
+from bot.types import CScalar, CTensor, Entry, MissingFact, Source
+
+# cutile generic strings the FFI dispatches, and the torch dtypes the wrapper accepts.
+DEFAULT_DTYPES = ["f32", "f16", "bf16"]
+TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+POLICY_TENSOR_ORDER = Source("policy", "outputs first, then inputs in kernel parameter order (TileGym P11)")
+
+
+@dataclass
+class Missing:
+    items: list[MissingFact] = field(default_factory=list)
+
+    def add(self, key: str, question: str, facts: Facts | None = None) -> None:
+        tried = list(facts.tried.get(key, [])) if facts else []
+        self.items.append(MissingFact(key, question, tried))
+
+
+def element_generic(entry: Entry) -> str:
+    for g in entry.generics:
+        if g.kind == "type":
+            return g.name
+    return ""
+
+
+def c_tensors(entry: Entry) -> list[CTensor]:
+    """Every tensor/pointer parameter as a C descriptor, outputs first (P11)."""
+    made: list[CTensor] = []
+    for p in entry.params:
+        if p.kind not in ("tensor", "ptr"):
+            continue
+        name, bind, src = naming.c_tensor_name(p)
+        role = "output" if p.name in entry.outputs else "input"
+        evidence = entry.output_evidence.get(p.name, "")
+        source = Source("kernel", f"{p.name}: output via {evidence}") if role == "output" else src
+        made.append(CTensor(name, bind, p.name, p.kind, p.elem, role, p.rank, source))
+    return [t for t in made if t.role == "output"] + [t for t in made if t.role == "input"]
+
+
+def kernel_base_names(tensors: list[CTensor], entry: Entry) -> dict[str, str]:
+    """Base name used in kernel identifiers (``in`` for ``in_ptr``) -> C tensor name."""
+    out: dict[str, str] = {}
+    for t in tensors:
+        out[naming.tensor_base(entry.param(t.param))] = t.name
+    return out
+
+
+def dtype_driver(tensors: list[CTensor], elem: str, facts: Facts) -> tuple[str, Source]:
+    chosen = facts.get("ffi.dtype_from")
+    if isinstance(chosen, str) and any(t.name == chosen for t in tensors):
+        return chosen, facts.source("ffi.dtype_from")
+    for t in tensors:
+        if t.role == "input" and t.elem == elem:
+            return t.name, Source("policy", f"dtype of the first input of element type {elem}")
+    for t in tensors:
+        if t.elem == elem:
+            return t.name, Source("policy", f"dtype of the first tensor of element type {elem}")
+    return tensors[0].name, Source("policy", "dtype of the first tensor")
+
+
+def dtypes(facts: Facts) -> tuple[list[str], Source]:
+    value = facts.get("ffi.dtypes")
+    if isinstance(value, list) and value:
+        return [str(v) for v in value], facts.source("ffi.dtypes")
+    return list(DEFAULT_DTYPES), Source("policy", "TileGym ops dispatch f32, f16, bf16 for the element generic")
+
+
+def compile_option_scalars() -> list[CScalar]:
+    src = Source("policy", "every TileGym symbol carries num_cta_in_cga, occupancy (<= 0 = compiler default)")
+    return [CScalar("num_cta_in_cga", "i32", "compile_option", "", src), CScalar("occupancy", "i32", "compile_option", "", src)]

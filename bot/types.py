@@ -1,0 +1,360 @@
+"""Typed values passed between the pipeline's stages.
+
+Each stage receives some of these and returns one; only ``pipeline`` knows the order.
+Everything here is plain data (dataclasses of str/int/list/dict), so a plan or a
+result can be printed as JSON and compared byte for byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+
+
+# --------------------------------------------------------------------------- targets
+
+
+@dataclass(frozen=True)
+class Target:
+    """One kernel to port: ``src/tilegym/ops/cutile_rs/<op>_kernel/kernel.rs`` in ``repo``."""
+
+    repo: Path
+    op: str
+
+    @property
+    def ops_dir(self) -> Path:
+        return self.repo / "src" / "tilegym" / "ops" / "cutile_rs"
+
+    @property
+    def kernel_dir(self) -> Path:
+        return self.ops_dir / f"{self.op}_kernel"
+
+    @property
+    def kernel_rs(self) -> Path:
+        return self.kernel_dir / "kernel.rs"
+
+    @property
+    def ffi_rs(self) -> Path:
+        return self.kernel_dir / "ffi.rs"
+
+    @property
+    def wrapper_py(self) -> Path:
+        return self.ops_dir / f"{self.op}.py"
+
+    @property
+    def crate_dir(self) -> Path:
+        return self.ops_dir / "cutile_kernels"
+
+    @property
+    def symbol(self) -> str:
+        return f"cutile_{self.op}"
+
+
+# --------------------------------------------------------------------------- kernel signature
+# Mirrors the JSON printed by crate/ (docs/reader-schema.md).
+
+
+@dataclass(frozen=True)
+class Generic:
+    name: str
+    kind: str  # "type" | "const"
+    ty: str = ""  # const generics: "i32", "bool", ...
+    bounds: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: str  # "tensor" | "ptr" | "scalar"
+    elem: str = ""  # tensor/ptr element type: a generic name ("E") or a concrete type ("i32")
+    rank: int | None = None  # tensors only
+    ty: str = ""  # scalars only: "i32", "f32", ...
+    mutable: bool = False  # "&mut Tensor" or "*mut"
+
+
+@dataclass(frozen=True)
+class BlockUse:
+    """How an entry reads its block id: the facts, not a pattern name."""
+
+    axes: int  # how many block-id axes the body uses (0..3)
+    grid_stride: bool  # a `step_by(<num tile blocks>)` loop over tiles
+    evidence: str = ""
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    unsafe: bool
+    public: bool
+    attr_args: dict[str, str]
+    generics: tuple[Generic, ...]
+    params: tuple[Param, ...]
+    outputs: tuple[str, ...]
+    output_evidence: dict[str, str]
+    block: BlockUse
+    line: int = 0
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    module: str
+    entries: tuple[Entry, ...]
+    path: str = ""
+
+
+# --------------------------------------------------------------------------- launch plan
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where an inferred value came from: the authority and a human-readable pointer."""
+
+    kind: str  # contract | agent_b | analysis | ops_py | reference | naming | kernel | policy | checkout
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+
+@dataclass
+class CTensor:
+    """One ``const TensorDesc*`` parameter of the exported C function."""
+
+    name: str  # C parameter name ("inp" when the kernel says "in_ptr")
+    bind: str  # Rust local bound to the dereferenced descriptor ("in_d")
+    param: str  # kernel parameter it feeds
+    kind: str  # "tensor" (borrow_tensor) | "ptr" (DevicePointer)
+    elem: str  # generic name or concrete element type
+    role: str  # "output" | "input"
+    rank: int | None
+    source: Source
+
+
+@dataclass
+class CScalar:
+    """One scalar parameter of the exported C function (before device_id, raw_stream)."""
+
+    name: str
+    ctype: str  # "i32" | "f32"
+    role: str  # generic | runtime_scalar | grid | compile_option | selector
+    feeds: str  # the generic or kernel parameter it feeds ("" for options/grid/selector)
+    source: Source
+
+
+@dataclass
+class Derived:
+    """An FFI-local value computed from descriptors or scalars (expression language: docs/plan.md)."""
+
+    name: str
+    expr: str
+    source: Source
+
+
+@dataclass
+class Variant:
+    when: str  # "always" | "else" | an expression over C scalars
+    entry: str
+    generics: list[str]
+    args: list[str]
+    grid: list[str]
+    tag: str
+    source: Source
+
+
+@dataclass
+class FfiPlan:
+    symbol: str
+    module: str
+    style: str  # "macros" | "explicit"
+    tensors: list[CTensor]
+    dtype_from: str  # C tensor name whose dtype drives the element generic
+    dtype_generic: str  # the ElementType generic ("E")
+    dtypes: list[str]  # dispatch list, e.g. ["f32", "f16", "bf16"]
+    scalars: list[CScalar]
+    derived: list[Derived]
+    variants: list[Variant]
+    checks: list[dict[str, str]] = field(default_factory=list)  # {"when": expr, "rc": "INVALID_ARGS"}
+    sources: dict[str, Source] = field(default_factory=dict)  # for style/dtype choices
+
+    def c_params(self) -> list[tuple[str, str]]:
+        """(name, C type) for every parameter in ABI order, trailer included."""
+        out = [(t.name, "const TensorDesc*") for t in self.tensors]
+        out += [(s.name, {"i32": "int32_t", "f32": "float"}[s.ctype]) for s in self.scalars]
+        out += [("device_id", "int32_t"), ("raw_stream", "uint64_t")]
+        return out
+
+
+@dataclass
+class PyStep:
+    """One statement of the wrapper body before the launch."""
+
+    kind: str  # "check" | "detach" | "let"
+    target: str = ""  # let: the variable(s) assigned
+    expr: str = ""  # let: the value; check: the failing condition
+    error: str = ""  # check: ValueError | NotImplementedError
+    message: str = ""  # check: the message
+    names: list[str] = field(default_factory=list)  # detach: the tensors
+    source: Source | None = None
+
+
+@dataclass
+class PyPlan:
+    register_name: str
+    register_kind: str  # "direct" | "getter"
+    signature: str  # parameters after the function name, as written in ops.py
+    inner_signature: str  # getter only: the returned callable's parameters
+    dtypes: list[str]  # torch dtype names accepted, e.g. ["float32", "float16", "bfloat16"]
+    steps: list[PyStep]
+    alloc: dict[str, str]  # output var -> allocation expression (made inside kernel_fn)
+    launch_mode: str  # "direct" | "autotune"
+    configs: list[dict[str, object]]
+    autotune_key: str
+    python_grid: dict[str, str]  # C scalar -> python expression
+    device_of: str
+    tensors_py: dict[str, str]  # C tensor -> python variable
+    ffi_args: dict[str, str]  # C scalar -> python expression
+    result: str
+    out_param: str  # name of an ``out=`` parameter that receives a copy ("" if none)
+    sources: dict[str, Source] = field(default_factory=dict)
+
+
+@dataclass
+class TestWiring:
+    file: str  # relative to the repo
+    scope: str  # "class" | "module" | "" (unknown)
+    source: Source | None = None
+
+
+@dataclass
+class MissingFact:
+    """Something the generator could not infer: what, why, and what the contract key is."""
+
+    key: str  # dotted contract key, e.g. "python.alloc.out"
+    question: str
+    tried: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LaunchPlan:
+    op: str
+    ffi: FfiPlan
+    python: PyPlan
+    tests: TestWiring
+    missing: list[MissingFact] = field(default_factory=list)
+    contract_lines: int = 0  # lines of the porter-written contract this plan used
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- generated files, results
+
+
+@dataclass
+class GeneratedFile:
+    path: str  # relative to the repo
+    content: str
+    kind: str  # "new" (whole file) | "edit" (wiring)
+
+
+@dataclass
+class GeneratedFiles:
+    files: list[GeneratedFile]
+
+
+@dataclass
+class ApplyResult:
+    changed: list[str]  # relative paths whose bytes changed
+    unchanged: list[str]
+
+
+@dataclass
+class BuildResult:
+    ok: bool
+    so_path: str
+    command: str
+    seconds: float
+    log_tail: str
+    errors_by_file: dict[str, list[str]] = field(default_factory=dict)
+    symbol_found: bool = False
+    symbols: list[str] = field(default_factory=list)
+    smoke_ok: bool = False
+    smoke_detail: str = ""
+
+
+@dataclass
+class TestCase:
+    nodeid: str
+    outcome: str  # passed | failed | skipped | error
+    message: str = ""
+
+
+@dataclass
+class TestResult:
+    ran: bool
+    command: str
+    exit_code: int | None
+    log_path: str
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    errors: int = 0
+    cases: list[TestCase] = field(default_factory=list)
+    gpu: bool = False
+    env_problem: str = ""  # why the tests could not run meaningfully here
+
+
+class VerdictKind(str, Enum):
+    ALL_PASS = "ALL_PASS"
+    FAIL = "FAIL"
+    BLOCKED = "BLOCKED"
+
+
+@dataclass
+class Verdict:
+    kind: VerdictKind
+    klass: str  # fail_class (host|kernel) or block_class (env|host|kernel); "" for ALL_PASS
+    reason: str  # one line, always set
+    followup: str = ""  # agent_b_followup for kernel faults
+    host_fix: str = ""
+
+    @property
+    def line(self) -> str:
+        return f"VERDICT: {self.kind.value}"
+
+
+@dataclass
+class StageRecord:
+    name: str
+    seconds: float
+    status: str  # ok | failed | skipped
+    detail: str = ""
+
+
+@dataclass
+class ValidatorRun:
+    command: str
+    output: str
+    exit_code: int
+
+
+@dataclass
+class PortResult:
+    """Everything a port run produced; the input of publication."""
+
+    target: Target
+    verdict: Verdict
+    stages: list[StageRecord]
+    out_dir: str
+    validator_block: str = ""
+    plan: LaunchPlan | None = None
+    build: BuildResult | None = None
+    tests: TestResult | None = None
+    changed_files: list[str] = field(default_factory=list)
