@@ -1,0 +1,69 @@
+//! `kernel-reader <path/to/kernel.rs>`: print the entry signatures of a cutile-rs kernel file as JSON.
+//!
+//! Exit status: 0 with a report on stdout; 2 with an error object on stdout (unreadable file,
+//! Rust syntax error, no `#[cutile::module]`, internal fault); 64 on bad usage (message on stderr).
+//! The output format is described in `docs/reader-schema.md`.
+
+mod blockid;
+mod dataflow;
+mod json;
+mod model;
+mod parse;
+mod text;
+
+use std::io::Write;
+use std::panic::{self, AssertUnwindSafe};
+use std::process::ExitCode;
+
+use model::Failure;
+
+const STACK_BYTES: usize = 512 << 20;
+
+fn run(path: &str) -> Result<model::Report, Failure> {
+    let source = std::fs::read_to_string(path)
+        .map_err(|e| Failure::nowhere(format!("cannot read {path}: {e}")))?;
+    parse::read_kernel(&source)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if args.len() != 1 || args[0].starts_with('-') {
+        eprintln!("usage: kernel-reader <path/to/kernel.rs>");
+        return ExitCode::from(64);
+    }
+    let path = args[0].clone();
+
+    // Silence the default panic message: a panic becomes an error object on stdout.
+    panic::set_hook(Box::new(|_| {}));
+    // A big stack for deeply nested sources; the parser and the walkers recurse.
+    let worker_path = path.clone();
+    let worker = std::thread::Builder::new()
+        .stack_size(STACK_BYTES)
+        .spawn(move || panic::catch_unwind(AssertUnwindSafe(|| run(&worker_path))));
+    let caught = match worker {
+        Ok(handle) => handle.join().unwrap_or_else(Err),
+        Err(_) => panic::catch_unwind(AssertUnwindSafe(|| run(&path))),
+    };
+    let outcome = caught.unwrap_or_else(|payload| {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(ToString::to_string)
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_string());
+        Err(Failure::nowhere(format!(
+            "internal error in kernel-reader: {what}"
+        )))
+    });
+
+    let (value, code) = match outcome {
+        Ok(report) => (json::report(&path, &report), 0),
+        Err(failure) => (json::failure(&path, &failure), 2),
+    };
+    let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| "{}".to_string());
+    // A closed stdout is not worth a panic.
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
+    ExitCode::from(code)
+}

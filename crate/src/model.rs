@@ -1,0 +1,98 @@
+//! Plain data gathered from a kernel file; `json.rs` turns it into the printed document.
+
+/// Why no report could be produced. `line`/`column` are 1-based; 0 means "no position".
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub message: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl Failure {
+    pub fn nowhere(message: impl Into<String>) -> Self {
+        Failure {
+            message: message.into(),
+            line: 0,
+            column: 0,
+        }
+    }
+
+    pub fn at(message: impl Into<String>, pos: proc_macro2::LineColumn) -> Self {
+        Failure {
+            message: message.into(),
+            line: pos.line,
+            column: pos.column + 1,
+        }
+    }
+}
+
+/// A diagnostic about the kernel that does not stop the report.
+#[derive(Debug, Clone)]
+pub struct Diagnostic {
+    pub level: &'static str, // "error" | "warning"
+    pub message: String,
+    pub line: usize,
+    pub column: usize,
+    pub function: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum Generic {
+    Type { name: String, bounds: Vec<String> },
+    Const { name: String, ty: String },
+}
+
+#[derive(Debug, Clone)]
+pub enum ParamKind {
+    /// `&Tensor<elem, {[..]}>` / `&mut Tensor<..>`; `shape` is None when not an array literal.
+    Tensor {
+        elem: String,
+        mutable: bool,
+        shape: Option<Vec<String>>,
+    },
+    /// `*mut elem` / `*const elem`.
+    Ptr { elem: String, mutable: bool },
+    /// Anything else, by its type text.
+    Scalar { ty: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct Param {
+    pub name: String,
+    pub kind: ParamKind,
+}
+
+impl Param {
+    /// Tensors and pointers carry memory; only they can be outputs.
+    pub fn is_memory(&self) -> bool {
+        !matches!(self.kind, ParamKind::Scalar { .. })
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct BlockUse {
+    pub axes: usize,
+    pub grid_stride: bool,
+    pub evidence: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub name: String,
+    pub line: usize,
+    pub is_unsafe: bool,
+    pub public: bool,
+    pub attr_args: Vec<(String, String)>,
+    pub generics: Vec<Generic>,
+    pub params: Vec<Param>,
+    /// (param name, evidence), in parameter order.
+    pub outputs: Vec<(String, String)>,
+    pub block: BlockUse,
+}
+
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub module: String,
+    pub entries: Vec<Entry>,
+    pub warnings: Vec<Diagnostic>,
+}

@@ -1,0 +1,26 @@
+"""Shared fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.wheel import WheelUnavailable, default_cache_dir
+from bot.wheel import tilegym_wheel as _fetch_tilegym_wheel
+
+TILEGYM_VERSION = "1.5.1"
+
+
+@pytest.fixture(scope="session")
+def tilegym_wheel() -> Path:
+    """Root of the unpacked ``tilegym==1.5.1`` wheel (the folder holding ``tilegym/``).
+
+    The wheel is fetched with ``pip download --no-deps`` into ``$AGENT_D_CACHE/wheels`` (default
+    ``~/.cache/agent-d/wheels``) on first use and reused afterwards. Tests that need it are
+    skipped when it can be neither found nor downloaded.
+    """
+    try:
+        return _fetch_tilegym_wheel(default_cache_dir(), TILEGYM_VERSION)
+    except WheelUnavailable as exc:
+        pytest.skip(f"tilegym=={TILEGYM_VERSION} wheel unavailable: {str(exc).splitlines()[0]}")
