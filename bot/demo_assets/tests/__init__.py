@@ -1,0 +1,1 @@
+# Test package of the agent-d demo checkout (written for agent-d, TileGym-style layout).

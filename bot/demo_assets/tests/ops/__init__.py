@@ -1,0 +1,1 @@
+# Per-op correctness tests.
