@@ -257,6 +257,7 @@ def _variant_chain(ffi: FfiPlan, rust) -> list[str]:
 
 def _launch_block(ffi: FfiPlan, v: Variant, rust) -> list[str]:
     tensors_used = sorted({t for a in v.args for t in rustexpr.tensors(a) if a.strip().startswith("ten(")})
+    pointers_used = [t for a in v.args for t in rustexpr.tensors(a) if a.strip().startswith("ptr(")]
     elem = {t.name: t.elem for t in ffi.tensors}
     out = [f"// {v.tag}: generics <{', '.join(v.generics)}>"]
     for g in v.grid:
@@ -267,6 +268,10 @@ def _launch_block(ffi: FfiPlan, v: Variant, rust) -> list[str]:
         bind = next(x.bind for x in ffi.tensors if x.name == t)
         ty = "$E" if elem[t] == ffi.dtype_generic else elem[t]
         out.append(f"    let {t}_t = unsafe {{ borrow_tensor::<{ty}>({bind}) }};")
+    for t in pointers_used:
+        bind = next(x.bind for x in ffi.tensors if x.name == t)
+        ty = "$E" if elem[t] == ffi.dtype_generic else elem[t]
+        out.append(f"    let {t}_dp: DevicePointer<{ty}> = unsafe {{ DevicePointer::from_cu_deviceptr({bind}.ptr) }};")
     generics = ", ".join("dty.to_string()" if g == "dtype" else f"{_atom(rust(g))}.to_string()" for g in v.generics)
     args = ", ".join(rust(a) for a in v.args)
     grid = ", ".join(f"{_atom(rust(g))} as u32" for g in v.grid)

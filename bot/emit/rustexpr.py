@@ -109,8 +109,7 @@ class _Render:
         if fn == "stride":
             return f"({self.bind(tensor())}.strides[{index()}] as i32)"
         if fn == "ptr":
-            t = tensor()
-            return f"DevicePointer::<{self.elem(t)}>::from_cu_deviceptr({self.bind(t)}.ptr)"
+            return f"{tensor()}_dp"
         if fn == "ten":
             return f"&*{tensor()}_t"
         if fn == "cast_tf32":

@@ -1,0 +1,100 @@
+"""Stage "classify": run facts -> ALL_PASS | FAIL(host|kernel) | BLOCKED(env|host|kernel).
+
+Rules (domain.md section 10), first match wins:
+1. pytest could not start, or the interpreter lacks pytest/torch/a GPU -> BLOCKED env.
+2. pytest crashed (killed by a signal, SIGABRT from freeing PyTorch memory) -> FAIL host.
+3. zero cutile-rs tests selected (exit 5) -> FAIL host: registration or parametrization missing.
+4. a failure: bad FFI return codes, illegal address, grid mismatch from our launcher -> host;
+   numeric mismatch with a correct ABI, a JIT/compile panic -> kernel, with a follow-up line.
+5. a skip without a citation (analysis.json known_gaps or the test's own forward-only rule)
+   -> FAIL host.
+6. pytest exit 0 with at least one pass -> ALL_PASS (later confirmed by the validator).
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.types import TestResult, Verdict, VerdictKind
+
+_HOST_PATTERNS = (
+    (re.compile(r"rc=-[2456]\b|returned error code -[2456]\b"), "the launcher rejected its arguments ({m})"),
+    (re.compile(r"illegal memory access|CUDA error 700|an illegal address", re.I), "illegal memory access ({m})"),
+    (re.compile(r"Specified launch grid does not match", re.I), "launch grid does not match the partition ({m})"),
+    (re.compile(r"is not available|not registered|NotImplementedError", re.I), "backend not wired ({m})"),
+    (re.compile(r"TypeError|AttributeError|NameError|ImportError|cffi|CDefError", re.I), "wrapper error ({m})"),
+)
+_KERNEL_PATTERNS = (
+    (re.compile(r"Mismatched elements|not close|assert_close|Tensor-likes", re.I), "numeric mismatch ({m})"),
+    (re.compile(r"rc=-3\b|kernel launch failed|JIT|tileiras|Failed to compile", re.I), "launch/JIT failure ({m})"),
+)
+_ENV_PATTERNS = (
+    re.compile(r"tileiras.*(not found|No such file)|CUDA driver too old|no CUDA device|CUDA_HOME", re.I),
+)
+_FORWARD_ONLY = re.compile(r"backward", re.I)
+
+
+def before_tests(problem: str) -> Verdict:
+    return Verdict(VerdictKind.BLOCKED, "env", problem)
+
+
+def classify(result: TestResult, known_gaps: list[str]) -> Verdict:
+    if result.env_problem:
+        detail = f"; pytest exit={result.exit_code}" if result.ran else ""
+        return Verdict(VerdictKind.BLOCKED, "env", f"{result.env_problem}{detail}: the tests cannot prove the kernel here")
+    if not result.ran or result.exit_code is None:
+        return Verdict(VerdictKind.BLOCKED, "env", "pytest could not be started")
+    if result.exit_code < 0 or result.exit_code in (134, 139):
+        return Verdict(VerdictKind.FAIL, "host", f"pytest died (exit {result.exit_code}): the host code crashed the process",
+                       host_fix="look for a double free or a panic across extern \"C\" in ffi.rs")  # fmt: skip
+    if result.exit_code == 5 or (result.passed + result.failed + result.errors + result.skipped) == 0:
+        return Verdict(VerdictKind.FAIL, "host", "zero cutile-rs tests selected: registration or test parametrization missing",
+                       host_fix="check the package import, the register_impl name and _backends in the test file")  # fmt: skip
+    failed = [c for c in result.cases if c.outcome in ("failed", "error")]
+    if failed or result.failed or result.errors or result.exit_code not in (0,):
+        message = failed[0].message if failed else f"pytest exit {result.exit_code}"
+        return _failure(message, failed[0].nodeid if failed else "")
+    uncited = [c for c in result.cases if c.outcome == "skipped" and not _cited(c.message, known_gaps)]
+    if uncited:
+        c = uncited[0]
+        return Verdict(VerdictKind.FAIL, "host", f"uncited skip: {c.nodeid}: {c.message or 'no reason'}",
+                       host_fix="a skip needs a citation (analysis.json known_gaps or a coding rule)")  # fmt: skip
+    if result.passed == 0:
+        return Verdict(VerdictKind.FAIL, "host", "no cutile-rs test passed (all skipped)")
+    return Verdict(VerdictKind.ALL_PASS, "", f"{result.passed} passed, {result.skipped} skipped (cited)")
+
+
+def _cited(reason: str, known_gaps: list[str]) -> bool:
+    if not reason or re.search(r"not available", reason, re.I):
+        return False
+    if _FORWARD_ONLY.search(reason):
+        return True
+    return any(gap and (gap.lower() in reason.lower() or reason.lower() in gap.lower()) for gap in known_gaps)
+
+
+def _failure(message: str, nodeid: str) -> Verdict:
+    short = " ".join(message.split())[:240]
+    where = f"{nodeid}: " if nodeid else ""
+    for pattern in _ENV_PATTERNS:
+        if pattern.search(message):
+            return Verdict(VerdictKind.BLOCKED, "env", f"{where}toolchain problem during the run: {short}")
+    for pattern, text in _HOST_PATTERNS:
+        m = pattern.search(message)
+        if m:
+            return Verdict(VerdictKind.FAIL, "host", where + text.format(m=short),
+                           host_fix="fix the generated host code or its contract and re-run")  # fmt: skip
+    for pattern, text in _KERNEL_PATTERNS:
+        m = pattern.search(message)
+        if m:
+            return Verdict(VerdictKind.FAIL, "kernel", where + text.format(m=short),
+                           followup=f"kernel.rs: {text.split(' (')[0]} in {nodeid or 'the correctness test'}; "
+                           "the ABI checks passed, so check the device math")  # fmt: skip
+    return Verdict(VerdictKind.FAIL, "host", f"{where}{short}", host_fix="inspect the pytest log")
+
+
+def after_validator(verdict: Verdict, validator_exit: int, first_failure: str) -> Verdict:
+    """ALL_PASS needs the validator too; a failing validator turns it into FAIL host."""
+    if verdict.kind is VerdictKind.ALL_PASS and validator_exit != 0:
+        return Verdict(VerdictKind.FAIL, "host", f"validator failed: {first_failure}",
+                       host_fix="make the reports and host artefacts satisfy the validator")  # fmt: skip
+    return verdict

@@ -1,0 +1,102 @@
+"""Facts from an explicit host contract: ``<op>_kernel/host_contract.yaml`` (version 1, docs/contract.md),
+or the ``host_launch_contract`` YAML block of stage B's ``reports/agent_b.md``.
+
+Every key is optional and overrides what any other source infers. Unknown keys are
+rejected with the list of known ones, so a typo cannot silently fall back to a guess.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from bot.errors import Blocked
+from bot.infer.facts import Facts
+from bot.types import Source, Target
+
+CONTRACT_NAME = "host_contract.yaml"
+VERSION = 1
+# Keys a contract may set; a trailing ".*" takes any name below it.
+KNOWN = (
+    "ffi.scalars.*", "ffi.generics.*", "ffi.dtype_from", "ffi.dtypes",
+    "python.register.name", "python.register.kind", "python.signature", "python.tensor_params",
+    "python.out_cols", "python.out_param", "python.generics.*",
+)  # fmt: skip
+_AGENT_B_BLOCK = re.compile(r"host_launch_contract[^\n]*\n+```ya?ml\n(?P<body>.*?)\n```", re.S | re.I)
+
+
+def contract_path(target: Target) -> Path:
+    return target.kernel_dir / CONTRACT_NAME
+
+
+def gather(target: Target, facts: Facts) -> None:
+    path = contract_path(target)
+    if not path.is_file():
+        return
+    text = path.read_text(encoding="utf-8")
+    rel = str(path.relative_to(target.repo))
+    data = _load(text, rel)
+    _offer(data, rel, "contract", facts)
+    facts.offer("contract.lines", count_lines(text), Source("contract", rel))
+
+
+def gather_agent_b(report: Path, facts: Facts) -> None:
+    if not report.is_file():
+        return
+    m = _AGENT_B_BLOCK.search(report.read_text(encoding="utf-8", errors="replace"))
+    if not m:
+        return
+    _offer(_load(m.group("body"), f"{report.name} host_launch_contract"), report.name, "agent_b", facts)
+
+
+def count_lines(text: str) -> int:
+    """Lines a porter wrote: non-blank, not comments, not the version line."""
+    return sum(
+        1
+        for line in text.splitlines()
+        if line.strip() and not line.strip().startswith("#") and not line.startswith("contract_version")
+    )
+
+
+def _load(text: str, where: str) -> dict:
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise Blocked("host", f"{where}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise Blocked("host", f"{where}: the contract must be a mapping")
+    version = data.pop("contract_version", VERSION)
+    if version != VERSION:
+        raise Blocked("host", f"{where}: contract_version {version!r} is not supported (expected {VERSION})")
+    return data
+
+
+def _flatten(data: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in data.items():
+        full = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, full + "."))
+        else:
+            out[full] = value
+    return out
+
+
+def _known(key: str) -> bool:
+    for pattern in KNOWN:
+        if pattern.endswith(".*") and key.startswith(pattern[:-1]) and len(key) > len(pattern) - 1:
+            return True
+        if key == pattern:
+            return True
+    return False
+
+
+def _offer(data: dict, where: str, kind: str, facts: Facts) -> None:
+    flat = _flatten(data)
+    unknown = sorted(k for k in flat if not _known(k))
+    if unknown:
+        raise Blocked("host", f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(KNOWN)}")
+    for key, value in flat.items():
+        facts.offer(key, value, Source(kind, f"{where}: {key}"))

@@ -1,0 +1,222 @@
+"""The ordered stages of a port, their timing and progress lines. The only module that knows the order.
+
+targets -> kernel signature -> checkout -> facts -> launch plan -> generated files -> apply
+-> toolchain -> build (+ ELF export) -> ABI smoke -> test -> classify -> reports + validator.
+
+Whatever happens, the reports are written and the verdict says why: a stage that cannot go
+on raises ``StageStop`` (FAIL or BLOCKED with its class); anything unexpected becomes
+BLOCKED(host) "internal error" with the traceback kept in the agent log.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from bot import apply, build, checkout, classify, generate, report, smoke, testlog, testrun, toolchain, validator
+from bot.draft import write_draft
+from bot.errors import Blocked, Failed, StageStop
+from bot.infer import analysis, contract, ops_py, reference
+from bot.infer.facts import Facts
+from bot.plan import build_plan
+from bot.reader import ReaderError, ReaderUnavailable, read_kernel
+from bot.targets import find_targets
+from bot.types import PortResult, StageRecord, Target, TestResult, Verdict, VerdictKind
+
+T = TypeVar("T")
+
+EXIT_CODES = {VerdictKind.ALL_PASS: 0, VerdictKind.FAIL: 1, VerdictKind.BLOCKED: 3}
+USAGE_EXIT = 2
+
+
+@dataclass
+class PortOptions:
+    repo: Path
+    kernel: str | None = None
+    base: str | None = None
+    out_root: Path | None = None
+    python: str = ""
+    cargo_target_dir: Path | None = None
+    test_timeout: float = 3600.0
+    echo: Callable[[str], None] = print
+    echo_pytest: bool = False
+
+    def out_dir(self, op: str) -> Path:
+        root = self.out_root or Path(os.environ.get("CUTILE_KERNEL_OUT_ROOT") or self.repo / "cutile_kernel_out")
+        return root / op
+
+
+@dataclass
+class _Run:
+    echo: Callable[[str], None]
+    stages: list[StageRecord] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+
+    def stage(self, name: str, fn: Callable[[], T], detail: Callable[[T], str] | None = None) -> T:
+        start = time.monotonic()
+        try:
+            value = fn()
+        except StageStop as stop:
+            self._record(name, start, "failed", f"{stop.kind} {stop.klass}: {stop.reason}")
+            raise
+        except Exception as exc:
+            self._record(name, start, "failed", f"{type(exc).__name__}: {exc}")
+            raise
+        self._record(name, start, "ok", detail(value) if detail else "")
+        return value
+
+    def _record(self, name: str, start: float, status: str, detail: str) -> None:
+        seconds = time.monotonic() - start
+        self.stages.append(StageRecord(name, seconds, status, detail))
+        mark = {"ok": "ok", "failed": "FAILED"}[status]
+        self.echo(f"[agent-d] {name:<18} {mark:<6} {seconds:7.2f}s  {detail}".rstrip())
+
+
+def port(options: PortOptions) -> list[PortResult]:
+    """Port every kernel the change adds (or the named one); usage errors propagate."""
+    targets = find_targets(options.repo.resolve(), options.kernel, options.base)
+    return [port_one(t, options) for t in targets]
+
+
+def port_one(target: Target, options: PortOptions) -> PortResult:
+    run = _Run(options.echo)
+    out_dir = options.out_dir(target.op).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    python = options.python or testrun.current_python()
+    result = PortResult(target, Verdict(VerdictKind.BLOCKED, "host", "not run"), run.stages, str(out_dir))
+    pytest_cmd, pytest_rc = "(pytest not run)", None
+    options.echo(f"[agent-d] port {target.op}: {target.kernel_rs.relative_to(target.repo)} -> {out_dir}")
+    try:
+        if not target.kernel_rs.is_file():
+            raise Failed("kernel", f"{target.kernel_rs.relative_to(target.repo)} does not exist",
+                         followup=f"add src/tilegym/ops/cutile_rs/{target.op}_kernel/kernel.rs")  # fmt: skip
+        signature = run.stage("kernel signature", lambda: _read(target),
+                              lambda s: f"{s.module}: " + ", ".join(e.name for e in s.entries))  # fmt: skip
+        co = run.stage("checkout", lambda: checkout.inspect(target), lambda c: f"ffi style {c.style}")
+        facts = run.stage("facts", lambda: _facts(target, out_dir), lambda f: f"{len(f.items)} facts")
+        plan = run.stage("launch plan", lambda: build_plan(target, signature, facts, co),
+                         lambda p: f"{len(p.ffi.c_params())} C parameters, {len(p.missing)} missing")  # fmt: skip
+        result.plan = plan
+        if plan.missing:
+            draft = write_draft(target, plan, facts)
+            names = ", ".join(m.key for m in plan.missing)
+            raise Blocked("host", f"cannot infer: {names}; fill {draft.relative_to(target.repo)}",
+                          host_fix=f"copy {draft.name} to host_contract.yaml and fill the marked keys")  # fmt: skip
+        files = run.stage("generate", lambda: apply.formatted(generate.generate(target, plan, co), target.repo),
+                          lambda g: f"{len(g.files)} files")  # fmt: skip
+        applied = run.stage("apply", lambda: apply.apply(files, target.repo),
+                            lambda a: f"{len(a.changed)} changed, {len(a.unchanged)} unchanged")  # fmt: skip
+        result.changed_files = applied.changed
+        shutil.copy2(target.ffi_rs, out_dir / "ffi.rs")
+        tools = run.stage("toolchain", toolchain.resolve, lambda t: f"CUDA headers {t.cuda_toolkit_path}")
+        built = run.stage(
+            "build",
+            lambda: build.build(target, tools, options.cargo_target_dir, out_dir / "build_cargo.txt",
+                                validator.exported_functions),  # fmt: skip
+            lambda b: f"{b.command} ({b.seconds:.0f}s); {target.symbol} exported",
+        )
+        result.build = built
+        ok, detail = run.stage("abi smoke", lambda: _smoke(target, built.so_path), lambda r: r[1])
+        built.smoke_ok, built.smoke_detail = ok, detail
+        interp = run.stage("interpreter", lambda: testrun.probe(python),
+                           lambda i: i.env_problem() or f"{i.device}, torch {i.torch}")  # fmt: skip
+        argv, _selection = testrun.command(target, python)
+        pytest_cmd = testrun.shown(argv)
+        tests = run.stage("test", lambda: _test(target, argv, out_dir, interp, tools, options),
+                          lambda t: f"exit={t.exit_code}: {t.passed} passed, {t.failed} failed, {t.skipped} skipped")  # fmt: skip
+        result.tests, pytest_rc = tests, tests.exit_code
+        gaps = analysis.known_gaps(analysis.load(out_dir / "reference" / "analysis.json"))
+        result.verdict = run.stage("classify", lambda: classify.classify(tests, gaps), lambda v: v.kind.value)
+    except StageStop as stop:
+        result.verdict = Verdict(VerdictKind(stop.kind), stop.klass, stop.reason, stop.followup, stop.host_fix)
+    except Exception as exc:  # the verdict must still say why, and reports must still be written
+        run.log.append("internal error:\n" + traceback.format_exc())
+        result.verdict = Verdict(VerdictKind.BLOCKED, "host", f"internal error in agent-d: {type(exc).__name__}: {exc}")
+    _finish(result, run, target, out_dir, pytest_cmd, pytest_rc, options)
+    return result
+
+
+def _read(target: Target):
+    try:
+        return read_kernel(target.kernel_rs)
+    except ReaderError as exc:
+        raise Failed("kernel", f"kernel.rs does not parse: {exc}",
+                     followup=f"fix {target.op}_kernel/kernel.rs: {exc}") from None  # fmt: skip
+    except ReaderUnavailable as exc:
+        raise Blocked("env", f"the kernel reader is unavailable: {exc}") from None
+
+
+def _facts(target: Target, out_dir: Path) -> Facts:
+    facts = Facts()
+    contract.gather(target, facts)
+    contract.gather_agent_b(out_dir / "reports" / "agent_b.md", facts)
+    analysis.gather(out_dir / "reference" / "analysis.json", facts)
+    ops_py.gather(target, facts)
+    reference.gather(target, facts)
+    return facts
+
+
+def _smoke(target: Target, so_path: str) -> tuple[bool, str]:
+    utils = target.repo / "src" / "tilegym" / "backend" / "cutile_rs" / "utils.py"
+    ok, detail = smoke.smoke(Path(so_path), target.wrapper_py, utils)
+    if not ok:
+        raise Failed("host", f"ABI smoke check failed: {detail}", host_fix="ffi.rs and _FFI_CDEF must agree")
+    return ok, detail
+
+
+def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions) -> TestResult:
+    if not interp.pytest:
+        raise Blocked("env", interp.env_problem() or f"cannot run {interp.python}")
+    log_path = out_dir / "correctness_cutile_rs.txt"
+    env = {"CUTILE_RS_AUTOBUILD": "0", "CUDA_TOOLKIT_PATH": str(tools.cuda_toolkit_path),
+           "CUTILE_KERNEL_OUT_ROOT": str(out_dir.parent)}  # fmt: skip
+    echo = options.echo if options.echo_pytest else None
+    code, _seconds = testrun.run(target, argv, log_path, env, options.test_timeout, echo)
+    text = log_path.read_text(encoding="utf-8", errors="replace")
+    result = testlog.to_test_result(text, command=testrun.shown(argv), exit_code=code, log_path=str(log_path),
+                                          gpu=interp.cuda)  # fmt: skip
+    result.env_problem = interp.env_problem()
+    return result
+
+
+def _finish(result: PortResult, run: _Run, target: Target, out_dir: Path, pytest_cmd: str,
+            pytest_rc: int | None, options: PortOptions) -> None:  # fmt: skip
+    decision_log = _decision_log(result, run)
+    so = Path(result.build.so_path) if result.build and result.build.so_path else None
+    log_src = out_dir / "correctness_cutile_rs.txt"
+    report.write_reports(out_dir, result, decision_log, log_src if log_src.is_file() else None)
+    runs = [validator.validate(out_dir, target.op, target.repo, so)]
+    upstream = validator.run_repo_validator(target.repo, out_dir.parent, target.op)
+    if upstream is not None:
+        runs.append(upstream)
+    failing = next((r for r in runs if r.exit_code != 0), None)
+    if failing is not None:
+        first = next((ln for ln in failing.output.splitlines() if ln.startswith("FAIL")), "validator failed")
+        verdict = classify.after_validator(result.verdict, failing.exit_code, first)
+        if verdict is not result.verdict:
+            result.verdict = verdict
+            report.write_reports(out_dir, result, _decision_log(result, run), log_src if log_src.is_file() else None)
+    result.validator_block = report.validator_block(pytest_cmd, pytest_rc, runs)
+    (out_dir / "validator_block.txt").write_text(result.validator_block + "\n" + result.verdict.line + "\n")
+    options.echo(result.validator_block)
+    options.echo(result.verdict.line)
+    klass = f" ({'fail' if result.verdict.kind is VerdictKind.FAIL else 'block'}_class: {result.verdict.klass})"
+    options.echo(f"[agent-d] {target.op}: {result.verdict.kind.value}"
+                 f"{klass if result.verdict.klass else ''}: {result.verdict.reason}")  # fmt: skip
+
+
+def _decision_log(result: PortResult, run: _Run) -> list[str]:
+    lines = [f"stage {s.name}: {s.status} in {s.seconds:.2f}s" + (f" ({s.detail})" if s.detail else "")
+             for s in run.stages]  # fmt: skip
+    if result.changed_files:
+        lines.append("files written: " + ", ".join(result.changed_files))
+    elif result.plan is not None:
+        lines.append("files written: none (the generated files already matched)")
+    lines += run.log
+    return lines

@@ -1,0 +1,41 @@
+"""``agent-d plan``: the launch plan as text, every value with the source it came from."""
+
+from __future__ import annotations
+
+from bot.emit.ffi_rs import c_declaration
+from bot.types import LaunchPlan
+
+
+def render_plan(plan: LaunchPlan) -> str:
+    ffi, py = plan.ffi, plan.python
+    out = [f"launch plan for {plan.op}", "", "C ABI:", f"  {c_declaration(ffi)}", ""]
+    out.append("descriptors:")
+    for t in ffi.tensors:
+        out.append(f"  {t.name:<14} {t.role:<6} -> {t.param} ({t.kind} {t.elem}, rank {t.rank})  [{t.source}]")
+    out.append(f"  element generic {ffi.dtype_generic} from {ffi.dtype_from} in {ffi.dtypes}  [{ffi.sources.get('dtype_from')}]")
+    out.append("scalars:")
+    for s in ffi.scalars:
+        feeds = f" -> {s.feeds}" if s.feeds else ""
+        out.append(f"  {s.name:<14} {s.ctype} {s.role}{feeds}  [{s.source}]")
+    out.append("derived in the FFI:")
+    for d in ffi.derived:
+        out.append(f"  {d.name:<14} = {d.expr}  [{d.source}]")
+    out.append("launches:")
+    for v in ffi.variants:
+        out.append(f"  when {v.when}: {v.entry}<{', '.join(v.generics)}>({', '.join(v.args)}) grid ({', '.join(v.grid)})")
+    out += ["", "Python wrapper:", f"  @register_impl({py.register_name!r}) def {py.register_name}({py.signature})"]
+    for key, source in py.sources.items():
+        out.append(f"  {key}: [{source}]")
+    for step in py.steps:
+        text = {"check": f"if {step.expr}: raise {step.error}", "detach": f"detach {', '.join(step.names)}",
+                "let": f"{step.target} = {step.expr}"}[step.kind]  # fmt: skip
+        out.append(f"  {text}" + (f"  [{step.source}]" if step.source else ""))
+    out.append(f"  launch: {py.launch_mode}; tensors {py.tensors_py}; scalars {py.ffi_args}")
+    out += ["", f"tests: {plan.tests.file or '(no test file)'} ({plan.tests.scope or 'unknown'}-level _backends)"]
+    out.append(f"contract lines written by the porter: {plan.contract_lines}")
+    if plan.missing:
+        out += ["", "MISSING (write these in host_contract.yaml):"]
+        for m in plan.missing:
+            out.append(f"  {m.key}: {m.question}")
+            out += [f"    tried: {t}" for t in m.tried]
+    return "\n".join(out)

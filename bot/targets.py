@@ -1,0 +1,62 @@
+"""Stage "targets": which kernels a change adds, read from a git diff with ``unidiff``.
+
+A target is an added ``src/tilegym/ops/cutile_rs/<op>_kernel/kernel.rs``; ``<op>`` must be a
+plain identifier because it becomes a Rust module, a C symbol and a Python module name.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from unidiff import PatchSet
+
+from bot.errors import UsageError
+from bot.types import Target
+
+KERNEL_PATH = re.compile(r"^src/tilegym/ops/cutile_rs/(?P<op>[^/]+)_kernel/kernel\.rs$")
+OP_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+RESERVED = {"ffi_util", "cutile_kernels", "mod", "crate", "self", "super", "lib"}
+
+
+def check_name(op: str) -> str:
+    if not OP_NAME.match(op) or op in RESERVED:
+        raise UsageError(
+            f"kernel name {op!r} is not a plain identifier (lowercase letters, digits, underscores; not "
+            f"{', '.join(sorted(RESERVED))})"
+        )
+    return op
+
+
+def added_kernels(diff_text: str) -> list[str]:
+    """Ops whose kernel.rs the diff adds (renames into place count as added)."""
+    ops: list[str] = []
+    for patched in PatchSet.from_string(diff_text):
+        if not (patched.is_added_file or patched.is_rename):
+            continue
+        m = KERNEL_PATH.match(patched.path)
+        if m:
+            ops.append(m.group("op"))
+    return ops
+
+
+def git_diff(repo: Path, base: str) -> str:
+    proc = subprocess.run(
+        ["git", "diff", "--no-color", "--find-renames", f"{base}...HEAD", "--", "src/tilegym/ops/cutile_rs"],
+        cwd=repo, capture_output=True, text=True,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise UsageError(f"git diff {base}...HEAD failed in {repo}: {proc.stderr.strip() or 'not a git repository?'}")
+    return proc.stdout
+
+
+def find_targets(repo: Path, kernel: str | None = None, base: str | None = None) -> list[Target]:
+    if not (repo / ".git").exists() and kernel is None:
+        raise UsageError(f"{repo} is not a git checkout; name the kernel with --kernel")
+    if kernel is not None:
+        return [Target(repo, check_name(kernel))]
+    ops = added_kernels(git_diff(repo, base or "HEAD~1"))
+    if not ops:
+        raise UsageError(f"no kernel.rs added between {base or 'HEAD~1'} and HEAD under src/tilegym/ops/cutile_rs/")
+    return [Target(repo, check_name(op)) for op in ops]

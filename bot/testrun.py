@@ -1,0 +1,159 @@
+"""Stage "test": the real pytest surface of domain.md section 7, run with the target interpreter.
+
+The command is always ``-x --timeout=60 --tb=short -v`` without ``--no-header``, its output
+tee'd to ``correctness_cutile_rs.txt``. Selection: the op's functional tests (``test_op*``,
+``test_autotune_op*``; backward tests excluded because cutile-rs wrappers are forward only),
+matching both id spellings ``cutile_rs`` and ``cutile-rs``; all cutile-rs cases when the file
+has no functional test. Before running, the interpreter is probed (pytest, the timeout plugin,
+torch, a CUDA device) so the verdict can say precisely why a run proves nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.types import Target
+
+PROBE = r"""
+import importlib.util, json
+info = {"pytest": None, "timeout_plugin": False, "torch": None, "cuda": False, "device": "", "error": "",
+        "gpus": 0, "driver": ""}
+try:
+    import ctypes
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    count = ctypes.c_int(0)
+    status = libcuda.cuInit(0)
+    if status == 0 and libcuda.cuDeviceGetCount(ctypes.byref(count)) == 0:
+        info["gpus"] = count.value
+    else:
+        info["driver"] = f"cuInit returned {status}"
+except OSError as exc:
+    info["driver"] = f"libcuda.so.1 not loadable ({exc})"
+try:
+    import pytest
+    info["pytest"] = pytest.__version__
+except Exception as exc:
+    info["error"] = f"pytest: {exc}"
+info["timeout_plugin"] = importlib.util.find_spec("pytest_timeout") is not None
+try:
+    import torch
+    info["torch"] = torch.__version__
+    info["cuda"] = bool(torch.cuda.is_available())
+    if info["cuda"]:
+        p = torch.cuda.get_device_properties(0)
+        info["device"] = f"{p.name} (sm_{p.major}{p.minor})"
+except Exception as exc:
+    info["error"] = (info["error"] + "; " if info["error"] else "") + f"torch: {exc}"
+print(json.dumps(info))
+"""
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    python: str
+    pytest: str | None
+    timeout_plugin: bool
+    torch: str | None
+    cuda: bool
+    device: str
+    error: str
+    gpus: int = 0
+    driver: str = ""
+
+    def env_problem(self) -> str:
+        """Why pytest here cannot prove the kernel on a GPU; empty when it can."""
+        if self.gpus == 0:
+            return f"no CUDA GPU on this machine ({self.driver or 'the driver reports 0 devices'})"
+        if not self.pytest:
+            return f"pytest is not installed for {self.python}"
+        if not self.timeout_plugin:
+            return f"pytest-timeout is not installed for {self.python} (the run needs --timeout=60)"
+        if not self.torch:
+            return f"torch is not installed for {self.python}"
+        if not self.cuda:
+            return f"no CUDA GPU is visible to {self.python} (torch {self.torch})"
+        return ""
+
+
+def probe(python: str) -> Interpreter:
+    try:
+        proc = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, timeout=120)
+        info = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError) as exc:
+        return Interpreter(python, None, False, None, False, "", f"cannot run {python}: {exc}")
+    return Interpreter(python, info["pytest"], info["timeout_plugin"], info["torch"], info["cuda"],
+                       info["device"], info["error"], info["gpus"], info["driver"])  # fmt: skip
+
+
+def functional_tests(test_file: Path) -> list[str]:
+    """Test functions of the op's correctness surface, in file order."""
+    tree = ast.parse(test_file.read_text(encoding="utf-8"))
+    names = [
+        n.name
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and (n.name.startswith("test_op") or n.name.startswith("test_autotune_op"))
+        and "backward" not in n.name
+    ]
+    return list(dict.fromkeys(names))
+
+
+def command(target: Target, python: str) -> tuple[list[str], str]:
+    """The pytest argv and the selection it uses (for the report)."""
+    rel = f"tests/ops/test_{target.op}.py"
+    test_file = target.repo / rel
+    backend = "(cutile_rs or cutile-rs)"
+    tests = functional_tests(test_file) if test_file.is_file() else []
+    if tests:
+        selection = f"{backend} and ({' or '.join(tests)})"
+    else:
+        selection = backend
+    argv = [python, "-m", "pytest", rel, "-k", selection, "--tb=short", "-v", "-x", "--timeout=60"]
+    return argv, selection
+
+
+def shown(argv: list[str]) -> str:
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def run(target: Target, argv: list[str], log_path: Path, extra_env: dict[str, str], timeout: float,
+        echo=None) -> tuple[int | None, float]:  # fmt: skip
+    """Run pytest, tee its output to ``log_path`` (and ``echo``); return (exit code or None, seconds)."""
+    env = dict(os.environ)
+    env.update(extra_env)
+    src = str(target.repo / "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with log_path.open("w", encoding="utf-8") as log:
+        try:
+            proc = subprocess.Popen(argv, cwd=target.repo, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, errors="replace")  # fmt: skip
+        except OSError as exc:
+            log.write(f"cannot start {argv[0]}: {exc}\n")
+            return None, 0.0
+        assert proc.stdout is not None
+        deadline = start + timeout
+        for line in proc.stdout:
+            log.write(line)
+            if echo:
+                echo(line.rstrip("\n"))
+            if time.monotonic() > deadline:
+                proc.kill()
+                log.write(f"\nagent-d: pytest stopped after {timeout:.0f} s\n")
+                break
+        code = proc.wait()
+    return code, time.monotonic() - start
+
+
+def current_python() -> str:
+    return sys.executable
