@@ -1,0 +1,488 @@
+"""The built-in Agent D validator, and a runner for the checkout's own validator script.
+
+:func:`validate` checks a finished port the way TileGym's ``validate_agent_d.sh`` does (the
+list is in docs/domain.md, section 9): the reports and the raw pytest log in the per-kernel
+out folder, the out-folder copy of ``ffi.rs``, the exported symbol of the built cdylib, the
+wrapper, and the three wiring points. It prints one ``OK:`` / ``FAIL:`` / ``WARN:`` line per
+check, then ``---`` and ``PASS`` or ``FAIL: N issue(s)``; exit code 0 or 1.
+
+Where ours differs from the shell script, on purpose:
+
+- it goes on after a missing ``correctness.md`` (the script stops there), so one run lists
+  every problem; the exit code is the same;
+- the device check also accepts the ``crate::setup_device_stream!(dev, stream, device_id, ...)``
+  macro style, whose body calls ``Device::new`` with the argument (the script's literal grep
+  for ``Device::new(device_id`` misses it); a hard-coded ``Device::new(0`` is a WARN;
+- the unpack check also accepts the turbofish form ``DevicePointer::<E>::from_cu_deviceptr``
+  (the script's grep wants ``DevicePointer::from_cu_deviceptr`` literally, so a launcher that
+  only uses raw pointers written that way fails there and passes here);
+- the symbol check reads the ELF dynamic symbol table with pyelftools instead of ``nm -D``:
+  a defined (not ``SHN_UNDEF``), GLOBAL, ``STT_FUNC`` symbol, which is what ``nm`` prints as
+  `` T ``;
+- when several files could be the wrapper or the ``.so``, the choice is by sorted path, not
+  by directory order, so it is repeatable.
+
+Text checks on ``ffi.rs`` and the wrapper are plain searches over the whole file, comments
+included, exactly as the script's ``grep`` is.
+
+:func:`run_repo_validator` runs the checkout's script itself when it has one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+from pathlib import Path
+
+from bot.types import ValidatorRun
+
+SKILL = "tilegym-converting-cutile-triton-to-cutile-rs"
+SCRIPT_CANDIDATES = (
+    f".agents/skills/{SKILL}/scripts/validate_agent_d.sh",
+    f"skills/{SKILL}/scripts/validate_agent_d.sh",
+)
+REPO_VALIDATOR_TIMEOUT_S = 120
+SO_NAME = "libcutile_kernels.so"
+
+_VERDICT_FIRST_LINE = re.compile(r"^VERDICT: (ALL_PASS|FAIL)$")
+_HEADER_MARKERS = re.compile(r"^platform [a-z]+ -- Python|^rootdir:|^plugins:", re.MULTILINE)
+_HAND_THRESHOLD = re.compile(r"FAILED - max_diff=.*> 1e-2$|if diff > 1e-2", re.MULTILINE)
+_TENSOR_DESC_ARG = re.compile(r"\*const\s+TensorDesc")
+_UNPACK = re.compile(r"borrow_tensor|DevicePointer(?:::<[^>]*>)?::from_cu_deviceptr")
+_BANNED_FFI = re.compile(r"from_raw_parts|mem::forget|transmute")
+_UNSAFE_NO_MANGLE = re.compile(r"#\[unsafe\(no_mangle\)\]")
+_DEVICE_NEW_ARG = re.compile(r"Device::new\(\s*device_id")
+_DEVICE_NEW_ZERO = re.compile(r"Device::new\(\s*0\s*[,)]")
+_SETUP_MACRO = re.compile(r"setup_device_stream!\s*[(\[{](?P<args>[^)\]}]*)[)\]}]")
+_CDEF = re.compile(r"_FFI_CDEF|bind_kernel_function_cffi")
+_MAKE_DESC = re.compile(r"\bmake_tensor_desc\b")
+_CHECK_RC = re.compile(r"\bcheck_rc\b")
+_CTYPES_ARGTYPES = re.compile(r"_FFI_ARGTYPES|\.argtypes\s*=")
+_OPS_INIT_IMPORT = re.compile(r"from\s+\.\s+import\s+cutile_rs|import.*cutile_rs")
+_MENTIONS_BACKEND = re.compile(r'"cutile-rs"|cutile_rs')
+
+
+# --------------------------------------------------------------------------- ELF
+
+
+def exported_functions(so_path: Path | str) -> list[str]:
+    """Names of the functions a shared object exports, sorted.
+
+    Read from the ELF ``.dynsym`` section: symbols of type ``STT_FUNC`` with GLOBAL binding
+    that are defined in the object (section index not ``SHN_UNDEF``), i.e. what ``nm -D``
+    lists with `` T ``. Imports (undefined references) are not listed.
+
+    Raises ``OSError`` when the file cannot be read and ``ValueError`` when it is not an ELF
+    file or has no dynamic symbol table.
+    """
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    names: set[str] = set()
+    with open(so_path, "rb") as fh:
+        try:
+            elf = ELFFile(fh)
+            dynsym = elf.get_section_by_name(".dynsym")
+            if dynsym is None or dynsym["sh_type"] != "SHT_DYNSYM":
+                raise ValueError(f"{so_path}: no .dynsym section (not a shared object?)")
+            for sym in dynsym.iter_symbols():
+                if (
+                    sym.name
+                    and sym["st_info"]["type"] == "STT_FUNC"
+                    and sym["st_info"]["bind"] == "STB_GLOBAL"
+                    and sym["st_shndx"] != "SHN_UNDEF"
+                ):
+                    names.add(sym.name)
+        except ELFError as exc:
+            raise ValueError(f"{so_path}: not a readable ELF file: {exc}") from exc
+    return sorted(names)
+
+
+# --------------------------------------------------------------------------- the built-in checks
+
+
+class _Out:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.fails = 0
+
+    def ok(self, msg: str) -> None:
+        self.lines.append(f"OK: {msg}")
+
+    def fail(self, msg: str, *detail: str) -> None:
+        self.lines.append(f"FAIL: {msg}")
+        self.lines.extend(f"      {d}" for d in detail)
+        self.fails += 1
+
+    def warn(self, msg: str) -> None:
+        self.lines.append(f"WARN: {msg}")
+
+    def check(self, cond: bool, ok: str, fail: str, *detail: str) -> None:
+        if cond:
+            self.ok(ok)
+        else:
+            self.fail(fail, *detail)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _nonempty(path: Path) -> bool:
+    try:
+        return path.is_file() and path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _count_lines_with(text: str, word: str) -> int:
+    """``grep -c word``: lines (split on newline only) that contain ``word``."""
+    return sum(1 for line in text.split("\n") if word in line)
+
+
+def device_from_argument(ffi_text: str) -> bool:
+    """True when ffi.rs builds its device from the ``device_id`` argument.
+
+    Either literally ``Device::new(device_id ...)`` or through the checkout's
+    ``setup_device_stream!(dev, stream, device_id, raw_stream)`` macro, whose arguments must
+    include an expression starting with ``device_id`` (a literal ``0`` there does not count).
+    """
+    if _DEVICE_NEW_ARG.search(ffi_text):
+        return True
+    for m in _SETUP_MACRO.finditer(ffi_text):
+        args = [a.strip() for a in m.group("args").split(",")]
+        if any(re.match(r"device_id\b", a) for a in args):
+            return True
+    return False
+
+
+def _load_analysis(path: Path, out: _Out) -> object | None:
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        out.warn(f"reference/analysis.json unreadable ({exc.__class__.__name__}); its checks skipped")
+        return None
+
+
+def default_so_path(repo: Path) -> Path:
+    """Where ``cargo build --release`` in the checkout's crate puts the cdylib."""
+    return (
+        Path(repo)
+        / "src"
+        / "tilegym"
+        / "ops"
+        / "cutile_rs"
+        / "cutile_kernels"
+        / "target"
+        / "release"
+        / SO_NAME
+    )
+
+
+def _find_so(repo: Path) -> Path | None:
+    crs = repo / "src" / "tilegym" / "ops" / "cutile_rs"
+    first = default_so_path(repo)
+    if first.is_file():
+        return first
+    found = sorted(p for p in crs.rglob(SO_NAME) if p.is_file()) if crs.is_dir() else []
+    return found[0] if found else None
+
+
+def find_wrapper(repo: Path, op: str) -> Path | None:
+    """The cutile-rs wrapper of ``op``: ``<op>.py`` (or ``<op>`` without underscores) under
+    ``ops/cutile_rs``, else a ``.py`` there with a ``register_impl(...<op>...)`` line."""
+    crs = repo / "src" / "tilegym" / "ops" / "cutile_rs"
+    if not crs.is_dir():
+        return None
+    direct = crs / f"{op}.py"
+    if direct.is_file():
+        return direct
+    names = {f"{op}.py", f"{op.replace('_', '')}.py"}
+    pys = sorted(p for p in crs.rglob("*.py") if p.is_file())
+    for p in pys:
+        if p.name in names:
+            return p
+    reg = re.compile(rf"register_impl.*{re.escape(op)}")
+    for p in pys:
+        text = _read(p) or ""
+        if any(reg.search(line) for line in text.splitlines()):
+            return p
+    return None
+
+
+def validate(out_dir: Path, op: str, repo: Path, so_path: Path | None) -> ValidatorRun:
+    """Run every Agent D check on ``out_dir`` (``<out root>/<op>``) and the checkout ``repo``.
+
+    ``so_path`` is the built ``libcutile_kernels.so``; when None it is looked for under the
+    checkout's ``ops/cutile_rs`` (the crate's ``target/release`` first). Never raises.
+    """
+    out_dir, repo = Path(out_dir), Path(repo)
+    out = _Out()
+    try:
+        _run_checks(out, out_dir, op, repo, so_path)
+    except Exception as exc:  # noqa: BLE001 - a checker bug must still give a (failing) report
+        out.fail(f"validator error: {exc.__class__.__name__}: {exc}")
+    lines = [*out.lines, "---", "PASS" if out.fails == 0 else f"FAIL: {out.fails} issue(s)"]
+    # The same check from the command line: `--out` takes the out root (the folder holding <op>/).
+    cmd = ["agent-d", "validate", op, "--repo", str(repo), "--out", str(out_dir.parent)]
+    if so_path is not None and Path(so_path) != default_so_path(repo):
+        cmd += ["--so", str(so_path)]
+    return ValidatorRun(command=shlex.join(cmd), output="\n".join(lines) + "\n", exit_code=min(out.fails, 1))
+
+
+def _run_checks(out: _Out, base: Path, op: str, repo: Path, so_path: Path | None) -> None:
+    # --- correctness.md
+    report = base / "reports" / "correctness.md"
+    text = _read(report) if _nonempty(report) else None
+    if text is None:
+        out.fail("correctness.md missing or empty")
+    else:
+        first = text.split("\n", 1)[0]
+        out.check(
+            bool(_VERDICT_FIRST_LINE.match(first)),
+            f"verdict line: {first}",
+            f"first line must be 'VERDICT: ALL_PASS' or 'VERDICT: FAIL', got: {first}",
+        )
+        out.check("| Test " in text, "has results table", "missing results table")
+
+    # --- raw pytest log
+    raw = base / "correctness_cutile_rs.txt"
+    if not raw.is_file():
+        out.fail("correctness_cutile_rs.txt missing")
+    elif not _nonempty(raw):
+        out.fail("correctness_cutile_rs.txt empty")
+    else:
+        log = _read(raw) or ""
+        n_lines = log.count("\n")  # as wc -l counts
+        n_pass, n_fail, n_skip = (_count_lines_with(log, w) for w in ("PASSED", "FAILED", "SKIPPED"))
+        out.ok(
+            f"correctness_cutile_rs.txt ({n_lines} lines, passed={n_pass} failed={n_fail} skipped={n_skip})"
+        )
+        if n_pass + n_fail + n_skip == 0:
+            out.fail("correctness_cutile_rs.txt has no PASSED/FAILED/SKIPPED lines: not pytest output")
+        out.check(
+            bool(_HEADER_MARKERS.search(log)),
+            "correctness_cutile_rs.txt contains real-pytest framework markers",
+            "correctness_cutile_rs.txt has no real-pytest framework markers",
+            "(no 'platform <os> -- Python ...', 'rootdir: ...' or 'plugins: ...' line;",
+            " a hand-made runner or --no-header)",
+        )
+        if _HAND_THRESHOLD.search(log):
+            out.fail(
+                "correctness_cutile_rs.txt contains a hand-made absolute-threshold judgment",
+                "('max_diff > 1e-2' / 'if diff > 1e-2'): the tests' own comparison must decide",
+            )
+
+    # --- decision log
+    out.check(
+        _nonempty(base / "reports" / "agent_logs" / "agent_d.md"),
+        "agent_d.md log",
+        "agent_d.md log missing (reports/agent_logs/agent_d.md)",
+    )
+
+    # --- ffi.rs (the out-folder copy)
+    ffi = base / "ffi.rs"
+    out.check(
+        _nonempty(ffi),
+        "ffi.rs present (Agent D)",
+        f"ffi.rs missing: the C-ABI host launcher belongs at {ffi}",
+    )
+    ffi_text = _read(ffi) if ffi.is_file() else None
+    if ffi_text is not None:
+        out.check(
+            bool(_TENSOR_DESC_ARG.search(ffi_text)),
+            "ffi.rs takes tensors as *const TensorDesc",
+            "ffi.rs does not take tensors as '*const TensorDesc'",
+            "(tensors cross the boundary as descriptors, not raw pointer + loose shape/stride args)",
+        )
+        out.check(
+            bool(_UNPACK.search(ffi_text)),
+            "ffi.rs unpacks descriptors via borrow_tensor / DevicePointer::from_cu_deviceptr",
+            "ffi.rs unpacks no descriptor via borrow_tensor::<E> or DevicePointer::from_cu_deviceptr",
+        )
+        banned = sorted(set(_BANNED_FFI.findall(ffi_text)))
+        out.check(
+            not banned,
+            "no op-level from_raw_parts / mem::forget / transmute in ffi.rs",
+            f"ffi.rs uses op-level {' / '.join(banned)}",
+            "(only ffi_util::borrow_tensor may build a Tensor from raw parts; its ManuallyDrop",
+            " already keeps PyTorch's memory alive)",
+        )
+        out.check(
+            bool(_UNSAFE_NO_MANGLE.search(ffi_text)),
+            "ffi.rs uses #[unsafe(no_mangle)] (Rust 2024 export)",
+            "ffi.rs does not use #[unsafe(no_mangle)] (plain #[no_mangle] does not build in edition 2024)",
+        )
+        out.check(
+            device_from_argument(ffi_text),
+            "ffi.rs builds Device from device_id (multi-GPU correct)",
+            "ffi.rs does not build its device from device_id",
+            "(expected Device::new(device_id ...) or setup_device_stream!(.., .., device_id, raw_stream))",
+        )
+        if _DEVICE_NEW_ZERO.search(ffi_text):
+            out.warn("ffi.rs contains a hard-coded Device::new(0)")
+
+    # --- the cdylib exports cutile_<op>
+    symbol = f"cutile_{op}"
+    so = Path(so_path) if so_path is not None else _find_so(repo)
+    if so is None or not so.is_file():
+        out.fail(
+            f"{SO_NAME} missing (looked {'at ' + str(so) if so else 'under ' + str(repo)})",
+            f"register mod {op} in cutile_kernels/src/lib.rs and run cargo build --release",
+        )
+    else:
+        try:
+            funcs = exported_functions(so)
+            err = ""
+        except (OSError, ValueError) as exc:
+            funcs, err = [], str(exc)
+        out.check(
+            symbol in funcs,
+            f"{so.name} ({so}) exports symbol {symbol}",
+            f"{so.name} ({so}) does not export {symbol}" + (f": {err}" if err else ""),
+            f"(no defined global FUNC {symbol} in its .dynsym; register mod {op} in lib.rs and rebuild)",
+        )
+
+    # --- analysis.json driven checks
+    analysis = _load_analysis(base / "reference" / "analysis.json", out)
+    if analysis is not None and ffi_text is not None:
+        dumped = json.dumps(analysis)
+        if "num_cta_in_cga" in dumped or "num_ctas" in dumped:
+            out.check(
+                "num_cta_in_cga" in ffi_text,
+                "ffi.rs exposes/applies num_cta_in_cga compile-option",
+                "analysis.json tunes num_cta_in_cga/num_ctas but ffi.rs does not apply it",
+                "(expected: if num_cta_in_cga > 0 { opts = opts.num_cta_in_cga(v); })",
+            )
+
+    # --- wrapper
+    wrapper = find_wrapper(repo, op)
+    wtext = _read(wrapper) if wrapper is not None else None
+    if wtext is None:
+        out.fail(f"cutile_rs wrapper for {op} not found under ops/cutile_rs/")
+    else:
+        out.ok(f"cutile_rs wrapper present ({wrapper})")
+        out.check(
+            bool(_CDEF.search(wtext)),
+            "wrapper uses cffi (_FFI_CDEF + bind_kernel_function_cffi)",
+            "wrapper has no cffi boundary (_FFI_CDEF / bind_kernel_function_cffi)",
+        )
+        out.check(
+            bool(_MAKE_DESC.search(wtext)),
+            "wrapper packs tensors with make_tensor_desc",
+            "wrapper does not pack tensors with make_tensor_desc (const TensorDesc* boundary)",
+        )
+        out.check(
+            bool(_CHECK_RC.search(wtext)),
+            "wrapper checks the FFI return code with check_rc",
+            "wrapper does not call check_rc(rc, _FFI_NAME) after the launch",
+        )
+        if _CTYPES_ARGTYPES.search(wtext):
+            out.fail("wrapper still declares ctypes _FFI_ARGTYPES/.argtypes (old pattern)")
+        if analysis is not None:
+            tuned = isinstance(analysis, dict) and bool(
+                analysis.get("autotune_configs") or analysis.get("autotune_backends")
+            )
+            if tuned:
+                out.check(
+                    "autotune_launch" in wtext,
+                    "wrapper uses autotune_launch (autotune_configs present)",
+                    "analysis.json has autotune configs but the wrapper does not use autotune_launch",
+                )
+            else:
+                out.ok("no autotune required (analysis.json has no autotune_configs)")
+
+    # --- wiring
+    if not (repo / "src" / "tilegym").is_dir():
+        out.warn(f"{repo} has no src/tilegym: backend registration checks skipped")
+        return
+    ops_init = _read(repo / "src" / "tilegym" / "ops" / "__init__.py") or ""
+    out.check(
+        bool(_OPS_INIT_IMPORT.search(ops_init)),
+        "ops/__init__.py imports cutile_rs",
+        "ops/__init__.py does not import cutile_rs ('from . import cutile_rs' missing)",
+    )
+    selector = _read(repo / "src" / "tilegym" / "backend" / "selector.py") or ""
+    out.check(
+        bool(_MENTIONS_BACKEND.search(selector)),
+        "backend/selector.py references cutile-rs",
+        "backend/selector.py does not register cutile-rs",
+    )
+    test_file = repo / "tests" / "ops" / f"test_{op}.py"
+    out.check(
+        bool(_MENTIONS_BACKEND.search(_read(test_file) or "")),
+        f"tests/ops/test_{op}.py includes cutile-rs backend",
+        f"tests/ops/test_{op}.py does not include cutile-rs in its parametrization",
+    )
+
+
+# --------------------------------------------------------------------------- the repo's own script
+
+
+def repo_validator_script(repo: Path) -> Path | None:
+    """The checkout's ``validate_agent_d.sh`` (``.agents/skills/...`` first), or None."""
+    for rel in SCRIPT_CANDIDATES:
+        p = Path(repo) / rel
+        if p.is_file():
+            return p
+    return None
+
+
+def run_repo_validator(
+    repo: Path, out_root: Path, op: str, timeout_s: float = REPO_VALIDATOR_TIMEOUT_S
+) -> ValidatorRun | None:
+    """Run the checkout's ``validate_agent_d.sh <op>`` with bash from the repo root.
+
+    Environment: the current one plus ``CUTILE_KERNEL_OUT_ROOT=out_root`` and
+    ``TILEGYM_PATH=repo`` (both absolute). stdout and stderr are captured together, in
+    order. Returns None when the checkout has no such script. Past ``timeout_s`` the script's
+    whole process group is killed and the run has exit code 124 and says so.
+    """
+    repo = Path(repo).resolve()
+    script = repo_validator_script(repo)
+    if script is None:
+        return None
+    out_root = Path(out_root).resolve()
+    rel = script.relative_to(repo).as_posix()
+    command = (
+        f"cd {shlex.quote(str(repo))} && CUTILE_KERNEL_OUT_ROOT={shlex.quote(str(out_root))} "
+        f"TILEGYM_PATH={shlex.quote(str(repo))} bash {shlex.quote(rel)} {shlex.quote(op)} 2>&1"
+    )
+    env = dict(os.environ, CUTILE_KERNEL_OUT_ROOT=str(out_root), TILEGYM_PATH=str(repo))
+    try:
+        proc = subprocess.Popen(
+            ["bash", rel, op],
+            cwd=repo,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return ValidatorRun(command=command, output=f"could not start bash: {exc}\n", exit_code=127)
+    try:
+        data, _ = proc.communicate(timeout=timeout_s)
+        return ValidatorRun(
+            command=command, output=data.decode("utf-8", errors="replace"), exit_code=proc.returncode
+        )
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        data, _ = proc.communicate()
+        text = data.decode("utf-8", errors="replace")
+        if text and not text.endswith("\n"):
+            text += "\n"
+        text += f"agent-d: validator script timed out after {timeout_s:g} s and was killed\n"
+        return ValidatorRun(command=command, output=text, exit_code=124)
