@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("op", help="kernel name")
     p.add_argument("--repo", type=Path, default=Path("."), help="TileGym checkout (default: .)")
     p.add_argument("--out", type=Path, help="reports root (default: REPO/cutile_kernel_out)")
+    p.add_argument("--so", type=Path, help="built library (default: the crate's target/release)")
     p.set_defaults(func=cmd_validate)
 
     try:
@@ -153,9 +154,9 @@ def cmd_validate(args) -> int:
 
     repo = args.repo.resolve()
     out_root = (args.out or repo / "cutile_kernel_out").resolve()
-    so = repo / "src" / "tilegym" / "ops" / "cutile_rs" / "cutile_kernels" / "target" / "release" / "libcutile_kernels.so"
-    run = validator.validate(out_root / args.op, args.op, repo, so if so.is_file() else None)
-    print(f"$ {run.command}\n{run.output}\nexit={run.exit_code}")
+    so = args.so or validator.default_so_path(repo)
+    run = validator.validate(out_root / args.op, args.op, repo, so if so and Path(so).is_file() else None)
+    print(f"$ {run.command}\n{run.output.rstrip()}\nexit={run.exit_code}")
     return run.exit_code
 
 

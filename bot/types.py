@@ -227,6 +227,7 @@ class PyPlan:
 
 @dataclass
 class TestWiring:
+    __test__ = False  # not a pytest test class
     file: str  # relative to the repo
     scope: str  # "class" | "module" | "" (unknown)
     source: Source | None = None
@@ -291,6 +292,7 @@ class BuildResult:
 
 @dataclass
 class TestCase:
+    __test__ = False  # not a pytest test class
     nodeid: str
     outcome: str  # passed | failed | skipped | error
     message: str = ""
@@ -298,6 +300,7 @@ class TestCase:
 
 @dataclass
 class TestResult:
+    __test__ = False  # not a pytest test class
     ran: bool
     command: str
     exit_code: int | None

@@ -1,0 +1,71 @@
+"""Verdict rules: each class of run fact lands in its verdict, and the reason says why."""
+
+from __future__ import annotations
+
+from bot.classify import after_validator, classify
+from bot.types import TestCase, TestResult, Verdict, VerdictKind
+
+
+def _result(code, cases=(), env="", **counts) -> TestResult:
+    r = TestResult(ran=True, command="pytest", exit_code=code, log_path="log", cases=list(cases), env_problem=env)
+    for k, v in counts.items():
+        setattr(r, k, v)
+    return r
+
+
+def test_no_gpu_is_blocked_env_even_if_pytest_ran():
+    v = classify(_result(4, env="no CUDA GPU on this machine"), [])
+    assert (v.kind, v.klass) == (VerdictKind.BLOCKED, "env") and "no CUDA GPU" in v.reason
+
+
+def test_all_green_is_all_pass():
+    v = classify(_result(0, [TestCase("t::a[cutile_rs]", "passed")], passed=1), [])
+    assert v.kind is VerdictKind.ALL_PASS
+
+
+def test_zero_selected_is_host():
+    v = classify(_result(5), [])
+    assert (v.kind, v.klass) == (VerdictKind.FAIL, "host") and "zero cutile-rs tests" in v.reason
+
+
+def test_numeric_mismatch_is_kernel_with_followup():
+    case = TestCase("t::test_op[cutile_rs-x]", "failed", "AssertionError: Tensor-likes are not close! Mismatched elements: 3")
+    v = classify(_result(1, [case], failed=1), [])
+    assert (v.kind, v.klass) == (VerdictKind.FAIL, "kernel") and v.followup.startswith("kernel.rs")
+
+
+def test_bad_return_code_is_host():
+    case = TestCase("t::test_op[cutile_rs]", "failed", "RuntimeError: cutile_x failed (rc=-6): invalid arguments")
+    assert classify(_result(1, [case], failed=1), []).klass == "host"
+
+
+def test_crash_is_host():
+    v = classify(_result(-6, [TestCase("t::a", "error", "crashed: Fatal Python error: Aborted")], errors=1), [])
+    assert (v.kind, v.klass) == (VerdictKind.FAIL, "host") and "died" in v.reason
+
+
+def test_uncited_skip_fails_and_cited_skip_passes():
+    skipped = TestCase("t::test_op[cutile_rs-fp8]", "skipped", "fp8 inputs not supported")
+    passed = TestCase("t::test_op[cutile_rs-f16]", "passed")
+    assert classify(_result(0, [passed, skipped], passed=1, skipped=1), []).kind is VerdictKind.FAIL
+    cited = classify(_result(0, [passed, skipped], passed=1, skipped=1), ["fp8 inputs not supported"])
+    assert cited.kind is VerdictKind.ALL_PASS
+
+
+def test_backend_unavailable_skip_is_never_cited():
+    skipped = TestCase("t::test_op[cutile_rs]", "skipped", "Backend cutile-rs is not available")
+    passed = TestCase("t::test_op[cutile]", "passed")
+    v = classify(_result(0, [passed, skipped], passed=1, skipped=1), ["Backend cutile-rs is not available"])
+    assert v.kind is VerdictKind.FAIL and "uncited skip" in v.reason
+
+
+def test_xfail_marker_is_refused():
+    v = classify(_result(0, [TestCase("t::a", "xfailed", "")], passed=0), [])
+    assert v.kind is VerdictKind.FAIL and "xfail" in v.reason
+
+
+def test_validator_failure_turns_pass_into_host_fail_but_keeps_other_verdicts():
+    ok = Verdict(VerdictKind.ALL_PASS, "", "fine")
+    assert after_validator(ok, 1, "FAIL: x").klass == "host"
+    blocked = Verdict(VerdictKind.BLOCKED, "env", "no gpu")
+    assert after_validator(blocked, 1, "FAIL: x") is blocked
