@@ -55,6 +55,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON summary of the result at the end")
     p.set_defaults(func=cmd_port)
 
+    p = sub.add_parser("verify", help="test an already generated and built checkout (no cargo: GPU runners)",
+                       epilog=EPILOG, description="The second half of `port` for machines without Rust: "
+                       "export check, ABI smoke, pytest, classification, reports and validator.")  # fmt: skip
+    p.add_argument("--repo", type=Path, default=Path("."), help="TileGym checkout (default: .)")
+    p.add_argument("--kernel", required=True, help="kernel name")
+    p.add_argument("--out", type=Path, help="reports root (default: $CUTILE_KERNEL_OUT_ROOT or REPO/cutile_kernel_out)")
+    p.add_argument("--python", default="", help="interpreter that runs pytest (default: this one)")
+    p.add_argument("--test-timeout", type=float, default=3600.0, help="seconds for the whole pytest run")
+    p.add_argument("--show-pytest", action="store_true", help="echo pytest output while it runs")
+    p.add_argument("--json", action="store_true", help="print a JSON summary of the result at the end")
+    p.set_defaults(func=cmd_verify)
+
     p = sub.add_parser("plan", help="print the launch plan and where each value came from")
     _common(p)
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
@@ -104,12 +116,22 @@ def _options(args, **extra) -> PortOptions:
 
 
 def cmd_port(args) -> int:
-    results = port(_options(args, test_timeout=args.test_timeout, echo_pytest=args.show_pytest))
+    return cmd_port_like(args, verify_only=False)
+
+
+def cmd_port_like(args, verify_only: bool) -> int:
+    options = _options(args, test_timeout=args.test_timeout, echo_pytest=args.show_pytest, verify_only=verify_only)
+    results = port(options)
     if args.json:
         summary = [{"op": r.target.op, "verdict": r.verdict.kind.value, "class": r.verdict.klass,
                     "reason": r.verdict.reason, "out_dir": r.out_dir, "changed": r.changed_files} for r in results]  # fmt: skip
         print(json.dumps(summary, indent=2))
     return max(EXIT_CODES[r.verdict.kind] for r in results)
+
+
+def cmd_verify(args) -> int:
+    args.base = None
+    return cmd_port_like(args, verify_only=True)
 
 
 def cmd_plan(args) -> int:

@@ -27,7 +27,7 @@ from bot.infer.facts import Facts
 from bot.plan import build_plan
 from bot.reader import ReaderError, ReaderUnavailable, read_kernel
 from bot.targets import find_targets
-from bot.types import PortResult, StageRecord, Target, TestResult, Verdict, VerdictKind
+from bot.types import BuildResult, PortResult, StageRecord, Target, TestResult, Verdict, VerdictKind
 
 T = TypeVar("T")
 
@@ -46,6 +46,7 @@ class PortOptions:
     test_timeout: float = 3600.0
     echo: Callable[[str], None] = print
     echo_pytest: bool = False
+    verify_only: bool = False  # skip generation and build: test an already built tree (GPU runners)
 
     def out_dir(self, op: str) -> Path:
         root = self.out_root or Path(os.environ.get("CUTILE_KERNEL_OUT_ROOT") or self.repo / "cutile_kernel_out")
@@ -96,32 +97,14 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
         if not target.kernel_rs.is_file():
             raise Failed("kernel", f"{target.kernel_rs.relative_to(target.repo)} does not exist",
                          followup=f"add src/tilegym/ops/cutile_rs/{target.op}_kernel/kernel.rs")  # fmt: skip
-        signature = run.stage("kernel signature", lambda: _read(target),
-                              lambda s: f"{s.module}: " + ", ".join(e.name for e in s.entries))  # fmt: skip
-        co = run.stage("checkout", lambda: checkout.inspect(target), lambda c: f"ffi style {c.style}")
-        facts = run.stage("facts", lambda: _facts(target, out_dir), lambda f: f"{len(f.items)} facts")
-        plan = run.stage("launch plan", lambda: build_plan(target, signature, facts, co),
-                         lambda p: f"{len(p.ffi.c_params())} C parameters, {len(p.missing)} missing")  # fmt: skip
-        result.plan = plan
-        if plan.missing:
-            draft = write_draft(target, plan, facts)
-            names = ", ".join(m.key for m in plan.missing)
-            raise Blocked("host", f"cannot infer: {names}; fill {draft.relative_to(target.repo)}",
-                          host_fix=f"copy {draft.name} to host_contract.yaml and fill the marked keys")  # fmt: skip
-        files = run.stage("generate", lambda: apply.formatted(generate.generate(target, plan, co), target.repo),
-                          lambda g: f"{len(g.files)} files")  # fmt: skip
-        applied = run.stage("apply", lambda: apply.apply(files, target.repo),
-                            lambda a: f"{len(a.changed)} changed, {len(a.unchanged)} unchanged")  # fmt: skip
-        result.changed_files = applied.changed
-        shutil.copy2(target.ffi_rs, out_dir / "ffi.rs")
-        tools = run.stage("toolchain", toolchain.resolve, lambda t: f"CUDA headers {t.cuda_toolkit_path}")
-        built = run.stage(
-            "build",
-            lambda: build.build(target, tools, options.cargo_target_dir, out_dir / "build_cargo.txt",
-                                validator.exported_functions),  # fmt: skip
-            lambda b: f"{b.command} ({b.seconds:.0f}s); {target.symbol} exported",
-        )
+        if options.verify_only:
+            built = run.stage("built library", lambda: _existing_build(target), lambda b: f"{target.symbol} exported")
+            tools = None
+        else:
+            built, tools = _generate_and_build(target, run, result, out_dir, options)
         result.build = built
+        if options.verify_only:
+            shutil.copy2(target.ffi_rs, out_dir / "ffi.rs")
         ok, detail = run.stage("abi smoke", lambda: _smoke(target, built.so_path), lambda r: r[1])
         built.smoke_ok, built.smoke_detail = ok, detail
         interp = run.stage("interpreter", lambda: testrun.probe(python),
@@ -140,6 +123,48 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
         result.verdict = Verdict(VerdictKind.BLOCKED, "host", f"internal error in agent-d: {type(exc).__name__}: {exc}")
     _finish(result, run, target, out_dir, pytest_cmd, pytest_rc, options)
     return result
+
+
+def _generate_and_build(target: Target, run: _Run, result: PortResult, out_dir: Path, options: PortOptions):
+    signature = run.stage("kernel signature", lambda: _read(target),
+                          lambda s: f"{s.module}: " + ", ".join(e.name for e in s.entries))  # fmt: skip
+    co = run.stage("checkout", lambda: checkout.inspect(target), lambda c: f"ffi style {c.style}")
+    facts = run.stage("facts", lambda: _facts(target, out_dir), lambda f: f"{len(f.items)} facts")
+    plan = run.stage("launch plan", lambda: build_plan(target, signature, facts, co),
+                     lambda p: f"{len(p.ffi.c_params())} C parameters, {len(p.missing)} missing")  # fmt: skip
+    result.plan = plan
+    if plan.missing:
+        draft = write_draft(target, plan, facts)
+        names = ", ".join(m.key for m in plan.missing)
+        raise Blocked("host", f"cannot infer: {names}; fill {draft.relative_to(target.repo)}",
+                      host_fix=f"copy {draft.name} to host_contract.yaml and fill the marked keys")  # fmt: skip
+    files = run.stage("generate", lambda: apply.formatted(generate.generate(target, plan, co), target.repo),
+                      lambda g: f"{len(g.files)} files")  # fmt: skip
+    applied = run.stage("apply", lambda: apply.apply(files, target.repo),
+                        lambda a: f"{len(a.changed)} changed, {len(a.unchanged)} unchanged")  # fmt: skip
+    result.changed_files = applied.changed
+    shutil.copy2(target.ffi_rs, out_dir / "ffi.rs")
+    tools = run.stage("toolchain", toolchain.resolve, lambda t: f"CUDA headers {t.cuda_toolkit_path}")
+    built = run.stage(
+        "build",
+        lambda: build.build(target, tools, options.cargo_target_dir, out_dir / "build_cargo.txt",
+                            validator.exported_functions),  # fmt: skip
+        lambda b: f"{b.command} ({b.seconds:.0f}s); {target.symbol} exported",
+    )
+    return built, tools
+
+
+def _existing_build(target: Target) -> BuildResult:
+    """``verify``: the library built elsewhere (no cargo here); its export is still checked."""
+    so = target.crate_dir / "target" / "release" / build.SO_NAME
+    if not so.is_file():
+        raise Blocked("host", f"verify needs a built library: {so.relative_to(target.repo)} is missing")
+    if not target.ffi_rs.is_file() or not target.wrapper_py.is_file():
+        raise Blocked("host", f"verify needs the generated host files of {target.op}: run `agent-d port` first")
+    symbols = validator.exported_functions(so)
+    if target.symbol not in symbols:
+        raise Failed("host", f"{so.name} does not export {target.symbol} (ELF .dynsym)")
+    return BuildResult(True, str(so), "(built before verify)", 0.0, "", {}, True, symbols)
 
 
 def _read(target: Target):
@@ -174,8 +199,9 @@ def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions) -> T
     if not interp.pytest:
         raise Blocked("env", interp.env_problem() or f"cannot run {interp.python}")
     log_path = out_dir / "correctness_cutile_rs.txt"
-    env = {"CUTILE_RS_AUTOBUILD": "0", "CUDA_TOOLKIT_PATH": str(tools.cuda_toolkit_path),
-           "CUTILE_KERNEL_OUT_ROOT": str(out_dir.parent)}  # fmt: skip
+    env = {"CUTILE_RS_AUTOBUILD": "0", "CUTILE_KERNEL_OUT_ROOT": str(out_dir.parent)}
+    if tools is not None:
+        env["CUDA_TOOLKIT_PATH"] = str(tools.cuda_toolkit_path)
     echo = options.echo if options.echo_pytest else None
     code, _seconds = testrun.run(target, argv, log_path, env, options.test_timeout, echo)
     text = log_path.read_text(encoding="utf-8", errors="replace")

@@ -223,6 +223,7 @@ class PyPlan:
     result: str
     out_param: str  # name of an ``out=`` parameter that receives a copy ("" if none)
     sources: dict[str, Source] = field(default_factory=dict)
+    inner_name: str = ""  # getter only: the name of the returned callable
 
 
 @dataclass

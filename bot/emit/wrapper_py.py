@@ -122,6 +122,10 @@ def _public_function(plan: LaunchPlan) -> str:
     indented = "\n".join("    " + line for line in body)
     decorator = f'@register_impl("{py.register_name}", backend="cutile-rs")'
     doc = f'    """{plan.op} through the cutile-rs kernel (forward only)."""'
+    if py.register_kind == "getter":
+        inner = f"def {py.inner_name}({py.inner_signature}):\n{doc}\n{indented}"
+        getter = f'    """The cutile-rs {py.inner_name} callable."""\n    return {py.inner_name}'
+        return f"{inner}\n\n\n{decorator}\ndef {py.register_name}({py.signature}):\n{getter}"
     return f"{decorator}\ndef {py.register_name}({py.signature}):\n{doc}\n{indented}"
 
 

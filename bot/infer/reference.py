@@ -16,10 +16,12 @@ import copy
 from pathlib import Path
 
 from bot.infer.facts import Facts
+from bot.infer.ops_py import render_signature
 from bot.types import Source, Target
 
 _ALLOCATORS = {"empty", "empty_like", "zeros", "zeros_like", "empty_strided"}
 _MAX_DEPTH = 8
+_MAX_CALL_DEPTH = 4
 
 
 def reference_path(target: Target) -> Path:
@@ -33,29 +35,99 @@ def gather(target: Target, facts: Facts) -> None:
         facts.note_tried("python.out_cols", f"{rel} (missing)")
         return
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    index = _ModuleIndex(tree)
     fn = _registered_function(tree, target.op)
     if fn is None:
         facts.note_tried("python.out_cols", f"{rel}: no register_impl({target.op!r}, backend='cutile')")
         return
-    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
-    assigned = _single_assignments(fn)
-    alloc = _output_allocation(fn)
-    if alloc is None:
-        facts.note_tried("python.out_cols", f"{rel}:{fn.lineno}: no torch.empty/empty_like output allocation")
+    getter = _returned_function(fn, index)
+    if getter is not None:
+        where = Source("reference", f"{rel}:{fn.lineno} {fn.name}() returns {getter.name}")
+        facts.offer("python.inner_name", getter.name, where)
+        facts.offer("python.inner_signature", render_signature(getter.args), where)
+        facts.offer("python.tensor_params", _required(getter.args), where)
+        fn = getter
+    found = _find_allocation(fn, index, depth=0)
+    if found is None:
+        facts.note_tried("python.out_cols", f"{rel}:{fn.lineno}: no torch.empty/empty_like output allocation reached")
         return
-    var, call = alloc
-    last, last_name = _last_dim(call)
-    if last is None:
-        facts.note_tried("python.out_cols", f"{rel}:{call.lineno}: allocation shape not a literal tuple")
-        return
-    resolved = _resolve(last, assigned, params)
-    if not _only_uses(resolved, params):
-        facts.note_tried("python.out_cols", f"{rel}:{call.lineno}: {ast.unparse(last)} does not resolve to parameters")
-        return
-    where = Source("reference", f"{rel}:{call.lineno} {var} = {ast.unparse(call)}")
+    resolved, last_name, call = found
+    where = Source("reference", f"{rel}:{call.lineno} {ast.unparse(call)}")
     facts.offer("python.out_cols", ast.unparse(resolved), where)
     if last_name:
         facts.offer("reference.out_cols_var", last_name, where)
+
+
+class _ModuleIndex:
+    """Module-level functions and autograd Function classes, for following calls."""
+
+    def __init__(self, tree: ast.Module):
+        self.functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        self.classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+
+    def callee(self, call: ast.Call) -> tuple[ast.FunctionDef, int] | None:
+        """The function a call runs and how many leading parameters the call does not fill."""
+        if isinstance(call.func, ast.Name) and call.func.id in self.functions:
+            return self.functions[call.func.id], 0
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "apply":
+            owner = getattr(call.func.value, "id", "")
+            cls = self.classes.get(owner)
+            if cls is not None:
+                for item in cls.body:
+                    if isinstance(item, ast.FunctionDef) and item.name == "forward":
+                        return item, 1  # ctx
+        return None
+
+
+def _returned_function(fn: ast.FunctionDef, index: _ModuleIndex) -> ast.FunctionDef | None:
+    """For a getter (``return swiglu``), the module-level function it hands out."""
+    for node in fn.body:
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Name):
+            return index.functions.get(node.value.id)
+    return None
+
+
+def _required(args: ast.arguments) -> list[str]:
+    positional = args.posonlyargs + args.args
+    return [a.arg for a in positional[: len(positional) - len(args.defaults)]]
+
+
+def _params(fn: ast.FunctionDef) -> set[str]:
+    return {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+
+
+def _find_allocation(fn: ast.FunctionDef, index: _ModuleIndex, depth: int):
+    """(last dim over ``fn``'s parameters, the variable that held it, the allocation call), or None."""
+    params = _params(fn)
+    assigned = _single_assignments(fn)
+    alloc = _output_allocation(fn)
+    if alloc is not None:
+        _, call = alloc
+        last, last_name = _last_dim(call)
+        if last is not None:
+            resolved = _resolve(last, assigned, params)
+            if _only_uses(resolved, params):
+                return resolved, last_name, call
+    if depth >= _MAX_CALL_DEPTH:
+        return None
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Call):
+            continue
+        target = index.callee(node)
+        if target is None or target[0] is fn:
+            continue
+        callee, skip = target
+        found = _find_allocation(callee, index, depth + 1)
+        if found is None:
+            continue
+        expr, last_name, call = found
+        names = [a.arg for a in callee.args.posonlyargs + callee.args.args][skip:]
+        mapping = {name: arg for name, arg in zip(names, node.args) if not isinstance(arg, ast.Starred)}
+        mapped = _Substitute(mapping, set()).visit(copy.deepcopy(expr))
+        resolved = _resolve(mapped, assigned, params)
+        if _only_uses(resolved, params):
+            return resolved, last_name, call
+    return None
 
 
 def _registered_function(tree: ast.Module, op: str) -> ast.FunctionDef | None:

@@ -143,7 +143,8 @@ def _generic_arg(generic: str, facts: Facts) -> tuple[str, Source]:
 def _python_plan(target, inputs, out, dtypes, py_generics, py_generic_sources, facts: Facts, missing) -> PyPlan:
     op = target.op
     kind = facts.get("python.register.kind")
-    if kind != "direct":
+    inner = facts.get("python.inner_name") if kind == "getter" else ""
+    if kind not in ("direct", "getter") or (kind == "getter" and not inner):
         missing.add(
             "python.register",
             f"how `{op}` is registered (ops.py declares "
@@ -205,9 +206,10 @@ def _python_plan(target, inputs, out, dtypes, py_generics, py_generic_sources, f
     ffi_args.update({"num_cta_in_cga": "_AUTO_COMPILE_OPTION", "occupancy": "_AUTO_COMPILE_OPTION"})
     return PyPlan(
         register_name=str(facts.get("python.register.name") or op),
-        register_kind="direct",
-        signature=str(facts.get("python.signature") or ", ".join(params) + ", **kwargs"),
-        inner_signature="",
+        register_kind=str(kind or "direct"),
+        signature=_signature(facts, params),
+        inner_signature=str(facts.get("python.inner_signature") or "") if inner else "",
+        inner_name=str(inner or ""),
         dtypes=[common.TORCH_DTYPES[d] for d in dtypes if d in common.TORCH_DTYPES],
         steps=steps,
         alloc={out_var: f"torch.empty((n_rows, out_cols), device={first}.device, dtype={first}.dtype)"},
@@ -224,12 +226,18 @@ def _python_plan(target, inputs, out, dtypes, py_generics, py_generic_sources, f
             k: v
             for k, v in (
                 ("signature", src_ops),
+            ("getter", facts.source("python.inner_name")),
                 ("out_cols", src_cols),
                 ("launch", Source("policy", "no autotune configs: one direct launch, compiler-default options")),
             )
             if v is not None
         },
     )
+
+
+def _signature(facts: Facts, params: list[str]) -> str:
+    declared = facts.get("python.signature")
+    return declared if isinstance(declared, str) else ", ".join(params) + ", **kwargs"
 
 
 def _exact_division(expr: str) -> tuple[str, int] | None:
