@@ -49,6 +49,11 @@ def render(plan: LaunchPlan) -> str:
         "# num_cta_in_cga / occupancy value that leaves the compiler default.",
         "_AUTO_COMPILE_OPTION = -1",
     ]
+    if "cdiv(" in body_text:
+        lines += ["", "", "def cdiv(a, b):", "    return -(-a // b)"]
+    if "_compile_option(" in body_text:
+        lines += ["", "", "def _compile_option(value):",
+                  "    return _AUTO_COMPILE_OPTION if value is None else int(value)"]  # fmt: skip
     if py.launch_mode == "autotune":
         lines += _configs(py)
     lines += ["", ""]
@@ -99,14 +104,22 @@ def _public_function(plan: LaunchPlan) -> str:
     body: list[str] = []
     for step in py.steps:
         body += _step(step)
-    for var, expr in py.alloc.items():
-        body.append(f"{var} = {expr}")
     call = "_launch(" + ", ".join(
         [py.tensors_py[t.name] for t in ffi.tensors] + [py.ffi_args[s.name] for s in ffi.scalars]
     ) + ")"
     outputs = list(py.alloc)
-    guard = " and ".join(f"{v}.numel() > 0" for v in outputs)
-    body += [f"if {guard}:", f"    {call}"] if guard else [call]
+    if py.launch_mode == "autotune":
+        body += _config_choice(py)
+        body.append("def kernel_fn(cfg):")
+        body += [f"    {var} = {expr}" for var, expr in py.alloc.items()]
+        body += [f"    {call}", f"    return {outputs[0]}"]
+        key = py.autotune_key or "None"
+        body.append(f"{outputs[0]} = autotune_launch(kernel_fn=kernel_fn, configs=configs, key={key}, "
+                    "kernel_name=_KERNEL).output")  # fmt: skip
+    else:
+        body += [f"{var} = {expr}" for var, expr in py.alloc.items()]
+        guard = " and ".join(f"{v}.numel() > 0" for v in outputs)
+        body += [f"if {guard}:", f"    {call}"] if guard else [call]
     body.append(f"result = {py.result}")
     if py.out_param:
         o = py.out_param
@@ -130,9 +143,26 @@ def _public_function(plan: LaunchPlan) -> str:
 
 
 def _configs(py: PyPlan) -> list[str]:
-    lines = ["", "_CONFIGS = ["]
-    for cfg in py.configs:
-        inner = ", ".join(f"{k}={v!r}" for k, v in cfg.items())
-        lines.append(f"    SimpleNamespace({inner}),")
-    lines.append("]")
+    lines: list[str] = []
+    for i, group in enumerate(py.configs):
+        lines += ["", f"# autotune configs, used when: {group['when']}", f"_CONFIGS_{i} = ["]
+        for cfg in group["configs"]:
+            inner = ", ".join(f"{k}={v!r}" for k, v in cfg.items())
+            lines.append(f"    SimpleNamespace({inner}),")
+        lines.append("]")
     return lines
+
+
+def _config_choice(py: PyPlan) -> list[str]:
+    groups = py.configs
+    if len(groups) == 1 and groups[0]["when"] in ("always", "else"):
+        return ["configs = _CONFIGS_0"]
+    out: list[str] = []
+    for i, group in enumerate(groups):
+        when = group["when"]
+        if when in ("always", "else"):
+            out += ["else:", f"    configs = _CONFIGS_{i}"]
+            return out
+        out += [f"{'if' if i == 0 else 'elif'} {when}:", f"    configs = _CONFIGS_{i}"]
+    out += ["else:", '    raise NotImplementedError("cutile-rs: no autotune config for this call")']
+    return out

@@ -74,3 +74,34 @@ def generic_arg_name(generic: str) -> tuple[str, Source]:
 def is_tile_width(generic: str) -> bool:
     """Generics that size a 1-D row tile (BLOCK_SIZE, TILE_SIZE, BLOCK_N, TILE_N, BN)."""
     return generic in {"BLOCK_SIZE", "TILE_SIZE", "BLOCK", "TILE", "BLOCK_N", "TILE_N", "BN", "TILE_WIDTH"}
+
+
+def gemm_dim(name: str, entry, tensors) -> tuple[str, Source] | None:
+    """GEMM letters over the entry's first two inputs (A, B) and softmax's ``m, n, s_m, s_n`` over a single input.
+
+    ``m, n, k`` for rank-2 A/B; ``rt_q, rt_m, rt_n, rt_k`` (logical, batch ``q``) for rank-3, reading
+    the physical dims through ``TRANSPOSE_A/B`` flag generics when the entry has them.
+    """
+    inputs = [t for t in tensors if t.role == "input" and any(p.name == t.param for p in entry.params)]
+    generics = {g.name for g in entry.generics}
+    if name in ("m", "n", "s_m", "s_n") and len(inputs) == 1:
+        x = inputs[0].name
+        expr = {"m": f"dim({x},0)", "n": f"dim({x},1)", "s_m": f"stride({x},0)", "s_n": f"stride({x},1)"}[name]
+        return expr, Source("naming", f"`{name}` of the single input {x} (rows m, columns n, strides s_m, s_n): {expr}")
+    if len(inputs) < 2:
+        return None
+    a, b = inputs[0].name, inputs[1].name
+    rank = inputs[0].rank
+    if rank == 2 and name in ("m", "n", "k"):
+        expr = {"m": f"dim({a},0)", "k": f"dim({a},1)", "n": f"dim({b},1)"}[name]
+        return expr, Source("naming", f"GEMM letter {name} of A={a} [m,k], B={b} [k,n]: {expr}")
+    if rank == 3 and name in ("rt_q", "rt_m", "rt_n", "rt_k"):
+        ta = "trans_a != 0" if "TRANSPOSE_A" in generics else ""
+        tb = "trans_b != 0" if "TRANSPOSE_B" in generics else ""
+        plain = {"rt_q": f"dim({a},0)", "rt_m": f"dim({a},1)", "rt_k": f"dim({a},2)", "rt_n": f"dim({b},2)"}
+        flipped = {"rt_m": f"dim({a},2)", "rt_k": f"dim({a},1)", "rt_n": f"dim({b},1)"}
+        cond = {"rt_m": ta, "rt_k": ta, "rt_n": tb}.get(name, "")
+        expr = f"sel({cond}, {flipped[name]}, {plain[name]})" if cond else plain[name]
+        why = f"batched GEMM logical dim {name[3:]} of A={a}, B={b}" + (" read through the transpose flag" if cond else "")
+        return expr, Source("naming", f"{why}: {expr}")
+    return None

@@ -7,9 +7,9 @@ pattern's planner; a pattern the planner cannot recognise is a precise BLOCKED(h
 from __future__ import annotations
 
 from bot.checkout import Checkout
-from bot.errors import Blocked, Failed
+from bot.errors import Failed
 from bot.infer.facts import Facts
-from bot.plan import rows
+from bot.plan import general, rows
 from bot.types import KernelSignature, LaunchPlan, Target
 
 
@@ -37,13 +37,4 @@ def build_plan(target: Target, signature: KernelSignature, facts: Facts, checkou
             )
     if len(signature.entries) == 1 and rows.matches(signature.entries[0]):
         return rows.plan(target, signature, signature.entries[0], facts, checkout)
-    shapes = "; ".join(
-        f"{e.name}: {sorted({p.kind for p in e.params})} params, {e.block.axes}-axis block id"
-        + (", grid-stride loop" if e.block.grid_stride else "")
-        for e in signature.entries
-    )
-    raise Blocked(
-        "host",
-        f"{target.op}: no host pattern for this kernel yet ({shapes}); write a host contract",
-        host_fix="add <op>_kernel/host_contract.yaml (see docs/contract.md) describing the launch",
-    )
+    return general.plan(target, signature, facts, checkout)

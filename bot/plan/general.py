@@ -1,0 +1,212 @@
+"""Every other host pattern: tiled ``&Tensor`` kernels (1-D/2-D/3-D grids), persistent grid-stride
+entries, variants chosen by a selector, derived generics, flag generics, fixed-type auxiliary tensors,
+raw pointers with in-kernel views, literal-specialised entries with a dispatch table.
+
+The FFI side is inferred from the kernel and TileGym's naming conventions wherever they say
+something; the Python side (preprocessing, allocation, configs, grid values) comes from the
+facts, and what no source gives becomes a precise ``MissingFact``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.checkout import Checkout
+from bot.infer import naming
+from bot.infer.facts import Facts
+from bot.plan import common, python_side
+from bot.types import (
+    CScalar,
+    CTensor,
+    Derived,
+    Entry,
+    FfiPlan,
+    KernelSignature,
+    LaunchPlan,
+    Source,
+    Target,
+    TestWiring,
+    Variant,
+)
+
+_VARIANT_PREFIX = re.compile(r"^(static_persistent|non_persistent)_")
+_LITERAL_SUFFIX = re.compile(r"^(?P<base>.+)_(?P<tag>[a-z]?)(?P<value>\d+)$")
+POLICY_ORDER = Source("policy", "C scalars: runtime scalars, generic arguments, grid, compile options, selector")
+
+
+def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Checkout) -> LaunchPlan:
+    missing = common.Missing()
+    entries = list(signature.entries)
+    first = entries[0]
+    elem = common.element_generic(first)
+    tensors = _tensors(entries)
+    dtype_from, dtype_src = common.dtype_driver(tensors, elem, facts)
+    dtypes, dtypes_src = common.dtypes(facts)
+    bases = {naming.tensor_base(e.param(t.param)): t.name for e in entries for t in tensors if _has(e, t.param)}
+
+    runtime: list[CScalar] = []
+    generic_args: list[CScalar] = []
+    grid_args: list[CScalar] = []
+    derived: list[Derived] = []
+    seen: set[str] = set()
+
+    def add(bucket: list[CScalar], scalar: CScalar) -> None:
+        if scalar.name not in seen:
+            seen.add(scalar.name)
+            bucket.append(scalar)
+
+    def derive(name: str, expr: str, source: Source) -> None:
+        if all(d.name != name for d in derived):
+            derived.append(Derived(name, expr, source))
+
+    selector, when_of = _variant_selection(entries, facts, missing)
+    variants: list[Variant] = []
+    for entry in entries:
+        generics = []
+        for g in entry.generics:
+            if g.kind == "type":
+                generics.append("dtype")
+                continue
+            value, source, kind = _generic_value(g.name, dtype_from, facts)
+            if kind == "derived":
+                derive(value, _derived_generic_expr(g.name, dtype_from, facts), source)
+            else:
+                add(generic_args, CScalar(value, "i32", "generic", g.name, source))
+            generics.append(value)
+        args = []
+        for p in entry.params:
+            if p.kind == "tensor":
+                args.append(f"ten({_c_name(tensors, p.name)})")
+            elif p.kind == "ptr":
+                args.append(f"ptr({_c_name(tensors, p.name)})")
+            else:
+                expr, source = _scalar_value(p.name, p.ty, entry, bases, tensors, facts)
+                if expr is None:
+                    add(runtime, CScalar(p.name, "f32" if p.ty.startswith("f") else "i32", "runtime_scalar", p.name,
+                                         source))  # fmt: skip
+                else:
+                    derive(p.name, expr, source)
+                args.append(p.name)
+        grid, grid_source = _grid(entry, facts)
+        for g in grid:
+            if g in ("num_programs", "grid_x", "grid_y", "grid_z"):
+                add(grid_args, CScalar(g, "i32", "grid", "", grid_source))
+        variants.append(Variant(when_of[entry.name], entry.name, generics, args, grid, entry.name, grid_source))
+    variants.sort(key=lambda v: v.when in ("else", "always"))  # the catch-all closes the chain
+
+    scalars = runtime + generic_args + grid_args + common.compile_option_scalars()
+    if selector is not None:
+        scalars.append(selector)
+    ffi = FfiPlan(
+        symbol=target.symbol, module=signature.module, style=checkout.style, tensors=tensors,
+        dtype_from=dtype_from, dtype_generic=elem, dtypes=dtypes, scalars=scalars, derived=derived,
+        variants=variants, checks=_checks(facts),
+        sources={"style": checkout.style_source, "dtype_from": dtype_src, "dtypes": dtypes_src, "order": POLICY_ORDER},
+    )  # fmt: skip
+    python = python_side.plan(target, ffi, facts, missing)
+    tests = TestWiring(f"tests/ops/test_{target.op}.py" if checkout.test_file else "", checkout.test_scope,
+                       checkout.test_scope_source)  # fmt: skip
+    return LaunchPlan(target.op, ffi, python, tests, missing.items, int(facts.get("contract.lines", 0) or 0))
+
+
+def _has(entry: Entry, name: str) -> bool:
+    return any(p.name == name for p in entry.params)
+
+
+def _tensors(entries: list[Entry]) -> list[CTensor]:
+    """Descriptors of every entry, merged by parameter name (variants share theirs), outputs first."""
+    merged: dict[str, CTensor] = {}
+    for entry in entries:
+        for t in common.c_tensors(entry):
+            if t.param not in merged:
+                merged[t.param] = t
+            elif t.role == "output":
+                merged[t.param].role = "output"
+    ordered = list(merged.values())
+    return [t for t in ordered if t.role == "output"] + [t for t in ordered if t.role == "input"]
+
+
+def _c_name(tensors: list[CTensor], param: str) -> str:
+    return next(t.name for t in tensors if t.param == param)
+
+
+def _variant_selection(entries: list[Entry], facts: Facts, missing: common.Missing):
+    """(selector C scalar or None, entry -> its ``when`` condition)."""
+    if len(entries) == 1:
+        return None, {entries[0].name: "always"}
+    explicit = facts.get("ffi.variants")
+    if isinstance(explicit, dict):
+        src = facts.source("ffi.variants")
+        when = {name: str(cond) for name, cond in explicit.items()}
+        sel = facts.get("ffi.selector")
+        selector = CScalar(str(sel), "i32", "selector", "", src) if isinstance(sel, str) else None
+        return selector, {e.name: when.get(e.name, "else") for e in entries}
+    prefixes = {e.name: _VARIANT_PREFIX.match(e.name) for e in entries}
+    if all(prefixes.values()) and len(entries) == 2:
+        src = Source("naming", "static_persistent_* / non_persistent_* entries: selector `persistent` (0 = non-persistent)")
+        return CScalar("persistent", "i32", "selector", "", src), {
+            e.name: ("persistent != 0" if prefixes[e.name].group(1) == "static_persistent" else "else") for e in entries
+        }
+    literal = [(_LITERAL_SUFFIX.match(e.name), e) for e in entries]
+    key = facts.get("ffi.dispatch_key")
+    if all(m for m, _ in literal) and len({m.group("base") for m, _ in literal}) == 1:
+        if isinstance(key, str):
+            src = facts.source("ffi.dispatch_key")
+            return None, {e.name: f"{key} == {m.group('value')}" for m, e in literal}
+        missing.add("ffi.dispatch_key", "the FFI expression whose value picks among the literal-specialised entries "
+                    + ", ".join(e.name for e in entries) + " (e.g. dim(q,3))", facts)  # fmt: skip
+        return None, {e.name: f"0 == {m.group('value')}" for m, e in literal}
+    missing.add("ffi.variants", "which condition selects each of " + ", ".join(e.name for e in entries)
+                + " (ffi.variants: {entry: condition}, ffi.selector: C argument)", facts)  # fmt: skip
+    return None, {e.name: ("else" if i == len(entries) - 1 else "0 != 0") for i, e in enumerate(entries)}
+
+
+def _generic_value(name: str, dtype_from: str, facts: Facts) -> tuple[str, Source, str]:
+    """(C argument or derived local, source, "arg" | "derived") for a const generic."""
+    if facts.has(f"ffi.derived_generics.{name}") or name == "CAST_TF32":
+        src = facts.source(f"ffi.derived_generics.{name}") or Source(
+            "naming", "CAST_TF32 is derived in the FFI: 1 for f32 inputs (TileGym's tf32 rule)"
+        )
+        return name.lower(), src, "derived"
+    explicit = facts.get(f"ffi.generics.{name}")
+    if isinstance(explicit, str):
+        return explicit, facts.source(f"ffi.generics.{name}"), "arg"
+    arg, src = naming.generic_arg_name(name)
+    return arg, src, "arg"
+
+
+def _derived_generic_expr(name: str, dtype_from: str, facts: Facts) -> str:
+    explicit = facts.get(f"ffi.derived_generics.{name}")
+    return str(explicit) if explicit is not None else f"cast_tf32({dtype_from})"
+
+
+def _scalar_value(name, ty, entry, bases, tensors, facts) -> tuple[str | None, Source]:
+    """FFI expression for a kernel scalar, or (None, source) when it is a C argument of its own."""
+    explicit = facts.get(f"ffi.scalars.{name}")
+    if isinstance(explicit, str):
+        src = facts.source(f"ffi.scalars.{name}")
+        return (None, src) if explicit == "arg" else (explicit, src)
+    by_name = naming.descriptor_scalar(name, bases)
+    if by_name:
+        return by_name
+    gemm = naming.gemm_dim(name, entry, tensors)
+    if gemm:
+        return gemm
+    return None, Source("policy", f"`{name}: {ty}` has no descriptor meaning: a C argument the wrapper passes")
+
+
+def _grid(entry: Entry, facts: Facts) -> tuple[list[str], Source]:
+    explicit = facts.get(f"ffi.grid.{entry.name}")
+    if isinstance(explicit, list) and len(explicit) == 3:
+        return [str(g) for g in explicit], facts.source(f"ffi.grid.{entry.name}")
+    block = entry.block
+    if block.axes <= 1:
+        why = "grid-stride loop: the host sizes a 1-D grid" if block.grid_stride else "1-D block id: a 1-D grid"
+        return ["num_programs", "1", "1"], Source("kernel", f"{entry.name}: {why} (C argument num_programs)")
+    names = ["grid_x", "grid_y", "grid_z"][: block.axes]
+    return names + ["1"] * (3 - block.axes), Source("kernel", f"{entry.name}: {block.axes}-axis block id ({block.evidence})")
+
+
+def _checks(facts: Facts) -> list[dict[str, str]]:
+    checks = facts.get("ffi.checks") or []
+    return [{"when": str(c["when"]), "rc": str(c.get("rc", "INVALID_ARGS"))} for c in checks if isinstance(c, dict)]

@@ -1,0 +1,86 @@
+"""The five cutile-rs ops of tilegym 1.5.1, from a tree where only their kernel.rs is present.
+
+agent-d generates every host side (silu_and_mul and swiglu from inference alone; matmul, bmm and
+attention_sink with the host contracts in tests/fixtures/contracts), the aggregated crate with all
+five generated ffi.rs compiles against the real cutile 0.2.0 crates, each symbol is exported and
+each ABI smoke check passes.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bot import checkout
+from bot.cli import main
+from bot.demo import assemble_checkout
+from bot.pipeline import _facts
+from bot.plan import build_plan
+from bot.reader import read_kernel
+from bot.types import Target
+from bot.validator import exported_functions
+
+pytestmark = pytest.mark.slow
+OPS = ["silu_and_mul", "swiglu", "matmul", "bmm", "attention_sink"]
+CONTRACTS = Path(__file__).parent / "fixtures" / "contracts"
+
+
+@pytest.fixture()
+def five(tmp_path, tilegym_wheel):
+    repo = assemble_checkout(tmp_path / "tg", tilegym_wheel, OPS, OPS).repo
+    for contract in CONTRACTS.glob("*.yaml"):
+        shutil.copy(contract, repo / "src/tilegym/ops/cutile_rs" / f"{contract.stem}_kernel" / "host_contract.yaml")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "host contracts"], cwd=repo, check=True)
+    return repo
+
+
+def _plan(repo: Path, op: str):
+    target = Target(repo, op)
+    return build_plan(target, read_kernel(target.kernel_rs), _facts(target, repo / "out" / op), checkout.inspect(target))
+
+
+def test_contract_lines_and_inferred_abi(five):
+    lines = {op: _plan(five, op).contract_lines for op in OPS}
+    assert lines["silu_and_mul"] == 0 and lines["swiglu"] == 0
+    assert all(lines[op] > 0 for op in ("matmul", "bmm", "attention_sink"))
+    matmul = _plan(five, "matmul")
+    assert [n for n, _ in matmul.ffi.c_params()][:3] == ["c", "a", "b"]  # outputs first
+    assert {d.name: d.expr for d in matmul.ffi.derived}["cast_tf32"] == "cast_tf32(a)"
+    assert [v.when for v in matmul.ffi.variants] == ["persistent != 0", "else"]
+    bmm = _plan(five, "bmm")
+    assert {d.name: d.expr for d in bmm.ffi.derived}["rt_m"] == "sel(trans_a != 0, dim(a,2), dim(a,1))"
+    attention = _plan(five, "attention_sink")
+    start_q = next(t for t in attention.ffi.tensors if t.name == "start_q")
+    assert (start_q.elem, start_q.rank) == ("i32", 1)
+    assert [s.name for s in attention.ffi.scalars if s.role == "grid"] == ["grid_x", "grid_y"]
+
+
+def test_all_five_generate_build_export_and_smoke(five, capsys):
+    cache = Path.home() / ".cache" / "agent-d" / "cargo-target"
+    code = main(["port", "--repo", str(five), "--base", "HEAD~2", "--cargo-target-dir", str(cache)])
+    out = capsys.readouterr().out
+    assert code == 3, out  # BLOCKED: only because this machine has no GPU
+    for op in OPS:
+        section = out.split(f"[agent-d] port {op}:")[1].split("[agent-d] port ")[0]
+        assert re.search(rf"\[agent-d\] build\s+ok .*cutile_{op} exported", section), section
+        assert re.search(r"\[agent-d\] abi smoke\s+ok .*returned -5", section), section
+        assert f"{op}: BLOCKED (block_class: env): no CUDA GPU" in section
+    so = five / "src/tilegym/ops/cutile_rs/cutile_kernels/target/release/libcutile_kernels.so"
+    assert {f"cutile_{op}" for op in OPS} <= set(exported_functions(so))
+    lib_rs = (five / "src/tilegym/ops/cutile_rs/cutile_kernels/src/lib.rs").read_text()
+    assert all(f"mod {op} {{" in lib_rs for op in OPS)
+
+
+def test_missing_contract_is_blocked_host_with_a_draft(five, capsys):
+    (five / "src/tilegym/ops/cutile_rs/matmul_kernel/host_contract.yaml").unlink()
+    code = main(["port", "--repo", str(five), "--kernel", "matmul"])
+    out = capsys.readouterr().out
+    assert code == 3
+    assert "BLOCKED (block_class: host): cannot infer: python.alloc" in out
+    draft = (five / "src/tilegym/ops/cutile_rs/matmul_kernel/host_contract.draft.yaml").read_text()
+    assert "python.alloc: null  # MISSING" in draft and "python.args.num_programs: null  # MISSING" in draft
