@@ -17,10 +17,10 @@ def tilegym_wheel() -> Path:
     """Root of the unpacked ``tilegym==1.5.1`` wheel (the folder holding ``tilegym/``).
 
     The wheel is fetched with ``pip download --no-deps`` into ``$AGENT_D_CACHE/wheels`` (default
-    ``~/.cache/agent-d/wheels``) on first use and reused afterwards. Tests that need it are
-    skipped when it can be neither found nor downloaded.
+    ``~/.cache/agent-d/wheels``) on first use and reused afterwards. Tests that need it fail
+    when it can be neither found nor downloaded (PyPI is part of the test environment).
     """
     try:
         return _fetch_tilegym_wheel(default_cache_dir(), TILEGYM_VERSION)
     except WheelUnavailable as exc:
-        pytest.skip(f"tilegym=={TILEGYM_VERSION} wheel unavailable: {str(exc).splitlines()[0]}")
+        pytest.fail(f"tilegym=={TILEGYM_VERSION} wheel unavailable: {str(exc).splitlines()[0]}")

@@ -1,0 +1,90 @@
+"""REST handlers for GitHub App installation auth, branches and review dismissal."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+from .handlers import Ctx, Reply, _unprocessable, handles
+from .state import ApiError
+
+INSTALLATION_ID = 4242
+APP_SLUG = "agent-d"
+_tokens = itertools.count(1)
+
+
+@handles("apps/get-repo-installation")
+def get_repo_installation(ctx: Ctx) -> Reply:
+    repo = ctx.repo()
+    f = ctx.render.f
+    inst = f.skeleton(
+        "installation",
+        id=INSTALLATION_ID,
+        app_id=1,
+        app_slug=APP_SLUG,
+        client_id="Iv1.fake",
+        target_id=repo.owner.id,
+        target_type="Organization" if repo.owner.type == "Organization" else "User",
+        single_file_name=None,
+        repository_selection="selected",
+        access_tokens_url=f.api(f"app/installations/{INSTALLATION_ID}/access_tokens"),
+        html_url=f.html(f"settings/installations/{INSTALLATION_ID}"),
+        repositories_url=f.api("installation/repositories"),
+        events=["pull_request", "issue_comment", "check_run", "push"],
+        account=ctx.render.user(repo.owner),
+        permissions={"checks": "write", "contents": "write", "pull_requests": "write", "issues": "write"},
+        created_at="2026-01-01T00:00:00Z",
+        updated_at="2026-01-01T00:00:00Z",
+        suspended_by=None,
+        suspended_at=None,
+    )
+    return Reply(200, inst)
+
+
+@handles("apps/create-installation-access-token")
+def create_installation_token(ctx: Ctx) -> Reply:
+    if ctx.path["installation_id"] != INSTALLATION_ID:
+        raise ApiError(404, "Not Found")
+    token = f"ghs_fake{next(_tokens):032d}"
+    bot = f"{APP_SLUG}[bot]"
+    ctx.server_tokens[token] = bot
+    expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+    body = {
+        "token": token,
+        "expires_at": expires,
+        "permissions": (ctx.body or {}).get("permissions")
+        or {"checks": "write", "contents": "write", "pull_requests": "write", "issues": "write"},
+        "repository_selection": "selected",
+    }
+    return Reply(201, body)
+
+
+@handles("repos/get-branch")
+def get_branch(ctx: Ctx) -> Reply:
+    repo = ctx.repo()
+    name = ctx.path["branch"]
+    sha = ctx.state.rev(repo.git_dir, f"refs/heads/{name}")
+    if sha is None:
+        raise ApiError(404, "Branch not found")
+    api = ctx.render.f.api(f"repos/{repo.full_name}/branches/{name}")
+    body = ctx.render.f.skeleton(
+        "branch-with-protection",
+        name=name,
+        commit=ctx.render.commit(repo, sha, with_files=False),
+        _links={"html": ctx.render.f.html(f"{repo.full_name}/tree/{name}"), "self": api},
+        protected=False,
+        protection={"enabled": False},
+        protection_url=api + "/protection",
+    )
+    return Reply(200, body)
+
+
+@handles("pulls/dismiss-review")
+def dismiss_review(ctx: Ctx) -> Reply:
+    rv = ctx.state.reviews.get(ctx.path["review_id"])
+    if rv is None or rv.repo is not ctx.repo() or rv.number != ctx.path["pull_number"]:
+        raise ApiError(404, "Not Found")
+    if rv.state not in ("APPROVED", "CHANGES_REQUESTED"):
+        raise _unprocessable(f"Can not dismiss a {rv.state.lower()} pull request review", "state")
+    rv.state = "DISMISSED"
+    return Reply(200, ctx.render.review(rv))
