@@ -1,0 +1,1 @@
+"""agent-d on GitHub: dispatch, port job, finalize (docs/github.md)."""

@@ -1,0 +1,294 @@
+"""The patch-and-results artifact between ``agent-d port`` (untrusted) and ``finalize`` (trusted).
+
+Layout of the artifact directory (docs/artifact.md):
+
+    result.json   schema_version 1: repo, head_sha, base_tree, tested_tree, ops, verdicts,
+                  validator blocks, changed_paths
+    patch.diff    ``git diff`` from head_sha to the tested tree (text only), may be empty
+    logs/*.txt    tails of the logs, truncated
+
+``read_artifact`` treats the directory as hostile data: it checks sizes, file types
+(regular files only, no links), the JSON schema, and every path in the patch against
+the allow-list before anything else looks at it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+import stat
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import jsonschema
+from unidiff import PatchSet
+from unidiff.errors import UnidiffParseError
+
+SCHEMA_VERSION = 1
+RESULT = "result.json"
+PATCH = "patch.diff"
+LOGS = "logs"
+VERDICT_KINDS = ("ALL_PASS", "FAIL", "BLOCKED")
+ALLOWED_PATHS = (
+    "src/tilegym/ops/cutile_rs/*",
+    "src/tilegym/backend/selector.py",
+    "src/tilegym/ops/__init__.py",
+    "tests/ops/test_*.py",
+)
+FORBIDDEN_PATHS = ("src/tilegym/ops/cutile_rs/*_kernel/kernel.rs", "*/target/*")
+_HEX40 = r"^[0-9a-f]{40}$"
+_SHA_RE = re.compile(_HEX40)
+_LOG_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,80}\.txt$")
+_BAD_MODE_RE = re.compile(
+    r"^(?:new file mode|new mode|old mode|deleted file mode) (?!100644$|100755$)\S+$", re.MULTILINE
+)
+_BINARY_RE = re.compile(r"^(?:GIT binary patch|Binary files .* differ)$", re.MULTILINE)
+
+_VERDICT_SCHEMA = {
+    "type": "object",
+    "required": ["kind", "klass", "reason", "validator_block"],
+    "additionalProperties": False,
+    "properties": {
+        "kind": {"enum": list(VERDICT_KINDS)},
+        "klass": {"type": "string", "maxLength": 40},
+        "reason": {"type": "string", "maxLength": 2000},
+        "validator_block": {"type": "string", "maxLength": 60000},
+    },
+}
+RESULT_SCHEMA = {
+    "type": "object",
+    "required": [
+        "schema_version",
+        "repo",
+        "head_sha",
+        "base_tree",
+        "tested_tree",
+        "ops",
+        "verdicts",
+        "changed_paths",
+    ],
+    "additionalProperties": False,
+    "properties": {
+        "schema_version": {"const": SCHEMA_VERSION},
+        "repo": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"},
+        "head_sha": {"type": "string", "pattern": _HEX40},
+        "base_tree": {"type": "string", "pattern": _HEX40},
+        "tested_tree": {"type": "string", "pattern": _HEX40},
+        "ops": {
+            "type": "array",
+            "items": {"type": "string", "pattern": r"^[a-z][a-z0-9_]{0,63}$"},
+            "minItems": 1,
+        },
+        "verdicts": {"type": "object", "additionalProperties": _VERDICT_SCHEMA},
+        "changed_paths": {"type": "array", "items": {"type": "string", "maxLength": 300}},
+        "truncated_logs": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+class ArtifactError(ValueError):
+    """The artifact is malformed or breaks a rule; the message says which."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_result_bytes: int = 512 * 1024
+    max_patch_bytes: int = 2 * 1024 * 1024
+    max_log_bytes: int = 64 * 1024  # per file; the writer keeps the tail
+    max_logs: int = 32
+    max_files_in_patch: int = 100
+    allowed_paths: tuple[str, ...] = ALLOWED_PATHS
+    forbidden_paths: tuple[str, ...] = FORBIDDEN_PATHS
+
+
+@dataclass(frozen=True)
+class KernelVerdict:
+    kind: str  # ALL_PASS | FAIL | BLOCKED
+    klass: str  # fail_class / block_class, "" for ALL_PASS
+    reason: str
+    validator_block: str = ""
+
+
+@dataclass
+class Artifact:
+    repo: str
+    head_sha: str
+    base_tree: str
+    tested_tree: str
+    ops: list[str]
+    verdicts: dict[str, KernelVerdict]
+    changed_paths: list[str]
+    patch: str = ""
+    logs: dict[str, str] = field(default_factory=dict)
+    truncated_logs: list[str] = field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def empty(self) -> bool:
+        return not self.patch.strip()
+
+
+def tail(text: str, limit: int) -> tuple[str, bool]:
+    """The last ``limit`` bytes of ``text`` (whole lines), and whether anything was cut."""
+    data = text.encode("utf-8", errors="replace")
+    if len(data) <= limit:
+        return text, False
+    cut = data[-limit:].decode("utf-8", errors="ignore")
+    cut = cut.split("\n", 1)[1] if "\n" in cut else cut
+    return f"[... truncated: showing the last {len(cut.encode())} of {len(data)} bytes ...]\n{cut}", True
+
+
+def write_artifact(
+    directory: Path,
+    *,
+    repo: str,
+    head_sha: str,
+    base_tree: str,
+    tested_tree: str,
+    verdicts: dict[str, KernelVerdict],
+    patch: str,
+    changed_paths: list[str],
+    logs: dict[str, str] | None = None,
+    limits: Limits = Limits(),
+) -> Path:
+    directory = Path(directory)
+    (directory / LOGS).mkdir(parents=True, exist_ok=True)
+    truncated: list[str] = []
+    for name, text in (logs or {}).items():
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:76] + ("" if name.endswith(".txt") else ".txt")
+        body, cut = tail(text, limits.max_log_bytes - 200)
+        if cut:
+            truncated.append(safe)
+        (directory / LOGS / safe).write_text(body, encoding="utf-8")
+    (directory / PATCH).write_text(patch, encoding="utf-8")
+    result = {
+        "schema_version": SCHEMA_VERSION,
+        "repo": repo,
+        "head_sha": head_sha,
+        "base_tree": base_tree,
+        "tested_tree": tested_tree,
+        "ops": sorted(verdicts),
+        "verdicts": {op: asdict(v) for op, v in sorted(verdicts.items())},
+        "changed_paths": sorted(changed_paths),
+        "truncated_logs": truncated,
+    }
+    (directory / RESULT).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return directory
+
+
+def _regular_file(path: Path, limit: int) -> bytes:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise ArtifactError(f"{path.name} is missing") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ArtifactError(f"{path.name} is not a regular file")
+    if st.st_size > limit:
+        raise ArtifactError(f"{path.name} is {st.st_size} bytes, over the {limit}-byte limit")
+    with open(path, "rb") as fh:
+        return fh.read(limit + 1)
+
+
+def check_path(path: str, limits: Limits = Limits()) -> None:
+    """Raise unless ``path`` is a plain relative path the bot is allowed to write."""
+    parts = path.split("/")
+    if (
+        not path
+        or path.startswith("/")
+        or "\\" in path
+        or any(p in ("", ".", "..") for p in parts)
+        or any(ord(c) < 32 or c == "\x7f" for c in path)
+    ):
+        raise ArtifactError(f"path {path!r} is not a plain relative path")
+    if any(p.lower() in (".git", ".github") for p in parts):
+        raise ArtifactError(f"path {path!r} is under .git/ or .github/")
+    if any(fnmatch.fnmatchcase(path, pat) for pat in limits.forbidden_paths):
+        raise ArtifactError(f"path {path!r} may not be changed by the bot")
+    if not any(fnmatch.fnmatchcase(path, pat) for pat in limits.allowed_paths):
+        raise ArtifactError(f"path {path!r} is outside the generated and wiring paths")
+
+
+def patch_paths(patch: str, limits: Limits = Limits()) -> list[str]:
+    """Validate a unified git diff and return the paths it touches (sorted, unique)."""
+    if _BINARY_RE.search(patch):
+        raise ArtifactError("the patch has a binary hunk")
+    if _BAD_MODE_RE.search(patch):
+        raise ArtifactError("the patch sets a file mode other than 100644/100755 (symlink or submodule)")
+    if re.search(r"^(?:rename|copy) (?:from|to) ", patch, re.MULTILINE):
+        raise ArtifactError("the patch renames or copies files")
+    try:
+        files = PatchSet.from_string(patch)
+    except UnidiffParseError as exc:
+        raise ArtifactError(f"the patch does not parse: {exc}") from None
+    if len(files) > limits.max_files_in_patch:
+        raise ArtifactError(f"the patch touches {len(files)} files (limit {limits.max_files_in_patch})")
+    paths: set[str] = set()
+    for pf in files:
+        if pf.is_symlink or pf.is_submodule:
+            raise ArtifactError(f"{pf.path}: symlinks and submodules are not allowed")
+        for raw in (pf.source_file, pf.target_file):
+            if raw and raw != "/dev/null":
+                name = raw[2:] if raw[:2] in ("a/", "b/") else raw
+                check_path(name, limits)
+                paths.add(name)
+    n_diff = len(re.findall(r"^diff --git ", patch, re.MULTILINE))
+    if n_diff != len(files):
+        raise ArtifactError(f"the patch has {n_diff} file headers but {len(files)} parsed files")
+    return sorted(paths)
+
+
+def read_artifact(directory: Path, limits: Limits = Limits()) -> Artifact:
+    directory = Path(directory)
+    if directory.is_symlink() or not directory.is_dir():
+        raise ArtifactError(f"{directory} is not a directory")
+    for entry in os.scandir(directory):
+        if entry.name not in (RESULT, PATCH, LOGS):
+            raise ArtifactError(f"unexpected entry {entry.name!r} in the artifact")
+    try:
+        result = json.loads(_regular_file(directory / RESULT, limits.max_result_bytes).decode("utf-8"))
+        jsonschema.validate(result, RESULT_SCHEMA)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ArtifactError(f"result.json: {exc}") from None
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
+        raise ArtifactError(f"result.json: {where}: {exc.message}") from None
+    if set(result["verdicts"]) != set(result["ops"]):
+        raise ArtifactError("result.json: verdicts and ops name different kernels")
+    try:
+        patch = _regular_file(directory / PATCH, limits.max_patch_bytes).decode("utf-8")
+    except UnicodeDecodeError:
+        raise ArtifactError("patch.diff is not UTF-8 text") from None
+    paths = patch_paths(patch, limits) if patch.strip() else []
+    if sorted(set(result["changed_paths"])) != paths:
+        raise ArtifactError("result.json: changed_paths does not match the paths in patch.diff")
+    return Artifact(
+        repo=result["repo"],
+        head_sha=result["head_sha"],
+        base_tree=result["base_tree"],
+        tested_tree=result["tested_tree"],
+        ops=list(result["ops"]),
+        verdicts={op: KernelVerdict(**v) for op, v in result["verdicts"].items()},
+        changed_paths=paths,
+        patch=patch,
+        logs=_read_logs(directory / LOGS, limits),
+        truncated_logs=list(result.get("truncated_logs", [])),
+    )
+
+
+def _read_logs(logs_dir: Path, limits: Limits) -> dict[str, str]:
+    if not os.path.lexists(logs_dir):
+        return {}
+    if logs_dir.is_symlink() or not logs_dir.is_dir():
+        raise ArtifactError("logs is not a directory")
+    entries = sorted(os.scandir(logs_dir), key=lambda e: e.name)
+    if len(entries) > limits.max_logs:
+        raise ArtifactError(f"{len(entries)} log files (limit {limits.max_logs})")
+    logs: dict[str, str] = {}
+    for entry in entries:
+        if not _LOG_NAME_RE.match(entry.name):
+            raise ArtifactError(f"log file name {entry.name!r} is not allowed")
+        data = _regular_file(logs_dir / entry.name, limits.max_log_bytes)
+        logs[entry.name] = data.decode("utf-8", errors="replace")
+    return logs

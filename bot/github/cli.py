@@ -1,0 +1,173 @@
+"""The GitHub subcommands of ``agent-d``: dispatch, finalize, run.
+
+``add_subcommands(subparsers)`` registers them on the main parser (bot/cli.py).
+Each sets ``func(args) -> int``. Exit status: 0 done (whatever the verdict), 1 an error
+that left the check concluded as failure, 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+from bot.github import redact
+from bot.github.client import ClientSettings, bot_logins, log_rate_limit, make_github, token_from_env
+from bot.github.events import load_event
+
+log = logging.getLogger("agent-d")
+
+
+def add_subcommands(sub) -> None:
+    p = sub.add_parser(
+        "dispatch", help="(trusted) classify a GitHub event, queue the check, print the job matrix"
+    )
+    _event_args(p)
+    p.set_defaults(func=cmd_dispatch)
+
+    p = sub.add_parser(
+        "finalize", help="(trusted) validate port artifacts, commit, conclude the check, review"
+    )
+    p.add_argument("--repo", default=os.environ.get("GITHUB_REPOSITORY", ""), help="owner/name")
+    p.add_argument("--pr", type=int, required=True)
+    p.add_argument("--head-sha", required=True, help="the commit dispatch approved and the port tested")
+    p.add_argument("--check-run-id", type=int, required=True)
+    p.add_argument("--commit", choices=("true", "false"), default="true", help="dispatch's `commit` output")
+    p.add_argument(
+        "--artifacts", type=Path, nargs="+", required=True, help="artifact directories (one per kernel)"
+    )
+    p.add_argument(
+        "--port-result", default="success", help="the port job's result (success/failure/cancelled)"
+    )
+    p.set_defaults(func=cmd_finalize)
+
+    p = sub.add_parser(
+        "port-job", help="(untrusted, no token) port kernels at one commit, write the artifact"
+    )
+    p.add_argument("--repo", type=Path, default=Path("."), help="checkout at --head-sha (default: .)")
+    p.add_argument("--head-sha", required=True)
+    p.add_argument("--kernel", action="append", required=True, help="kernel name; repeat for several")
+    p.add_argument("--artifact", type=Path, required=True, help="directory to write (docs/artifact.md)")
+    p.add_argument("--repo-name", default=os.environ.get("GITHUB_REPOSITORY", ""), help="owner/name")
+    p.set_defaults(func=cmd_port_job)
+
+    p = sub.add_parser("run", help="(trusted, local) dispatch + port + finalize in one process")
+    _event_args(p)
+    p.add_argument("--workdir", type=Path, help="where checkouts and artifacts go (default: a temp dir)")
+    p.set_defaults(func=cmd_run)
+
+
+def _event_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--event-name", default=os.environ.get("GITHUB_EVENT_NAME", ""))
+    p.add_argument("--event-path", type=Path, default=os.environ.get("GITHUB_EVENT_PATH") or None)
+
+
+def _setup() -> tuple[object, str]:
+    redact.install()
+    token = token_from_env()
+    gh = make_github(token, ClientSettings.from_env())
+    return gh, token
+
+
+def _run_ref() -> str:
+    server = os.environ.get("GITHUB_SERVER_URL", "")
+    repo, run_id = os.environ.get("GITHUB_REPOSITORY", ""), os.environ.get("GITHUB_RUN_ID", "")
+    return f"{server}/{repo}/actions/runs/{run_id}" if server and run_id else (run_id or "local")
+
+
+def write_outputs(outputs: dict[str, str]) -> None:
+    """Append ``outputs`` to $GITHUB_OUTPUT (when set) and print them as JSON."""
+    text = json.dumps(outputs, indent=2, sort_keys=True)
+    print(redact.redact(text))
+    path = os.environ.get("GITHUB_OUTPUT")
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.writelines(
+                f"{key}<<AGENT_D_EOF\n{redact.redact(value)}\nAGENT_D_EOF\n" for key, value in outputs.items()
+            )
+
+
+def _event(args):
+    if not args.event_name or not args.event_path:
+        print("agent-d: --event-name and --event-path (or GITHUB_EVENT_*) are required", file=sys.stderr)
+        return None
+    return load_event(args.event_name, args.event_path)
+
+
+def cmd_dispatch(args) -> int:
+    from bot.github.dispatch import Dispatcher
+
+    event = _event(args)
+    if event is None:
+        return 2
+    gh, _ = _setup()
+    log_rate_limit(gh)
+    details = os.environ.get("GITHUB_SERVER_URL", "") and _run_ref()
+    result = Dispatcher(
+        gh, event, bot_logins(), run_ref=os.environ.get("GITHUB_RUN_ID", ""), details_url=details
+    ).run()
+    write_outputs(result.outputs())
+    return 0
+
+
+def cmd_finalize(args) -> int:
+    from bot.github.finalize import Finalizer, FinalizeRequest
+
+    if not args.repo:
+        print("agent-d: --repo (or GITHUB_REPOSITORY) is required", file=sys.stderr)
+        return 2
+    gh, token = _setup()
+    request = FinalizeRequest(
+        repo=args.repo,
+        pr=args.pr,
+        head_sha=args.head_sha,
+        check_run_id=args.check_run_id,
+        artifact_dirs=list(args.artifacts),
+        commit=args.commit == "true",
+        run_ref=_run_ref(),
+        push_token=os.environ.get("AGENT_D_PUSH_TOKEN") or token,
+        port_result=args.port_result,
+    )
+    result = Finalizer(gh, request, bot_logins()).run()
+    log_rate_limit(gh)
+    write_outputs({k: json.dumps(v) if isinstance(v, list) else str(v) for k, v in asdict(result).items()})
+    return 0
+
+
+def cmd_run(args) -> int:
+    from bot.github.runner import pipeline_port_fn, run_all
+
+    event = _event(args)
+    if event is None:
+        return 2
+    gh, token = _setup()
+    with tempfile.TemporaryDirectory(prefix="agent-d-run-") as tmp:
+        workdir = args.workdir or Path(tmp)
+        summary = run_all(gh, event, pipeline_port_fn(), workdir, bot_logins(), _run_ref(), token)
+    outputs = summary.dispatch.outputs()
+    if summary.finalize is not None:
+        outputs.update({f"finalize_{k}": str(v) for k, v in asdict(summary.finalize).items()})
+    write_outputs(outputs)
+    return 0
+
+
+def cmd_port_job(args) -> int:
+    from bot.github.port_job import run_port_job
+    from bot.github.runner import pipeline_port_fn
+
+    redact.install()
+    artifact = run_port_job(
+        args.repo,
+        args.head_sha,
+        [k for arg in args.kernel for k in arg.split()],
+        args.artifact,
+        pipeline_port_fn(),
+        repo_name=args.repo_name,
+    )
+    print(f"agent-d: artifact written to {artifact}")
+    return 0

@@ -1,0 +1,118 @@
+"""``/agent-d <command>`` lines in PR comments.
+
+Only whole lines count, and only outside fenced or indented code, inline code, block
+quotes and HTML comments, so quoting someone else's command never triggers a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from dataclasses import dataclass
+
+KNOWN = ("rerun", "help", "apply")
+KERNEL_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_LINE_RE = re.compile(r"^[ \t]{0,3}/agent-d(?:[ \t]+(?P<rest>.*))?[ \t]*$", re.IGNORECASE | re.MULTILINE)
+_FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+
+HELP_TEXT = """\
+agent-d commands (one per line, at the start of the line):
+
+- `/agent-d rerun [kernel ...] [--sha <head sha>]`: run the host stage again for every added kernel,
+  or only the named ones. On a pull request from a fork this also approves the current head commit,
+  and only that commit; a new push needs a new approval.
+- `/agent-d apply`: when `auto_commit: false` is set, run again and commit the generated files.
+- `/agent-d help`: this text.
+
+Who may run them: users with write, maintain or admin access to the repository, plus the users
+and teams listed under `allowed_users` / `allowed_teams` in `.github/agent-d.yml` (default branch).
+"""
+
+
+class CommandError(ValueError):
+    """The command line could not be parsed."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # never exit the process on bad input
+        raise CommandError(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> None:
+        raise CommandError(message or "")
+
+
+def _parser() -> _Parser:
+    p = _Parser(prog="/agent-d", add_help=False)
+    sub = p.add_subparsers(dest="name", required=True, parser_class=_Parser)
+    rerun = sub.add_parser("rerun", add_help=False)
+    rerun.add_argument("kernels", nargs="*")
+    rerun.add_argument("--sha", default="")
+    sub.add_parser("help", add_help=False)
+    sub.add_parser("apply", add_help=False)
+    return p
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str  # rerun | help | apply | invalid
+    kernels: tuple[str, ...] = ()
+    sha: str = ""
+    error: str = ""
+    line: str = ""
+
+
+def strip_markdown_noise(body: str) -> str:
+    """Drop code (fenced, indented, inline), quotes and HTML comments; keep the line structure."""
+    body = re.sub(r"<!--.*?-->", "", body.replace("\r\n", "\n"), flags=re.DOTALL)
+    out: list[str] = []
+    fence: str | None = None
+    for line in body.split("\n"):
+        m = _FENCE_RE.match(line)
+        if fence is not None:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+                fence = None
+            out.append("")
+            continue
+        if m:
+            fence = m.group(1)
+            out.append("")
+            continue
+        if line.lstrip().startswith(">") or line.startswith(("    ", "\t")):
+            out.append("")
+            continue
+        out.append(re.sub(r"(`+).*?\1", "", line))
+    return "\n".join(out)
+
+
+def parse_commands(body: str) -> list[Command]:
+    """Every ``/agent-d`` line of ``body`` in order; unparsable ones come back as ``invalid``."""
+    found: list[Command] = []
+    for match in _LINE_RE.finditer(strip_markdown_noise(body)):
+        line = match.group(0).strip()
+        rest = (match.group("rest") or "").strip()
+        if not rest:
+            found.append(Command("help", line=line))
+            continue
+        try:
+            words = shlex.split(rest)
+            words[0] = words[0].lower()
+            ns = _parser().parse_args(words)
+        except (CommandError, ValueError) as exc:
+            found.append(Command("invalid", error=str(exc) or "unknown command", line=line))
+            continue
+        kernels = tuple(getattr(ns, "kernels", ()) or ())
+        bad = [k for k in kernels if not KERNEL_NAME_RE.match(k)]
+        sha = getattr(ns, "sha", "") or ""
+        if bad:
+            found.append(Command("invalid", error=f"not a kernel name: {', '.join(bad)}", line=line))
+        elif sha and not re.fullmatch(r"[0-9a-f]{7,40}", sha):
+            found.append(Command("invalid", error=f"not a commit sha: {sha}", line=line))
+        else:
+            found.append(Command(ns.name, kernels=kernels, sha=sha, line=line))
+    return found
+
+
+def first_command(body: str) -> Command | None:
+    cmds = parse_commands(body)
+    return cmds[0] if cmds else None

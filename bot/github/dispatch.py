@@ -1,0 +1,284 @@
+"""``agent-d dispatch``: the trusted front door. Runs no PR code.
+
+Reads the event, decides whether the PR adds kernels and whether the run is allowed,
+creates the check run (queued) on the exact head commit, and emits the job matrix.
+Everything it decides ends in a concluded or queued check: a PR without kernels gets
+``neutral``, a fork PR waiting for a maintainer gets ``action_required``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import asdict, dataclass, field
+
+from github import GithubException
+
+from bot.github import publish, render
+from bot.github.commands import Command, parse_commands
+from bot.github.config import Config, ConfigError, load_config
+from bot.github.events import Event
+from bot.github.kernels import added_kernels
+from bot.github.redact import redact
+from bot.github.trust import check_auto_run, check_user
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MatrixEntry:
+    pr: int
+    head_sha: str
+    kernel: str  # one name, or several separated by spaces (matrix: single)
+    check_run_id: int
+    commit: bool
+
+    @property
+    def slug(self) -> str:
+        return "+".join(self.kernel.split())
+
+
+@dataclass
+class DispatchResult:
+    run: bool
+    reason: str
+    pr: int | None = None
+    head_sha: str = ""
+    check_run_id: int | None = None
+    kernels: list[str] = field(default_factory=list)
+    commit: bool = False
+    single_job: bool = False
+    conclusion: str = ""  # set when dispatch concluded the check itself
+    concurrency_group: str = ""
+
+    @property
+    def matrix(self) -> list[MatrixEntry]:
+        if not self.run or self.check_run_id is None or self.pr is None:
+            return []
+        groups = [" ".join(self.kernels)] if self.single_job else list(self.kernels)
+        return [MatrixEntry(self.pr, self.head_sha, k, self.check_run_id, self.commit) for k in groups]
+
+    def outputs(self) -> dict[str, str]:
+        return {
+            "run": "true" if self.run else "false",
+            "reason": self.reason.replace("\n", " "),
+            "pr": str(self.pr or ""),
+            "head_sha": self.head_sha,
+            "check_run_id": str(self.check_run_id or ""),
+            "kernels": json.dumps(self.kernels),
+            "commit": "true" if self.commit else "false",
+            "matrix": json.dumps({"include": [{**asdict(m), "slug": m.slug} for m in self.matrix]}),
+            "concurrency_group": self.concurrency_group,
+            "conclusion": self.conclusion,
+        }
+
+
+class Dispatcher:
+    def __init__(self, gh, event: Event, bots: tuple[str, ...], run_ref: str = "", details_url: str = ""):
+        self.gh = gh
+        self.ev = event
+        self.bots = bots
+        self.run_ref = run_ref or uuid.uuid4().hex[:12]
+        self.details_url = details_url
+
+    def _skip(self, reason: str, **kw) -> DispatchResult:
+        log.info("dispatch: no run: %s", reason)
+        return DispatchResult(False, reason, concurrency_group=f"agent-d-noop-{self.run_ref}", **kw)
+
+    def run(self) -> DispatchResult:
+        ev = self.ev
+        if ev.kind == "ignored" or ev.pr_number is None:
+            return self._skip(ev.reason or "no pull request in the event")
+        self.repo = self.gh.get_repo(ev.repo)
+        try:
+            self.pr = self.repo.get_pull(ev.pr_number)
+        except GithubException as exc:
+            if exc.status == 404:
+                return self._skip(f"#{ev.pr_number} is not a pull request")
+            raise
+        if self.pr.state != "open":
+            return self._skip(f"pull request #{ev.pr_number} is {self.pr.state}")
+        head = self.pr.head.sha
+        try:
+            self.cfg = load_config(self.repo)
+        except ConfigError as exc:
+            self.cfg = Config()
+            return self._conclude(head, "config", "failure", "agent-d configuration error", str(exc))
+        handler = getattr(self, f"_on_{ev.kind}")
+        try:
+            return handler(head)
+        except Exception as exc:
+            self._conclude_after_crash(head, exc)
+            raise
+
+    def _conclude_after_crash(self, head: str, exc: Exception) -> None:
+        """A check this dispatch queued must not stay queued when dispatch itself fails."""
+        try:
+            for run in publish.open_check_runs(self.repo, head, self.cfg.check_name):
+                if (run.external_id or "").startswith(f"pr{self.ev.pr_number}:{head}:"):
+                    why = redact(f"agent-d dispatch failed: {type(exc).__name__}: {exc}")
+                    publish.conclude(run, "failure", "agent-d error", why)
+        except Exception:
+            log.exception("could not conclude the check after an error")
+
+    # ------------------------------------------------------------------ event kinds
+
+    def _on_pull_request(self, head: str) -> DispatchResult:
+        ev = self.ev
+        if ev.head_sha and ev.head_sha != head:
+            return self._skip(f"stale event: the head moved from {ev.head_sha[:12]} to {head[:12]}")
+        if render.is_bot_message(self.repo.get_commit(head).commit.message):
+            return self._skip("the head commit is agent-d's own; its check was concluded when it was pushed")
+        self._cancel_superseded([ev.before_sha] if ev.before_sha else [], head, keep="")
+        if self.pr.draft and not self.cfg.run_drafts:
+            return self._conclude(
+                head, "auto", "neutral", "draft pull request", "agent-d runs when it is ready for review."
+            )
+        kernels = [k.op for k in added_kernels(self.pr.get_files(), self.cfg)]
+        if not kernels:
+            return self._conclude(head, "auto", "neutral", "no kernel files added", self._no_kernel_text())
+        trust = check_auto_run(self.gh, self.repo, self.cfg, self.pr)
+        if not trust.allowed:
+            result = self._conclude(head, "auto", "action_required", "waiting for a maintainer", trust.reason)
+            if result.reason != "already handled":
+                self._sticky(head, "Waiting for approval", trust.reason)
+            return result
+        return self._queue(head, "auto", kernels, commit=self.cfg.auto_commit, why=trust.reason)
+
+    def _on_comment(self, head: str) -> DispatchResult:
+        ev = self.ev
+        cmds = parse_commands(ev.comment_body)
+        if not cmds:
+            return self._skip("the comment holds no /agent-d command")
+        cmd = cmds[0]
+        comment = self.repo.get_issue(ev.pr_number).get_comment(ev.comment_id)
+        publish.react(comment, "eyes")
+        key = f"c{ev.comment_id}"
+        if cmd.name == "help":
+            self._reply(key, f"@{ev.sender} here is what agent-d understands.", with_help=True)
+            return self._skip("help requested")
+        if cmd.name == "invalid":
+            publish.react(comment, "confused")
+            self._reply(
+                key, f"@{ev.sender} agent-d did not understand `{cmd.line}`: {cmd.error}", with_help=True
+            )
+            return self._skip(f"invalid command: {cmd.error}")
+        return self._command(head, cmd, key, comment)
+
+    def _on_check_rerun(self, head: str) -> DispatchResult:
+        return self._command(head, Command("rerun"), f"r{self.ev.check_run_id}", None)
+
+    def _on_dispatch(self, head: str) -> DispatchResult:
+        cmd = Command("rerun", kernels=self.ev.kernels)
+        return self._command(head, cmd, f"d{self.run_ref}", None, trusted=True)
+
+    def _on_push(self, head: str) -> DispatchResult:
+        if self.ev.head_sha != head:
+            return self._skip(
+                f"pull-request/{self.ev.pr_number} is at {self.ev.head_sha[:12]}, the PR head at {head[:12]}"
+            )
+        if render.is_bot_message(self.repo.get_commit(head).commit.message):
+            return self._skip("the head commit is agent-d's own")
+        cmd = Command("rerun")
+        return self._command(head, cmd, "push", None, trusted=True)
+
+    # ------------------------------------------------------------------ steps
+
+    def _command(self, head: str, cmd: Command, key: str, comment, trusted: bool = False) -> DispatchResult:
+        ev = self.ev
+        if not trusted:
+            trust = check_user(self.gh, self.repo, self.cfg, ev.sender)
+            if not trust.allowed:
+                if comment is not None:
+                    publish.react(comment, "confused")
+                self._reply(
+                    key, f"Sorry, agent-d will not run `/agent-d {cmd.name}` for you: {trust.reason}."
+                )
+                return self._skip(f"refused: {trust.reason}")
+        if cmd.sha and not head.startswith(cmd.sha):
+            if comment is not None:
+                publish.react(comment, "confused")
+            self._reply(
+                key,
+                f"`{cmd.sha}` is not the head of this pull request any more (it is `{head}`); nothing was run.",
+            )
+            return self._skip("the approved sha is not the head")
+        available = [k.op for k in added_kernels(self.pr.get_files(), self.cfg)]
+        unknown = sorted(set(cmd.kernels) - set(available))
+        if unknown:
+            self._reply(
+                key,
+                f"No added kernel named {', '.join(unknown)}; this PR adds: {', '.join(available) or 'none'}.",
+            )
+            return self._skip("unknown kernels requested")
+        kernels = list(cmd.kernels) or available
+        if not kernels:
+            return self._conclude(head, key, "neutral", "no kernel files added", self._no_kernel_text())
+        self._cancel_superseded([], head, keep=self._external(head, key))
+        commit = self.cfg.auto_commit or cmd.name == "apply"
+        result = self._queue(head, key, kernels, commit=commit, why=f"requested by @{ev.sender}")
+        if result.run and comment is not None:
+            publish.react(comment, "rocket")
+        return result
+
+    def _external(self, head: str, key: str) -> str:
+        return f"pr{self.ev.pr_number}:{head}:{key}"
+
+    def _queue(self, head: str, key: str, kernels: list[str], commit: bool, why: str) -> DispatchResult:
+        name, external = self.cfg.check_name, self._external(head, key)
+        existing = publish.find_check_run(self.repo, head, name, external)
+        if existing is not None:
+            return self._skip(
+                "already handled", pr=self.ev.pr_number, head_sha=head, check_run_id=existing.id
+            )
+        summary = f"Kernels: {', '.join(kernels)}. Commit {head}. Why: {why}."
+        run = publish.ensure_check_run(self.repo, head, name, external, "queued", summary, self.details_url)
+        self._sticky(head, "Queued", f"Porting {', '.join(f'`{k}`' for k in kernels)} on a GPU runner.")
+        return DispatchResult(
+            True,
+            why,
+            pr=self.ev.pr_number,
+            head_sha=head,
+            check_run_id=run.id,
+            kernels=kernels,
+            single_job=self.cfg.matrix == "single",
+            commit=commit,
+            concurrency_group=f"agent-d-pr-{self.ev.pr_number}",
+        )
+
+    def _conclude(self, head: str, key: str, conclusion: str, title: str, summary: str) -> DispatchResult:
+        name, external = self.cfg.check_name, self._external(head, key)
+        if publish.find_check_run(self.repo, head, name, external) is not None:
+            return self._skip("already handled", pr=self.ev.pr_number, head_sha=head)
+        run = publish.ensure_check_run(self.repo, head, name, external, title, summary, self.details_url)
+        publish.conclude(run, conclusion, title, summary)
+        return self._skip(
+            title, pr=self.ev.pr_number, head_sha=head, check_run_id=run.id, conclusion=conclusion
+        )
+
+    def _cancel_superseded(self, shas: list[str], head: str, keep: str) -> None:
+        for sha in {*shas, head}:
+            for run in publish.open_check_runs(self.repo, sha, self.cfg.check_name):
+                if sha == head and (run.external_id or "") == keep:
+                    continue
+                publish.conclude(
+                    run, "cancelled", "superseded", f"Superseded by a newer run for commit {head}."
+                )
+
+    def _sticky(self, head: str, state: str, detail: str) -> None:
+        if self.cfg.chatlevel == "quiet" and state == "Queued":
+            return
+        publish.upsert_sticky(self.pr, render.status_comment(head, state, detail), self.bots)
+
+    def _reply(self, key: str, text: str, with_help: bool = False) -> None:
+        marker = f"<!-- agent-d:reply {key} -->"
+
+        def lookup():
+            return next((c for c in self.pr.get_issue_comments() if marker in (c.body or "")), None)
+
+        body = render.reply(marker, text, with_help)
+        publish.create_once(lookup, lambda: self.pr.create_issue_comment(publish.clip(body)), f"reply {key}")
+
+    def _no_kernel_text(self) -> str:
+        return f"This pull request adds no file matching {', '.join(self.cfg.kernel_globs)}; nothing to port."

@@ -1,0 +1,251 @@
+"""``agent-d finalize``: the trusted back door. Runs no PR code.
+
+Input: the dispatch decision (trusted job outputs: PR, head sha, check run id, whether
+to commit) and the artifacts of the port jobs (untrusted data).  It validates the
+artifacts, proves the patch yields the tested tree on the tested commit, pushes one
+follow-up commit (fast-forward only) when there is something to push and it may,
+concludes the check on the new head, posts one COMMENT review, and edits the sticky
+status comment.  A run whose commit is no longer the PR head ends ``cancelled`` and
+posts nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bot.github import gitops, publish, render
+from bot.github.artifact import Artifact, ArtifactError, read_artifact
+from bot.github.config import Config, ConfigError, load_config
+from bot.github.redact import redact
+from bot.github.trust import is_fork
+
+log = logging.getLogger(__name__)
+BOT_NAME, BOT_EMAIL = "agent-d[bot]", "agent-d[bot]@users.noreply.github.com"
+
+
+@dataclass(frozen=True)
+class FinalizeRequest:
+    repo: str
+    pr: int
+    head_sha: str
+    check_run_id: int
+    artifact_dirs: list[Path]
+    commit: bool = True
+    run_ref: str = "local"
+    push_token: str | None = None
+    port_result: str = "success"  # the GPU job's result as Actions reports it
+
+
+@dataclass
+class FinalizeResult:
+    conclusion: str
+    new_head: str = ""
+    pushed: bool = False
+    review: str = ""  # created | edited | unchanged | ""
+    notes: list[str] = field(default_factory=list)
+
+
+class Finalizer:
+    def __init__(self, gh, req: FinalizeRequest, bots: tuple[str, ...]):
+        self.gh, self.req, self.bots = gh, req, bots
+
+    def run(self) -> FinalizeResult:
+        req = self.req
+        self.repo = self.gh.get_repo(req.repo)
+        self.check = self.repo.get_check_run(req.check_run_id)
+        if self.check.status == "completed":
+            return FinalizeResult(
+                self.check.conclusion or "cancelled", notes=["the check run was already concluded"]
+            )
+        if self.check.head_sha != req.head_sha:
+            raise ValueError(
+                f"check run {req.check_run_id} belongs to {self.check.head_sha}, not {req.head_sha}"
+            )
+        try:
+            self.cfg = load_config(self.repo)
+        except ConfigError as exc:
+            self.cfg = Config()
+            return self._fail("agent-d configuration error", str(exc))
+        self.pr = self.repo.get_pull(req.pr)
+        if req.port_result == "cancelled":
+            return self._cancel("the GPU job was cancelled")
+        if self.pr.head.sha != req.head_sha:
+            return self._cancel(
+                f"the pull request head moved to {self.pr.head.sha} while {req.head_sha} was tested"
+            )
+        try:
+            artifacts = [read_artifact(d) for d in req.artifact_dirs]
+            self._check_origin(artifacts)
+        except ArtifactError as exc:
+            return self._fail("artifact rejected", f"The port job's artifact was rejected: {exc}")
+        with tempfile.TemporaryDirectory(prefix="agent-d-finalize-") as tmp:
+            try:
+                return self._publish(artifacts, Path(tmp) / "repo.git")
+            except Exception as exc:
+                self._conclude_after_crash(exc)
+                raise
+
+    def _conclude_after_crash(self, exc: Exception) -> None:
+        """Never leave the check queued: conclude it as failure, unless something already did."""
+        try:
+            check = self.repo.get_check_run(self.req.check_run_id)
+            if check.status != "completed":
+                why = redact(f"agent-d failed while publishing: {type(exc).__name__}: {exc}")
+                publish.conclude(check, "failure", "agent-d error", why)
+        except Exception:
+            log.exception("could not conclude the check after an error")
+
+    # ------------------------------------------------------------------ checks
+
+    def _check_origin(self, artifacts: list[Artifact]) -> None:
+        if not artifacts:
+            raise ArtifactError("no artifact was produced")
+        for art in artifacts:
+            if art.repo != self.req.repo:
+                raise ArtifactError(f"artifact is for {art.repo}, not {self.req.repo}")
+            if art.head_sha != self.req.head_sha:
+                raise ArtifactError(f"artifact tested {art.head_sha}, not the dispatched {self.req.head_sha}")
+
+    def _fetch(self, gitdir: Path) -> str:
+        gitops.init_bare(gitdir)
+        head_repo = self.pr.head.repo
+        token = self.req.push_token
+        if head_repo is not None:
+            gitops.fetch(
+                gitdir, head_repo.clone_url, f"+refs/heads/{self.pr.head.ref}:refs/agent-d/head", token
+            )
+        if not gitops.has_commit(gitdir, self.req.head_sha):
+            gitops.fetch(
+                gitdir, self.repo.clone_url, f"+refs/pull/{self.req.pr}/head:refs/agent-d/pull", token
+            )
+        if not gitops.has_commit(gitdir, self.req.head_sha):
+            raise ArtifactError(f"commit {self.req.head_sha} could not be fetched")
+        return gitops.tree_of(gitdir, self.req.head_sha)
+
+    def _combined_tree(self, gitdir: Path, artifacts: list[Artifact], head_tree: str) -> str:
+        for art in artifacts:
+            if art.base_tree != head_tree:
+                raise ArtifactError(
+                    f"artifact base tree {art.base_tree} is not the tree of {self.req.head_sha}"
+                )
+            try:
+                tree = gitops.apply_patch_to_tree(gitdir, self.req.head_sha, art.patch)
+            except gitops.GitError as exc:
+                raise ArtifactError(
+                    f"the patch does not apply to {self.req.head_sha}: {exc.stderr[-300:]}"
+                ) from None
+            if tree != art.tested_tree:
+                raise ArtifactError(
+                    f"patch + {self.req.head_sha[:12]} gives tree {tree}, not the tested {art.tested_tree}"
+                )
+        if len(artifacts) == 1:
+            return artifacts[0].tested_tree
+        patch = "".join(a.patch for a in artifacts if not a.empty)
+        try:
+            return gitops.apply_patch_to_tree(gitdir, self.req.head_sha, patch)
+        except gitops.GitError as exc:
+            raise ArtifactError(
+                "the kernels were ported in separate jobs and their patches conflict (set `matrix: single` "
+                f"in .github/agent-d.yml to port them in one tree): {exc.stderr[-300:]}"
+            ) from None
+
+    # ------------------------------------------------------------------ publication
+
+    def _publish(self, artifacts: list[Artifact], gitdir: Path) -> FinalizeResult:
+        req = self.req
+        try:
+            head_tree = self._fetch(gitdir)
+            tree = self._combined_tree(gitdir, artifacts, head_tree)
+        except (ArtifactError, gitops.GitError) as exc:
+            return self._fail("artifact rejected", f"The tested result cannot be reproduced: {exc}")
+        verdicts = render.merged_verdicts(artifacts)
+        verdict = render.overall(verdicts)
+        conclusion = render.CONCLUSION[verdict]
+        patch = "".join(a.patch for a in artifacts)
+        notes: list[str] = []  # for the check and the status comment
+        review_notes: list[str] = []  # only what the review must carry (deterministic across reruns)
+        new_head, pushed = req.head_sha, False
+        if tree == head_tree:
+            notes.append("The generated files already match this commit: nothing to commit.")
+        else:
+            refusal = self._why_not_push()
+            if refusal:
+                review_notes.append(render.patch_instructions(patch, req.pr, refusal))
+                notes.append(f"Not committed: {refusal}.")
+            else:
+                message = render.commit_message(sorted(verdicts), tree, req.run_ref)
+                sha = gitops.commit_tree(gitdir, tree, req.head_sha, message, BOT_NAME, BOT_EMAIL)
+                ok, err = gitops.push(gitdir, self._push_url(), sha, self.pr.head.ref, req.push_token)
+                if ok:
+                    self._wait_for_head(sha)
+                    new_head, pushed = sha, True
+                    notes.append(f"Committed the generated files as `{sha}`.")
+                elif "non-fast-forward" in err or "fetch first" in err or "stale info" in err:
+                    return self._cancel("the branch moved while agent-d was pushing")
+                else:
+                    why = f"the push was refused: {err[-500:]}"
+                    review_notes.append(render.patch_instructions(patch, req.pr, why))
+                    notes.append("Not committed: the push was refused; the review holds the patch.")
+        title = f"VERDICT: {verdict}"
+        summary = render.check_summary(verdicts, notes)
+        if pushed:
+            target = publish.ensure_check_run(
+                self.repo, new_head, self.cfg.check_name, f"{self.check.external_id}+commit", title, summary
+            )
+            publish.conclude(target, conclusion, title, summary)
+            publish.conclude(
+                self.check, conclusion, title, f"Results are published on {new_head}.\n\n{summary}"
+            )
+        else:
+            publish.conclude(self.check, conclusion, title, summary)
+        body = render.review_body(artifacts, new_head, tree, review_notes)
+        _, action = publish.post_review(self.repo, self.pr, new_head, body, self.bots)
+        state = f"{title} ({conclusion})"
+        publish.upsert_sticky(self.pr, render.status_comment(new_head, state, "\n\n".join(notes)), self.bots)
+        return FinalizeResult(conclusion, new_head, pushed, action, notes + review_notes)
+
+    def _why_not_push(self) -> str:
+        if not self.req.commit:
+            return (
+                "automatic commits are off (`auto_commit: false`); a maintainer can comment `/agent-d apply`"
+            )
+        if is_fork(self.pr) and not self.pr.maintainer_can_modify:
+            return "the pull request comes from a fork that does not allow edits by maintainers"
+        streak = 0
+        for commit in reversed(list(self.pr.get_commits())):
+            if not render.is_bot_message(commit.commit.message):
+                break
+            streak += 1
+        if streak >= self.cfg.max_bot_commits:
+            return f"the last {streak} commits are agent-d's own (limit max_bot_commits={self.cfg.max_bot_commits})"
+        return ""
+
+    def _wait_for_head(self, sha: str, tries: int = 10) -> None:
+        """Wait until the PR lists the pushed commit (GitHub updates pull refs asynchronously)."""
+        for attempt in range(tries):
+            commits = list(self.repo.get_pull(self.req.pr).get_commits())
+            if commits and commits[-1].sha == sha:
+                return
+            time.sleep(min(0.5 * (attempt + 1), 3))
+        log.warning("the pull request does not list %s yet; publishing anyway", sha)
+
+    def _push_url(self) -> str:
+        head_repo = self.pr.head.repo
+        return head_repo.clone_url if head_repo is not None else self.repo.clone_url
+
+    def _cancel(self, why: str) -> FinalizeResult:
+        log.info("finalize: cancelled: %s", why)
+        publish.conclude(self.check, "cancelled", "superseded", why)
+        return FinalizeResult("cancelled", notes=[why])
+
+    def _fail(self, title: str, why: str) -> FinalizeResult:
+        log.warning("finalize: %s: %s", title, why)
+        publish.conclude(self.check, "failure", title, why)
+        pr = getattr(self, "pr", None)
+        if pr is not None:
+            publish.upsert_sticky(pr, render.status_comment(self.req.head_sha, title, why), self.bots)
+        return FinalizeResult("failure", notes=[why])

@@ -1,0 +1,159 @@
+"""The untrusted side: run the port for each kernel at one exact commit, emit the artifact.
+
+The port function runs with no token anywhere in its environment: every secret-looking
+variable and every ``ACTIONS_*`` runtime credential is removed from ``os.environ`` for
+the duration (and restored afterwards, for ``agent-d run``), and the job refuses to
+start if one is still visible.  The patch and the tested tree are computed with a
+temporary index so the checkout's own index is never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import io
+import logging
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from bot.github import gitops
+from bot.github.artifact import ALLOWED_PATHS, FORBIDDEN_PATHS, KernelVerdict, write_artifact
+from bot.github.redact import REDACTOR, RedactFilter, is_secret_name
+
+log = logging.getLogger(__name__)
+
+# port_fn(repo, op) -> (verdict kind, klass, reason, validator block)
+PortFn = Callable[[Path, str], tuple[str, str, str, str]]
+
+
+class PortJobError(RuntimeError):
+    pass
+
+
+def _secret_keys(env: dict[str, str] | os._Environ) -> list[str]:
+    return sorted(k for k in env if is_secret_name(k) or k.startswith("ACTIONS_"))
+
+
+@contextlib.contextmanager
+def tokenless_environ() -> Iterator[None]:
+    """Remove secrets from ``os.environ`` for the block; restore them after."""
+    saved = {k: os.environ[k] for k in _secret_keys(os.environ)}
+    for key, value in saved.items():
+        REDACTOR.add(value)
+        del os.environ[key]
+    try:
+        left = _secret_keys(os.environ)
+        if left:
+            raise PortJobError(f"secrets still visible to the port job: {', '.join(left)}")
+        yield
+    finally:
+        os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def _captured_log() -> Iterator[io.StringIO]:
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactFilter(REDACTOR))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield buf
+    finally:
+        root.removeHandler(handler)
+
+
+def _allowed(path: str) -> bool:
+    if any(fnmatch.fnmatchcase(path, p) for p in FORBIDDEN_PATHS):
+        return False
+    return any(fnmatch.fnmatchcase(path, p) for p in ALLOWED_PATHS)
+
+
+def snapshot(repo: Path) -> tuple[str, str, list[str], list[str]]:
+    """(patch, tested tree, changed allowed paths, changed paths left out) for the work tree vs HEAD."""
+    with gitops.temp_index() as env:
+        gitops.git(repo, "read-tree", "HEAD", env=env)
+        gitops.git(repo, "add", "-A", "--", ".", env=env)
+        changed = [
+            p
+            for p in gitops.git(repo, "diff", "--cached", "--name-only", "-z", "HEAD", env=env).split("\0")
+            if p
+        ]
+        dropped = [p for p in changed if not _allowed(p)]
+        for path in dropped:
+            gitops.git(repo, "reset", "-q", "HEAD", "--", path, env=env)
+        kept = [p for p in changed if _allowed(p)]
+        patch = gitops.git(
+            repo,
+            "diff",
+            "--cached",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-renames",
+            "HEAD",
+            env=env,
+        )
+        tree = gitops.git(repo, "write-tree", env=env).strip()
+    return patch, tree, sorted(kept), sorted(dropped)
+
+
+def _normalise(result: tuple) -> KernelVerdict:
+    kind, klass, reason, block = result
+    kind = getattr(kind, "value", kind)
+    if kind not in ("ALL_PASS", "FAIL", "BLOCKED"):
+        raise PortJobError(f"port_fn returned an unknown verdict kind {kind!r}")
+    return KernelVerdict(
+        kind=str(kind),
+        klass=str(klass or ""),
+        reason=REDACTOR.redact(str(reason))[:2000],
+        validator_block=REDACTOR.redact(str(block or ""))[:60000],
+    )
+
+
+def run_port_job(
+    repo: Path,
+    head_sha: str,
+    kernels: list[str],
+    artifact_dir: Path,
+    port_fn: PortFn,
+    repo_name: str = "",
+) -> Path:
+    """Port ``kernels`` in the checkout ``repo`` (which must be at ``head_sha``); write the artifact."""
+    repo = Path(repo)
+    actual = gitops.worktree_head(repo)
+    if actual != head_sha:
+        raise PortJobError(f"the checkout is at {actual}, not the approved commit {head_sha}")
+    repo_name = repo_name or os.environ.get("GITHUB_REPOSITORY", "local/repo")
+    base_tree = gitops.tree_of(repo, "HEAD", bare=False)
+    verdicts: dict[str, KernelVerdict] = {}
+    logs: dict[str, str] = {}
+    with tokenless_environ():
+        for op in kernels:
+            with _captured_log() as buf:
+                try:
+                    verdicts[op] = _normalise(port_fn(repo, op))
+                except Exception as exc:  # a crash in the pipeline is a host-side block, not a lost run
+                    log.exception("port of %s crashed", op)
+                    why = REDACTOR.redact(f"the port crashed: {type(exc).__name__}: {exc}")
+                    verdicts[op] = KernelVerdict("BLOCKED", "host", why[:2000])
+            logs[f"{op}.txt"] = REDACTOR.redact(buf.getvalue())
+        patch, tree, kept, dropped = snapshot(repo)
+    if dropped:
+        logs["left-out-paths.txt"] = (
+            "changed but not part of the patch (outside the generated paths):\n" + "\n".join(dropped)
+        )
+    write_artifact(
+        Path(artifact_dir),
+        repo=repo_name,
+        head_sha=head_sha,
+        base_tree=base_tree,
+        tested_tree=tree,
+        verdicts=verdicts,
+        patch=patch,
+        changed_paths=kept,
+        logs=logs,
+    )
+    return Path(artifact_dir)

@@ -1,0 +1,192 @@
+"""Writes to GitHub that stay single: check runs, the review, the sticky comment, reactions.
+
+Every create is "look, then create": the object carries a hidden marker (or, for check
+runs, a name + head sha + external id) and is searched for first.  A create that fails
+with a 5xx or a rate limit is never replayed blindly: the lookup runs again, and only
+if the object is still absent is the create repeated.  A failed lookup raises (fail
+closed) rather than risking a duplicate.  Everything posted is redacted and truncated.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from github import GithubException
+
+from bot.github.redact import REDACTOR
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+STATUS_MARKER = "<!-- agent-d:status -->"
+MAX_BODY = 60000  # GitHub's limit is 65,536 characters per comment / review / check output field
+
+
+def review_marker(sha: str) -> str:
+    return f"<!-- agent-d:verdict sha={sha} -->"
+
+
+def clip(text: str, limit: int = MAX_BODY) -> str:
+    text = REDACTOR.redact(text)
+    if len(text) <= limit:
+        return text
+    note = "\n\n_[truncated by agent-d: the full text is in the workflow artifact]_\n"
+    return text[: limit - len(note)] + note
+
+
+def _transient(exc: Exception) -> bool:
+    if not isinstance(exc, GithubException):
+        return isinstance(exc, (ConnectionError, TimeoutError, OSError))
+    if exc.status >= 500 or exc.status == 429:
+        return True
+    text = str(exc.data).lower() if exc.data else ""
+    return exc.status == 403 and ("rate limit" in text or "retry-after" in str(exc.headers or {}).lower())
+
+
+def create_once(
+    lookup: Callable[[], T | None],
+    create: Callable[[], T],
+    what: str,
+    attempts: int = 3,
+    pause: float = 1.0,
+) -> tuple[T, bool]:
+    """Return (object, created). ``lookup`` runs before every create attempt."""
+    last: Exception | None = None
+    for attempt in range(attempts):
+        found = lookup()
+        if found is not None:
+            if attempt:
+                log.info("%s: found after a failed create; not creating again", what)
+            return found, False
+        try:
+            return create(), True
+        except Exception as exc:
+            if not _transient(exc):
+                raise
+            last = exc
+            log.warning("%s: create failed (%s); looking again before any retry", what, _describe(exc))
+            time.sleep(pause * (attempt + 1))
+    found = lookup()
+    if found is not None:
+        return found, False
+    assert last is not None
+    raise last
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, GithubException):
+        return f"HTTP {exc.status}"
+    return type(exc).__name__
+
+
+# --------------------------------------------------------------------------- check runs
+
+
+def find_check_run(repo, sha: str, name: str, external_id: str | None = None):
+    """The newest check run ``name`` on ``sha`` (with ``external_id`` when given), or None."""
+    runs = [r for r in repo.get_commit(sha).get_check_runs(check_name=name) if r.name == name]
+    if external_id is not None:
+        runs = [r for r in runs if (r.external_id or "") == external_id]
+    return max(runs, key=lambda r: r.id) if runs else None
+
+
+def open_check_runs(repo, sha: str, name: str) -> list:
+    return [r for r in repo.get_commit(sha).get_check_runs(check_name=name) if r.status != "completed"]
+
+
+def ensure_check_run(
+    repo, sha: str, name: str, external_id: str, title: str, summary: str, details_url: str = ""
+):
+    """Find or create the check run ``name``/``external_id`` on ``sha``, status queued."""
+
+    def create():
+        kwargs = {"details_url": details_url} if details_url else {}
+        return repo.create_check_run(
+            name=name,
+            head_sha=sha,
+            status="queued",
+            external_id=external_id,
+            output={"title": clip(title, 200), "summary": clip(summary)},
+            **kwargs,
+        )
+
+    run, _ = create_once(
+        lambda: find_check_run(repo, sha, name, external_id), create, f"check run {name}@{sha[:12]}"
+    )
+    return run
+
+
+def conclude(check_run, conclusion: str, title: str, summary: str, text: str = "") -> None:
+    output = {"title": clip(title, 200), "summary": clip(summary)}
+    if text:
+        output["text"] = clip(text)
+    check_run.edit(status="completed", conclusion=conclusion, output=output)
+
+
+def start(check_run, summary: str) -> None:
+    check_run.edit(status="in_progress", output={"title": "running", "summary": clip(summary)})
+
+
+# --------------------------------------------------------------------------- review
+
+
+def _mine(user, bots: tuple[str, ...]) -> bool:
+    return user is not None and (user.login in bots or getattr(user, "type", "") == "Bot")
+
+
+def post_review(repo, pr, sha: str, body: str, bots: tuple[str, ...]) -> tuple[object, str]:
+    """One COMMENT review per commit, marked; an edit (or nothing) if it already exists.
+
+    Returns (review, action) with action in created | edited | unchanged.
+    """
+    marker = review_marker(sha)
+    full = clip(f"{marker}\n{body}")
+
+    def lookup():
+        for review in pr.get_reviews():
+            if marker in (review.body or "") and _mine(review.user, bots):
+                return review
+        return None
+
+    review, created = create_once(
+        lookup, lambda: pr.create_review(commit=repo.get_commit(sha), body=full, event="COMMENT"), "review"
+    )
+    if created:
+        return review, "created"
+    if (review.body or "").strip() == full.strip():
+        return review, "unchanged"
+    review.edit(full)
+    return review, "edited"
+
+
+# --------------------------------------------------------------------------- sticky comment
+
+
+def upsert_sticky(pr, body: str, bots: tuple[str, ...]) -> tuple[object, str]:
+    """The one status comment, edited in place. Returns (comment, created|edited|unchanged)."""
+    full = clip(f"{STATUS_MARKER}\n{body}")
+
+    def lookup():
+        for comment in pr.get_issue_comments():
+            if STATUS_MARKER in (comment.body or "") and _mine(comment.user, bots):
+                return comment
+        return None
+
+    comment, created = create_once(lookup, lambda: pr.create_issue_comment(full), "status comment")
+    if created:
+        return comment, "created"
+    if (comment.body or "").strip() == full.strip():
+        return comment, "unchanged"
+    comment.edit(full)
+    return comment, "edited"
+
+
+def react(comment, content: str) -> None:
+    """Add a reaction; reactions are idempotent on GitHub, and a failed one never fails the run."""
+    try:
+        comment.create_reaction(content)
+    except GithubException as exc:
+        log.info("reaction %s failed (HTTP %s); ignored", content, exc.status)

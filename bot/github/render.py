@@ -1,0 +1,118 @@
+"""Text agent-d posts: review body, status comment, check summaries, replies.
+
+Bodies are deterministic (no timestamps or run ids), so a rerun that finds the same
+result leaves the existing review and comment untouched.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.github.artifact import Artifact, KernelVerdict
+from bot.github.commands import HELP_TEXT
+
+SEVERITY = {"ALL_PASS": 0, "FAIL": 1, "BLOCKED": 2}
+CONCLUSION = {"ALL_PASS": "success", "FAIL": "failure", "BLOCKED": "failure"}
+
+
+def overall(verdicts: dict[str, KernelVerdict]) -> str:
+    if not verdicts:
+        return "BLOCKED"
+    return max((v.kind for v in verdicts.values()), key=SEVERITY.__getitem__)
+
+
+def fence(text: str, lang: str = "text") -> str:
+    longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=2)
+    ticks = "`" * (longest + 1)
+    return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}"
+
+
+def verdict_table(verdicts: dict[str, KernelVerdict]) -> str:
+    rows = ["| Kernel | Verdict | Class | Reason |", "|---|---|---|---|"]
+    for op, v in sorted(verdicts.items()):
+        reason = v.reason.replace("|", "\\|").replace("\n", " ")[:300]
+        rows.append(f"| `{op}` | {v.kind} | {v.klass or '-'} | {reason} |")
+    return "\n".join(rows)
+
+
+def merged_verdicts(artifacts: list[Artifact]) -> dict[str, KernelVerdict]:
+    out: dict[str, KernelVerdict] = {}
+    for art in artifacts:
+        out.update(art.verdicts)
+    return out
+
+
+def review_body(artifacts: list[Artifact], commit: str, tree: str, notes: list[str]) -> str:
+    verdicts = merged_verdicts(artifacts)
+    parts = [
+        f"## agent-d: VERDICT: {overall(verdicts)}",
+        "",
+        f"Tested tree `{tree}` (commit `{commit}`).",
+        "",
+        verdict_table(verdicts),
+    ]
+    for op, v in sorted(verdicts.items()):
+        block = v.validator_block.strip() or "(no validator block: the run stopped before validation)"
+        parts += [
+            "",
+            f"<details><summary>Validator block: <code>{op}</code></summary>",
+            "",
+            fence(block),
+            "",
+            "</details>",
+        ]
+    parts += ["", *notes] if notes else []
+    parts += ["", f"VERDICT: {overall(verdicts)}"]
+    return "\n".join(parts)
+
+
+def patch_instructions(patch: str, pr_number: int, why: str, limit: int = 40000) -> str:
+    tag = "AGENT_D_PATCH"
+    while tag in patch:
+        tag += "_"
+    if len(patch) > limit:
+        return (
+            f"**The generated files were not committed:** {why}\n\nThe patch is {len(patch)} characters, too "
+            "long to post; download `patch.diff` from the workflow run's artifact and run `git apply --index "
+            "patch.diff && git commit -m 'agent-d: generated host code'` on your branch."
+        )
+    command = (
+        f"git fetch origin pull/{pr_number}/head && git checkout FETCH_HEAD  # or your local branch\n"
+        f"git apply --index <<'{tag}'\n{patch.rstrip()}\n{tag}\n"
+        'git commit -m "agent-d: generated host code"\n'
+    )
+    return (
+        f"**The generated files were not committed:** {why}\n\nTo apply them yourself, run this on your branch "
+        f"and push:\n\n{fence(command, 'sh')}"
+    )
+
+
+def status_comment(sha: str, state: str, detail: str) -> str:
+    return f"### agent-d status\n\n**{state}** for commit `{sha[:12]}`.\n\n{detail}\n"
+
+
+def check_summary(verdicts: dict[str, KernelVerdict], notes: list[str]) -> str:
+    return "\n".join([verdict_table(verdicts), "", *notes]) if verdicts else "\n".join(notes)
+
+
+def reply(marker: str, text: str, with_help: bool = False) -> str:
+    body = f"{marker}\n{text}\n"
+    if with_help:
+        body += "\n" + HELP_TEXT
+    return body
+
+
+TRAILER = "Agent-D-Tested-Tree"
+
+
+def commit_message(ops: list[str], tree: str, run_ref: str) -> str:
+    names = ", ".join(sorted(ops))
+    return (
+        f"agent-d: generated host code for {names}\n\n"
+        "Written by agent-d (ffi.rs, Python wrapper, wiring) and tested on a GPU runner.\n\n"
+        f"{TRAILER}: {tree}\nAgent-D-Run: {run_ref}\n"
+    )
+
+
+def is_bot_message(message: str) -> bool:
+    return re.search(rf"^{TRAILER}: [0-9a-f]{{40}}$", message or "", re.MULTILINE) is not None

@@ -1,0 +1,94 @@
+"""``agent-d run``: dispatch, port and finalize in one process, for trusted local use.
+
+This runs the PR's code on this machine (the port builds and tests it), so use it only
+on pull requests you trust.  The port function still runs with the token removed from
+its environment, and the artifact still goes through the finalizer's checks.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bot.github import gitops
+from bot.github.dispatch import Dispatcher, DispatchResult
+from bot.github.events import Event
+from bot.github.finalize import Finalizer, FinalizeRequest, FinalizeResult
+from bot.github.port_job import PortFn, run_port_job
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunSummary:
+    dispatch: DispatchResult
+    finalize: FinalizeResult | None = None
+    artifacts: list[Path] = field(default_factory=list)
+
+
+def prepare_checkout(clone_url: str, ref: str, sha: str, dest: Path, token: str | None = None) -> Path:
+    """A fresh work tree of ``sha`` (fetched through ``ref`` of ``clone_url``)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    gitops.git(dest, "init", "--quiet")
+    gitops.git(
+        dest,
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        clone_url,
+        f"+{ref}:refs/agent-d/head",
+        env=gitops.auth_env(token),
+    )
+    gitops.git(dest, "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", sha)
+    return dest
+
+
+def pipeline_port_fn(**options) -> PortFn:
+    """The real port (``bot.pipeline``) in the shape ``run_port_job`` expects."""
+    from bot.pipeline import PortOptions, port_one
+    from bot.types import Target
+
+    def port_fn(repo: Path, op: str) -> tuple[str, str, str, str]:
+        result = port_one(Target(repo, op), PortOptions(repo=repo, kernel=op, **options))
+        v = result.verdict
+        return v.kind.value, v.klass, v.reason, result.validator_block
+
+    return port_fn
+
+
+def run_all(
+    gh,
+    event: Event,
+    port_fn: PortFn,
+    workdir: Path,
+    bots: tuple[str, ...],
+    run_ref: str = "local",
+    token: str | None = None,
+) -> RunSummary:
+    decision = Dispatcher(gh, event, bots, run_ref=run_ref).run()
+    summary = RunSummary(decision)
+    if not decision.run or decision.check_run_id is None or decision.pr is None:
+        return summary
+    pr = gh.get_repo(event.repo).get_pull(decision.pr)
+    head_repo = pr.head.repo
+    url = head_repo.clone_url if head_repo is not None else pr.base.repo.clone_url
+    ref = f"refs/heads/{pr.head.ref}" if head_repo is not None else f"refs/pull/{decision.pr}/head"
+    for entry in decision.matrix:
+        tag = entry.kernel.replace(" ", "+")
+        checkout = prepare_checkout(url, ref, entry.head_sha, workdir / f"checkout-{tag}", token)
+        artifact = workdir / f"artifact-{tag}"
+        run_port_job(checkout, entry.head_sha, entry.kernel.split(), artifact, port_fn, repo_name=event.repo)
+        summary.artifacts.append(artifact)
+    request = FinalizeRequest(
+        repo=event.repo,
+        pr=decision.pr,
+        head_sha=decision.head_sha,
+        check_run_id=decision.check_run_id,
+        artifact_dirs=summary.artifacts,
+        commit=decision.commit,
+        run_ref=run_ref,
+        push_token=token,
+    )
+    summary.finalize = Finalizer(gh, request, bots).run()
+    return summary

@@ -1,0 +1,165 @@
+"""The port job's artifact: what it holds, and everything finalize refuses to accept."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from test_github_support import fake_port, git, make_local_repo
+
+from bot.github import gitops
+from bot.github.artifact import ArtifactError, KernelVerdict, Limits, read_artifact, write_artifact
+from bot.github.port_job import PortJobError, run_port_job
+
+CANARY = "ghs_CanaryTokenValue0123456789abcdefXYZ"
+
+
+@pytest.fixture
+def ported(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    head = make_local_repo(repo)
+    (repo / "junk.txt").write_text("outside the allowed paths\n")
+    monkeypatch.setenv("GITHUB_TOKEN", CANARY)
+    monkeypatch.setenv("ACTIONS_RUNTIME_TOKEN", CANARY + "2")
+    art = run_port_job(repo, head, ["silu_and_mul"], tmp_path / "art", fake_port, repo_name="o/r")
+    assert os.environ["GITHUB_TOKEN"] == CANARY  # restored after the job
+    return repo, head, art
+
+
+def test_port_job_writes_a_verifiable_artifact(ported):
+    repo, head, art = ported
+    a = read_artifact(art)
+    assert a.head_sha == head and a.ops == ["silu_and_mul"]
+    assert a.verdicts["silu_and_mul"].kind == "ALL_PASS"
+    assert a.changed_paths == [
+        "src/tilegym/ops/cutile_rs/cutile_kernels/src/lib.rs",
+        "src/tilegym/ops/cutile_rs/silu_and_mul_kernel/ffi.rs",
+    ]
+    # the tested tree is exactly head + patch
+    assert gitops.apply_patch_to_tree(repo / ".git", head, a.patch) == a.tested_tree
+    assert gitops.tree_of(repo / ".git", head) == a.base_tree
+    assert "junk.txt" in a.logs["left-out-paths.txt"]
+    # the checkout's own index is untouched
+    assert git(repo, "diff", "--cached", "--name-only") == ""
+    for path in art.rglob("*"):
+        if path.is_file():
+            assert CANARY not in path.read_text()
+
+
+def test_port_job_refuses_wrong_checkout(tmp_path):
+    repo = tmp_path / "repo"
+    make_local_repo(repo)
+    with pytest.raises(PortJobError, match="not the approved commit"):
+        run_port_job(repo, "0" * 40, ["silu_and_mul"], tmp_path / "a", fake_port)
+
+
+def test_port_crash_becomes_blocked_host(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    head = make_local_repo(repo)
+    monkeypatch.setenv("GITHUB_TOKEN", CANARY)
+
+    def boom(repo: Path, op: str):
+        raise RuntimeError(f"exploded while holding {CANARY}")
+
+    a = read_artifact(run_port_job(repo, head, ["silu_and_mul"], tmp_path / "a", boom, repo_name="o/r"))
+    v = a.verdicts["silu_and_mul"]
+    assert (v.kind, v.klass) == ("BLOCKED", "host") and CANARY not in v.reason and a.empty
+
+
+# --------------------------------------------------------------------------- hostile artifacts
+
+
+def _write(tmp_path: Path, patch: str, paths: list[str]) -> Path:
+    return write_artifact(
+        tmp_path / "evil",
+        repo="o/r",
+        head_sha="a" * 40,
+        base_tree="b" * 40,
+        tested_tree="c" * 40,
+        verdicts={"x": KernelVerdict("ALL_PASS", "", "ok", "")},
+        patch=patch,
+        changed_paths=paths,
+    )
+
+
+def _diff(path: str, extra_header: str = "", body: str = "@@ -0,0 +1 @@\n+hi\n") -> str:
+    return f"diff --git a/{path} b/{path}\n{extra_header}--- /dev/null\n+++ b/{path}\n{body}"
+
+
+@pytest.mark.parametrize(
+    ("path", "header", "message"),
+    [
+        (".github/workflows/x.yml", "new file mode 100644\n", "outside|.github"),
+        ("src/tilegym/ops/cutile_rs/.github/x", "new file mode 100644\n", ".github"),
+        ("setup.py", "new file mode 100644\n", "outside"),
+        ("src/tilegym/ops/cutile_rs/link", "new file mode 120000\n", "mode"),
+        ("src/tilegym/ops/cutile_rs/silu_kernel/kernel.rs", "", "may not be changed"),
+        ("src/tilegym/ops/cutile_rs/../../../etc/passwd", "new file mode 100644\n", "plain relative"),
+    ],
+)
+def test_bad_paths_are_rejected(tmp_path, path, header, message):
+    art = _write(tmp_path, _diff(path, header), [path])
+    with pytest.raises(ArtifactError, match=message):
+        read_artifact(art)
+
+
+def test_binary_hunks_and_extra_files_and_symlinks_are_rejected(tmp_path):
+    path = "src/tilegym/ops/cutile_rs/x.so"
+    binary = (
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\nBinary files /dev/null and b/{path} differ\n"
+    )
+    with pytest.raises(ArtifactError, match="binary"):
+        read_artifact(_write(tmp_path, binary, [path]))
+    shutil.rmtree(tmp_path / "evil")
+    ok = _diff("src/tilegym/ops/cutile_rs/a.rs", "new file mode 100644\n")
+    art = _write(tmp_path, ok, ["src/tilegym/ops/cutile_rs/a.rs"])
+    assert read_artifact(art).changed_paths == ["src/tilegym/ops/cutile_rs/a.rs"]
+    (art / "extra.bin").write_text("x")
+    with pytest.raises(ArtifactError, match="unexpected entry"):
+        read_artifact(art)
+    (art / "extra.bin").unlink()
+    (art / "logs" / "evil.txt").symlink_to("/etc/passwd")
+    with pytest.raises(ArtifactError, match="not a regular file"):
+        read_artifact(art)
+    (art / "logs" / "evil.txt").unlink()
+    (art / "patch.diff").unlink()
+    (art / "patch.diff").symlink_to("/etc/hostname")
+    with pytest.raises(ArtifactError, match="not a regular file"):
+        read_artifact(art)
+
+
+def test_size_limits_and_consistency(tmp_path):
+    path = "src/tilegym/ops/cutile_rs/a.rs"
+    art = _write(tmp_path, _diff(path, "new file mode 100644\n"), [path])
+    with pytest.raises(ArtifactError, match="limit"):
+        read_artifact(art, Limits(max_patch_bytes=10))
+    result = json.loads((art / "result.json").read_text())
+    result["changed_paths"] = []
+    (art / "result.json").write_text(json.dumps(result))
+    with pytest.raises(ArtifactError, match="changed_paths"):
+        read_artifact(art)
+    result["schema_version"] = 2
+    (art / "result.json").write_text(json.dumps(result))
+    with pytest.raises(ArtifactError, match="schema_version"):
+        read_artifact(art)
+
+
+def test_logs_are_truncated_to_the_tail(tmp_path):
+    art = write_artifact(
+        tmp_path / "a",
+        repo="o/r",
+        head_sha="a" * 40,
+        base_tree="b" * 40,
+        tested_tree="b" * 40,
+        verdicts={"x": KernelVerdict("FAIL", "host", "r", "")},
+        patch="",
+        changed_paths=[],
+        logs={"x": "line\n" * 100000 + "THE END\n"},
+        limits=Limits(max_log_bytes=4096),
+    )
+    a = read_artifact(art, Limits(max_log_bytes=4096))
+    assert a.logs["x.txt"].startswith("[... truncated") and a.logs["x.txt"].endswith("THE END\n")
+    assert a.truncated_logs == ["x.txt"]

@@ -1,0 +1,238 @@
+"""Unit tests for the pure parts of bot/github: config, events, commands, redaction, kernels."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from bot.github.client import RETRIED_METHODS, ClientSettings, make_retry
+from bot.github.commands import parse_commands
+from bot.github.config import Config, ConfigError, parse_config
+from bot.github.events import parse_event
+from bot.github.kernels import added_kernels
+from bot.github.redact import RedactFilter, Redactor, scrubbed_env
+from bot.github.render import commit_message, fence, is_bot_message
+
+# --------------------------------------------------------------------------- config
+
+
+def test_config_defaults_and_values():
+    assert parse_config("") == Config()
+    cfg = parse_config("auto_commit: false\nmax_bot_commits: 2\nallowed_users: [alice]\ncheck_name: gate\n")
+    assert (cfg.auto_commit, cfg.max_bot_commits, cfg.allowed_users, cfg.check_name) == (
+        False,
+        2,
+        ("alice",),
+        "gate",
+    )
+    assert cfg.is_kernel_path("src/tilegym/ops/cutile_rs/foo_kernel/kernel.rs")
+    assert not cfg.is_kernel_path("src/tilegym/ops/cutile_rs/foo_kernel/ffi.rs")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("auto_comit: true\n", "auto_comit"),
+        ("max_bot_commits: 0\n", "max_bot_commits"),
+        ("kernel_globs: ['../x.rs']\n", "kernel_globs"),
+        ("kernel_globs: ['src/*.py']\n", "kernel_globs"),
+        ("allowed_teams: ['noslash']\n", "allowed_teams"),
+        (": [\n", "YAML"),
+    ],
+)
+def test_config_rejects_bad_input(text, needle):
+    with pytest.raises(ConfigError, match=needle):
+        parse_config(text)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def test_commands_are_line_anchored_and_skip_code_and_quotes():
+    body = (
+        "please\n/agent-d rerun silu_and_mul\n> /agent-d apply\n```\n/agent-d apply\n```\n"
+        "    /agent-d apply\n`/agent-d apply`\n<!-- /agent-d apply -->\ntext /agent-d apply\n"
+    )
+    cmds = parse_commands(body)
+    assert [(c.name, c.kernels) for c in cmds] == [("rerun", ("silu_and_mul",))]
+
+
+def test_commands_variants():
+    assert parse_commands("/AGENT-D Rerun")[0].name == "rerun"
+    assert parse_commands("/agent-d")[0].name == "help"
+    assert parse_commands("/agent-d help")[0].name == "help"
+    assert parse_commands("/agent-d apply")[0].name == "apply"
+    bad = parse_commands("/agent-d frobnicate")[0]
+    assert bad.name == "invalid" and "frobnicate" in bad.error
+    assert parse_commands("/agent-d rerun ../etc")[0].name == "invalid"
+    assert parse_commands("/agent-d rerun --sha abc1234")[0].sha == "abc1234"
+    assert parse_commands("/agent-d rerun --sha nothex")[0].name == "invalid"
+    assert parse_commands("/agent-dx rerun") == []
+
+
+# --------------------------------------------------------------------------- events
+
+
+def _repo():
+    return {"full_name": "o/r"}
+
+
+def test_pull_request_events():
+    payload = {
+        "action": "synchronize",
+        "before": "a" * 40,
+        "pull_request": {
+            "number": 7,
+            "draft": False,
+            "head": {"sha": "b" * 40, "repo": {"full_name": "fork/r"}},
+            "base": {"repo": {"full_name": "o/r"}},
+        },
+        "repository": _repo(),
+        "sender": {"login": "alice", "type": "User"},
+    }
+    ev = parse_event("pull_request", payload)
+    assert (ev.kind, ev.pr_number, ev.head_sha, ev.before_sha, ev.fork) == (
+        "pull_request",
+        7,
+        "b" * 40,
+        "a" * 40,
+        True,
+    )
+    payload["action"] = "labeled"
+    assert parse_event("pull_request", payload).kind == "ignored"
+
+
+def test_comment_events():
+    payload = {
+        "action": "created",
+        "issue": {"number": 3, "pull_request": {"url": "x"}, "state": "open"},
+        "comment": {"id": 11, "body": "/agent-d rerun", "user": {"login": "m", "type": "User"}},
+        "repository": _repo(),
+        "sender": {"login": "m", "type": "User"},
+    }
+    ev = parse_event("issue_comment", payload)
+    assert (ev.kind, ev.pr_number, ev.comment_id) == ("comment", 3, 11)
+    bot = dict(payload, sender={"login": "agent-d[bot]", "type": "Bot"})
+    assert parse_event("issue_comment", bot).kind == "ignored"
+    edited = dict(payload, action="edited")
+    assert parse_event("issue_comment", edited).kind == "ignored"
+    issue = dict(payload, issue={"number": 3, "state": "open"})
+    assert parse_event("issue_comment", issue).kind == "ignored"
+
+
+def test_push_check_run_and_dispatch_events():
+    push = {"ref": "refs/heads/pull-request/12", "after": "c" * 40, "before": "d" * 40, "repository": _repo()}
+    ev = parse_event("push", push)
+    assert (ev.kind, ev.pr_number, ev.head_sha) == ("push", 12, "c" * 40)
+    assert parse_event("push", dict(push, ref="refs/heads/main")).kind == "ignored"
+    check = {
+        "action": "rerequested",
+        "check_run": {"id": 5, "head_sha": "e" * 40, "pull_requests": [{"number": 4}]},
+    }
+    ev = parse_event("check_run", {**check, "repository": _repo(), "sender": {"login": "m"}})
+    assert (ev.kind, ev.pr_number, ev.check_run_id) == ("check_rerun", 4, 5)
+    wd = {"inputs": {"pr": "9", "kernels": "a, b"}, "repository": _repo()}
+    ev = parse_event("workflow_dispatch", wd)
+    assert (ev.kind, ev.pr_number, ev.kernels) == ("dispatch", 9, ("a", "b"))
+
+
+# --------------------------------------------------------------------------- redaction
+
+
+def test_redactor_masks_values_and_shapes():
+    r = Redactor(["s3cr3t-canary-value"])
+    text = "tok s3cr3t-canary-value url https://x-access-token:abc123@github.com/o/r ghp_" + "A" * 36
+    out = r.redact(text)
+    assert "s3cr3t" not in out and "abc123" not in out and "ghp_AAAA" not in out
+    assert r.redact("AUTHORIZATION: basic dXNlcjpwYXNz") == "AUTHORIZATION: ***"
+
+
+def test_redact_filter_scrubs_messages_and_tracebacks(caplog):
+    r = Redactor(["canary-9f8e7d6c"])
+    logger = logging.getLogger("test.redact")
+    handler = caplog.handler
+    handler.addFilter(RedactFilter(r))
+    try:
+        logger.warning("token is %s", "canary-9f8e7d6c")
+        try:
+            raise RuntimeError("failed with canary-9f8e7d6c")
+        except RuntimeError:
+            logger.exception("boom")
+    finally:
+        handler.removeFilter(handler.filters[-1])
+    assert "canary-9f8e7d6c" not in caplog.text
+    assert "***" in caplog.text
+
+
+def test_scrubbed_env_drops_secrets():
+    env = {"GITHUB_TOKEN": "x", "ACTIONS_RUNTIME_URL": "u", "MY_API_KEY": "k", "PATH": "/bin", "HOME": "/h"}
+    assert scrubbed_env(env) == {"PATH": "/bin", "HOME": "/h"}
+
+
+# --------------------------------------------------------------------------- client
+
+
+def test_retry_never_replays_post():
+    retry = make_retry(ClientSettings())
+    assert "POST" not in RETRIED_METHODS and "GET" in RETRIED_METHODS
+    assert not retry._is_method_retryable("POST")
+    assert retry._is_method_retryable("GET")
+
+
+# --------------------------------------------------------------------------- kernels + render
+
+
+def _f(name, status, patch=None):
+    return SimpleNamespace(filename=name, status=status, patch=patch)
+
+
+def test_added_kernels_from_file_list():
+    files = [
+        _f("src/tilegym/ops/cutile_rs/silu_and_mul_kernel/kernel.rs", "added", "@@ -0,0 +1,2 @@\n+a\n+b"),
+        _f("src/tilegym/ops/cutile_rs/bmm_kernel/kernel.rs", "modified", "@@ -1,1 +1,1 @@\n-a\n+b"),
+        _f("src/tilegym/ops/cutile_rs/swiglu_kernel/kernel.rs", "added"),  # no patch (large file)
+        _f("README.md", "added", "@@ -0,0 +1 @@\n+x"),
+    ]
+    assert [k.op for k in added_kernels(files, Config())] == ["silu_and_mul", "swiglu"]
+
+
+def test_bot_commit_trailer_and_fence():
+    msg = commit_message(["b", "a"], "f" * 40, "run-1")
+    assert is_bot_message(msg) and "for a, b" in msg
+    assert not is_bot_message("Agent-D-Tested-Tree: nope")
+    assert fence("x\n````\ny").startswith("`````text")
+
+
+# --------------------------------------------------------------------------- create_once
+
+
+def test_create_once_fails_closed_and_never_blindly_retries():
+    from github import GithubException
+
+    from bot.github.publish import create_once
+
+    created = []
+
+    def broken_lookup():
+        raise GithubException(502, {"message": "bad gateway"}, {})
+
+    with pytest.raises(GithubException):
+        create_once(broken_lookup, lambda: created.append(1), "x", pause=0)
+    assert created == []  # a failed lookup never leads to a create
+
+    store: list[str] = []
+
+    def flaky_create():
+        store.append("obj")  # GitHub stored it, then answered 502
+        raise GithubException(502, {"message": "bad gateway"}, {})
+
+    obj, was_created = create_once(lambda: store[0] if store else None, flaky_create, "y", pause=0)
+    assert (obj, was_created, store) == ("obj", False, ["obj"])
+
+    def forbidden():
+        raise GithubException(403, {"message": "Resource not accessible by integration"}, {})
+
+    with pytest.raises(GithubException):
+        create_once(lambda: None, forbidden, "z", pause=0)
