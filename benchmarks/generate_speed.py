@@ -58,13 +58,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="agent-d-gen-") as tmp:
         repo = assemble_checkout(Path(tmp) / "tg", tilegym_wheel(), OPS, OPS).repo
         for contract in CONTRACTS.glob("*.yaml"):
-            shutil.copy(contract, repo / "src/tilegym/ops/cutile_rs" / f"{contract.stem}_kernel" / "host_contract.yaml")
+            shutil.copy(
+                contract,
+                repo / "src/tilegym/ops/cutile_rs" / f"{contract.stem}_kernel" / "host_contract.yaml",
+            )
         subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
-        print(f"{'op':<16}{'read':>8}{'plan':>8}{'render':>8}{'format':>8}{'total':>8}  (ms, median of {args.runs})")
+        print(
+            f"{'op':<16}{'read':>8}{'plan':>8}{'render':>8}{'format':>8}{'total':>8}  (ms, median of {args.runs})"
+        )
         for op in OPS:
             runs = [generate_once(repo, op) for _ in range(args.runs)]
             med = {k: statistics.median(r[k] for r in runs) * 1000 for k in runs[0]}
-            print(f"{op:<16}" + "".join(f"{med[k]:8.1f}" for k in ("read", "plan", "render", "format", "total")))
+            print(
+                f"{op:<16}" + "".join(f"{med[k]:8.1f}" for k in ("read", "plan", "render", "format", "total"))
+            )
 
 
 if __name__ == "__main__":

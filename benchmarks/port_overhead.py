@@ -28,7 +28,9 @@ EXTERNAL = {"build", "test", "toolchain", "interpreter"}
 def one_port(workdir: Path, cargo_target: Path, name: str) -> tuple[float, float, float]:
     repo = assemble_checkout(workdir / name, tilegym_wheel(), [OP], [OP]).repo
     start = time.monotonic()
-    result = port_one(Target(repo, OP), PortOptions(repo=repo, cargo_target_dir=cargo_target, echo=lambda _: None))
+    result = port_one(
+        Target(repo, OP), PortOptions(repo=repo, cargo_target_dir=cargo_target, echo=lambda _: None)
+    )
     total = time.monotonic() - start
     stages = {s.name: s.seconds for s in result.stages}
     overhead = total - sum(v for k, v in stages.items() if k in EXTERNAL)
@@ -54,10 +56,14 @@ def main() -> None:
             overhead, build, _ = one_port(work, target, f"warm{i}")
             overheads.append(overhead)
             builds.append(build)
-        print(f"warm build (reused target dir, new checkout): median {statistics.median(builds):6.1f} s "
-              f"over {args.runs} runs")
-        print(f"agent-d overhead per kernel (all but cargo and pytest): median {statistics.median(overheads):.3f} s, "
-              f"max {max(overheads):.3f} s")
+        print(
+            f"warm build (reused target dir, new checkout): median {statistics.median(builds):6.1f} s "
+            f"over {args.runs} runs"
+        )
+        print(
+            f"agent-d overhead per kernel (all but cargo and pytest): median {statistics.median(overheads):.3f} s, "
+            f"max {max(overheads):.3f} s"
+        )
         if cold_build:
             print(f"warm/cold build ratio: {statistics.median(builds) / cold_build:.3f}")
 

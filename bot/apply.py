@@ -21,11 +21,16 @@ def format_python(text: str, rel_path: str, repo: Path) -> str:
     cmd = [ruff] if ruff else [sys.executable, "-m", "ruff"]
     proc = subprocess.run(
         [*cmd, "format", "--quiet", "--stdin-filename", rel_path, "-"],
-        input=text, capture_output=True, text=True, cwd=repo,
-    )  # fmt: skip
+        input=text,
+        capture_output=True,
+        text=True,
+        cwd=repo,
+    )
     if proc.returncode != 0:
-        raise Blocked("env" if "No module named" in proc.stderr else "host",
-                      f"ruff format failed on {rel_path}: {_first_line(proc.stderr)}")  # fmt: skip
+        raise Blocked(
+            "env" if "No module named" in proc.stderr else "host",
+            f"ruff format failed on {rel_path}: {_first_line(proc.stderr)}",
+        )
     return proc.stdout
 
 
@@ -33,8 +38,9 @@ def format_rust(text: str, rel_path: str) -> str:
     rustfmt = shutil.which("rustfmt")
     if not rustfmt:
         raise Blocked("env", "rustfmt is not on PATH (install the Rust toolchain's rustfmt component)")
-    proc = subprocess.run([rustfmt, "--edition", "2024", "--emit", "stdout"], input=text, capture_output=True,
-                          text=True)  # fmt: skip
+    proc = subprocess.run(
+        [rustfmt, "--edition", "2024", "--emit", "stdout"], input=text, capture_output=True, text=True
+    )
     if proc.returncode != 0:
         raise Blocked("host", f"rustfmt rejected generated {rel_path}: {_first_line(proc.stderr)}")
     return proc.stdout

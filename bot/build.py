@@ -100,9 +100,13 @@ def _source_file(spans: list[dict], crate: Path) -> str:
         return name
 
 
-def _raise_for_failure(target: Target, crate: Path, by_file: dict[str, list[str]], stderr: str, result) -> None:
-    summary = "; ".join(f"{f}: {msgs[0]}" + (f" (+{len(msgs) - 1})" if len(msgs) > 1 else "")
-                        for f, msgs in sorted(by_file.items()))  # fmt: skip
+def _raise_for_failure(
+    target: Target, crate: Path, by_file: dict[str, list[str]], stderr: str, result
+) -> None:
+    summary = "; ".join(
+        f"{f}: {msgs[0]}" + (f" (+{len(msgs) - 1})" if len(msgs) > 1 else "")
+        for f, msgs in sorted(by_file.items())
+    )
     kernel = f"{target.op}_kernel/kernel.rs"
     ours = (f"{target.op}_kernel/ffi.rs", "cutile_kernels/src/lib.rs")
     if any(f.endswith(kernel) for f in by_file):
@@ -112,12 +116,17 @@ def _raise_for_failure(target: Target, crate: Path, by_file: dict[str, list[str]
             followup=f"fix the compile error in {kernel}: {by_file[next(f for f in by_file if f.endswith(kernel))][0]}",
         )
     if any(f.endswith(ours) for f in by_file):
-        raise Failed("host", f"cargo error in the host code: {summary}", host_fix="the generated ffi.rs must compile")
+        raise Failed(
+            "host", f"cargo error in the host code: {summary}", host_fix="the generated ffi.rs must compile"
+        )
     if by_file:
         raise Blocked("host", f"the crate does not build for reasons outside {target.op}: {summary}")
     if "failed to run custom build command" in stderr:
         line = next((x.strip() for x in stderr.splitlines() if "error:" in x and "fatal" in x), "")
-        raise Blocked("env", "a dependency's build script failed (CUDA headers / libclang?)" + (f": {line}" if line else ""))
+        raise Blocked(
+            "env",
+            "a dependency's build script failed (CUDA headers / libclang?)" + (f": {line}" if line else ""),
+        )
     last = next((x for x in reversed(stderr.strip().splitlines()) if x.strip()), "cargo failed")
     raise Blocked("env", f"cargo build failed without a compiler diagnostic: {_strip_ansi(last)}")
 

@@ -73,5 +73,7 @@ def _backends_scope(test_file: Path, repo: Path) -> tuple[str, Source | None]:
         m = re.match(r"^(\s*)_backends\s*=", line)
         if m:
             scope = "class" if m.group(1) else "module"
-            return scope, Source("checkout", f"{test_file.relative_to(repo)}:{lineno} {scope}-level _backends")
+            return scope, Source(
+                "checkout", f"{test_file.relative_to(repo)}:{lineno} {scope}-level _backends"
+            )
     return "", None

@@ -19,14 +19,26 @@ from bot.types import TestResult, Verdict, VerdictKind
 
 _HOST_PATTERNS = (
     (re.compile(r"rc=-[2456]\b|returned error code -[2456]\b"), "the launcher rejected its arguments ({m})"),
-    (re.compile(r"illegal memory access|CUDA error 700|an illegal address", re.I), "illegal memory access ({m})"),
-    (re.compile(r"Specified launch grid does not match", re.I), "launch grid does not match the partition ({m})"),
+    (
+        re.compile(r"illegal memory access|CUDA error 700|an illegal address", re.I),
+        "illegal memory access ({m})",
+    ),
+    (
+        re.compile(r"Specified launch grid does not match", re.I),
+        "launch grid does not match the partition ({m})",
+    ),
     (re.compile(r"is not available|not registered|NotImplementedError", re.I), "backend not wired ({m})"),
-    (re.compile(r"TypeError|AttributeError|NameError|ImportError|cffi|CDefError", re.I), "wrapper error ({m})"),
+    (
+        re.compile(r"TypeError|AttributeError|NameError|ImportError|cffi|CDefError", re.I),
+        "wrapper error ({m})",
+    ),
 )
 _KERNEL_PATTERNS = (
     (re.compile(r"Mismatched elements|not close|assert_close|Tensor-likes", re.I), "numeric mismatch ({m})"),
-    (re.compile(r"rc=-3\b|kernel launch failed|JIT|tileiras|Failed to compile", re.I), "launch/JIT failure ({m})"),
+    (
+        re.compile(r"rc=-3\b|kernel launch failed|JIT|tileiras|Failed to compile", re.I),
+        "launch/JIT failure ({m})",
+    ),
 )
 _ENV_PATTERNS = (
     re.compile(r"tileiras.*(not found|No such file)|CUDA driver too old|no CUDA device|CUDA_HOME", re.I),
@@ -41,19 +53,35 @@ def before_tests(problem: str) -> Verdict:
 def classify(result: TestResult, known_gaps: list[str]) -> Verdict:
     if result.env_problem:
         detail = f"; pytest exit={result.exit_code}" if result.ran else ""
-        return Verdict(VerdictKind.BLOCKED, "env", f"{result.env_problem}{detail}: the tests cannot prove the kernel here")
+        return Verdict(
+            VerdictKind.BLOCKED,
+            "env",
+            f"{result.env_problem}{detail}: the tests cannot prove the kernel here",
+        )
     if not result.ran or result.exit_code is None:
         return Verdict(VerdictKind.BLOCKED, "env", "pytest could not be started")
     if result.exit_code < 0 or result.exit_code in (134, 139):
-        return Verdict(VerdictKind.FAIL, "host", f"pytest died (exit {result.exit_code}): the host code crashed the process",
-                       host_fix="look for a double free or a panic across extern \"C\" in ffi.rs")  # fmt: skip
+        return Verdict(
+            VerdictKind.FAIL,
+            "host",
+            f"pytest died (exit {result.exit_code}): the host code crashed the process",
+            host_fix='look for a double free or a panic across extern "C" in ffi.rs',
+        )
     marked = [c for c in result.cases if c.outcome in ("xfailed", "xpassed")]
     if marked:
-        return Verdict(VerdictKind.FAIL, "host", f"xfail marker on {marked[0].nodeid}: xfail markers are not allowed",
-                       host_fix="remove the xfail marker; a known gap is a cited skip")  # fmt: skip
+        return Verdict(
+            VerdictKind.FAIL,
+            "host",
+            f"xfail marker on {marked[0].nodeid}: xfail markers are not allowed",
+            host_fix="remove the xfail marker; a known gap is a cited skip",
+        )
     if result.exit_code == 5 or (result.passed + result.failed + result.errors + result.skipped) == 0:
-        return Verdict(VerdictKind.FAIL, "host", "zero cutile-rs tests selected: registration or test parametrization missing",
-                       host_fix="check the package import, the register_impl name and _backends in the test file")  # fmt: skip
+        return Verdict(
+            VerdictKind.FAIL,
+            "host",
+            "zero cutile-rs tests selected: registration or test parametrization missing",
+            host_fix="check the package import, the register_impl name and _backends in the test file",
+        )
     failed = [c for c in result.cases if c.outcome in ("failed", "error")]
     if failed or result.failed or result.errors or result.exit_code not in (0,):
         message = failed[0].message if failed else f"pytest exit {result.exit_code}"
@@ -61,8 +89,12 @@ def classify(result: TestResult, known_gaps: list[str]) -> Verdict:
     uncited = [c for c in result.cases if c.outcome == "skipped" and not _cited(c.message, known_gaps)]
     if uncited:
         c = uncited[0]
-        return Verdict(VerdictKind.FAIL, "host", f"uncited skip: {c.nodeid}: {c.message or 'no reason'}",
-                       host_fix="a skip needs a citation (analysis.json known_gaps or a coding rule)")  # fmt: skip
+        return Verdict(
+            VerdictKind.FAIL,
+            "host",
+            f"uncited skip: {c.nodeid}: {c.message or 'no reason'}",
+            host_fix="a skip needs a citation (analysis.json known_gaps or a coding rule)",
+        )
     if result.passed == 0:
         return Verdict(VerdictKind.FAIL, "host", "no cutile-rs test passed (all skipped)")
     return Verdict(VerdictKind.ALL_PASS, "", f"{result.passed} passed, {result.skipped} skipped (cited)")
@@ -85,20 +117,32 @@ def _failure(message: str, nodeid: str) -> Verdict:
     for pattern, text in _HOST_PATTERNS:
         m = pattern.search(message)
         if m:
-            return Verdict(VerdictKind.FAIL, "host", where + text.format(m=short),
-                           host_fix="fix the generated host code or its contract and re-run")  # fmt: skip
+            return Verdict(
+                VerdictKind.FAIL,
+                "host",
+                where + text.format(m=short),
+                host_fix="fix the generated host code or its contract and re-run",
+            )
     for pattern, text in _KERNEL_PATTERNS:
         m = pattern.search(message)
         if m:
-            return Verdict(VerdictKind.FAIL, "kernel", where + text.format(m=short),
-                           followup=f"kernel.rs: {text.split(' (')[0]} in {nodeid or 'the correctness test'}; "
-                           "the ABI checks passed, so check the device math")  # fmt: skip
+            return Verdict(
+                VerdictKind.FAIL,
+                "kernel",
+                where + text.format(m=short),
+                followup=f"kernel.rs: {text.split(' (')[0]} in {nodeid or 'the correctness test'}; "
+                "the ABI checks passed, so check the device math",
+            )
     return Verdict(VerdictKind.FAIL, "host", f"{where}{short}", host_fix="inspect the pytest log")
 
 
 def after_validator(verdict: Verdict, validator_exit: int, first_failure: str) -> Verdict:
     """ALL_PASS needs the validator too; a failing validator turns it into FAIL host."""
     if verdict.kind is VerdictKind.ALL_PASS and validator_exit != 0:
-        return Verdict(VerdictKind.FAIL, "host", f"validator failed: {first_failure}",
-                       host_fix="make the reports and host artefacts satisfy the validator")  # fmt: skip
+        return Verdict(
+            VerdictKind.FAIL,
+            "host",
+            f"validator failed: {first_failure}",
+            host_fix="make the reports and host artefacts satisfy the validator",
+        )
     return verdict

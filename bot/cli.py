@@ -43,11 +43,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"agent-d {__version__}")
     sub = parser.add_subparsers(metavar="COMMAND")
 
-    p = sub.add_parser("port", help="run the host stage on a checkout", epilog=EPILOG,
-                       description="Find the kernel.rs added by the newest commit (or --base..HEAD, or the named "
-                       "kernel), generate ffi.rs, the wrapper and the wiring, build, test, report, validate.")  # fmt: skip
+    p = sub.add_parser(
+        "port",
+        help="run the host stage on a checkout",
+        epilog=EPILOG,
+        description="Find the kernel.rs added by the newest commit (or --base..HEAD, or the named "
+        "kernel), generate ffi.rs, the wrapper and the wiring, build, test, report, validate.",
+    )
     _common(p)
-    p.add_argument("--out", type=Path, help="reports root (default: $CUTILE_KERNEL_OUT_ROOT or REPO/cutile_kernel_out)")
+    p.add_argument(
+        "--out", type=Path, help="reports root (default: $CUTILE_KERNEL_OUT_ROOT or REPO/cutile_kernel_out)"
+    )
     p.add_argument("--python", default="", help="interpreter that runs pytest (default: this one)")
     p.add_argument("--cargo-target-dir", type=Path, help="reuse compiled dependencies across checkouts")
     p.add_argument("--test-timeout", type=float, default=3600.0, help="seconds for the whole pytest run")
@@ -55,12 +61,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON summary of the result at the end")
     p.set_defaults(func=cmd_port)
 
-    p = sub.add_parser("verify", help="test an already generated and built checkout (no cargo: GPU runners)",
-                       epilog=EPILOG, description="The second half of `port` for machines without Rust: "
-                       "export check, ABI smoke, pytest, classification, reports and validator.")  # fmt: skip
+    p = sub.add_parser(
+        "verify",
+        help="test an already generated and built checkout (no cargo: GPU runners)",
+        epilog=EPILOG,
+        description="The second half of `port` for machines without Rust: "
+        "export check, ABI smoke, pytest, classification, reports and validator.",
+    )
     p.add_argument("--repo", type=Path, default=Path("."), help="TileGym checkout (default: .)")
     p.add_argument("--kernel", required=True, help="kernel name")
-    p.add_argument("--out", type=Path, help="reports root (default: $CUTILE_KERNEL_OUT_ROOT or REPO/cutile_kernel_out)")
+    p.add_argument(
+        "--out", type=Path, help="reports root (default: $CUTILE_KERNEL_OUT_ROOT or REPO/cutile_kernel_out)"
+    )
     p.add_argument("--python", default="", help="interpreter that runs pytest (default: this one)")
     p.add_argument("--test-timeout", type=float, default=3600.0, help="seconds for the whole pytest run")
     p.add_argument("--show-pytest", action="store_true", help="echo pytest output while it runs")
@@ -72,9 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=cmd_plan)
 
-    p = sub.add_parser("demo", help="assemble a TileGym checkout from the tilegym 1.5.1 wheel and port silu_and_mul",
-                       description="Builds a git repo from the PyPI wheel whose newest commit adds "
-                       "silu_and_mul's kernel.rs, then runs `agent-d port` on it.")  # fmt: skip
+    p = sub.add_parser(
+        "demo",
+        help="assemble a TileGym checkout from the tilegym 1.5.1 wheel and port silu_and_mul",
+        description="Builds a git repo from the PyPI wheel whose newest commit adds "
+        "silu_and_mul's kernel.rs, then runs `agent-d port` on it.",
+    )
     p.add_argument("--workdir", type=Path, default=Path("agent-d-demo"), help="where to assemble (replaced)")
     p.add_argument("--python", default="", help="interpreter that runs pytest (default: this one)")
     p.add_argument("--cargo-target-dir", type=Path, help="reuse compiled dependencies")
@@ -120,11 +135,22 @@ def cmd_port(args) -> int:
 
 
 def cmd_port_like(args, verify_only: bool) -> int:
-    options = _options(args, test_timeout=args.test_timeout, echo_pytest=args.show_pytest, verify_only=verify_only)
+    options = _options(
+        args, test_timeout=args.test_timeout, echo_pytest=args.show_pytest, verify_only=verify_only
+    )
     results = port(options)
     if args.json:
-        summary = [{"op": r.target.op, "verdict": r.verdict.kind.value, "class": r.verdict.klass,
-                    "reason": r.verdict.reason, "out_dir": r.out_dir, "changed": r.changed_files} for r in results]  # fmt: skip
+        summary = [
+            {
+                "op": r.target.op,
+                "verdict": r.verdict.kind.value,
+                "class": r.verdict.klass,
+                "reason": r.verdict.reason,
+                "out_dir": r.out_dir,
+                "changed": r.changed_files,
+            }
+            for r in results
+        ]
         print(json.dumps(summary, indent=2))
     return max(EXIT_CODES[r.verdict.kind] for r in results)
 
@@ -166,8 +192,12 @@ def cmd_demo(args) -> int:
     from bot.demo import assemble_demo
 
     checkout_ = assemble_demo(args.workdir.resolve())
-    print(f"[agent-d] demo checkout: {checkout_.repo} (base {checkout_.base_sha[:12]}, head {checkout_.head_sha[:12]})")
-    results = port(PortOptions(repo=checkout_.repo, python=args.python, cargo_target_dir=args.cargo_target_dir))
+    print(
+        f"[agent-d] demo checkout: {checkout_.repo} (base {checkout_.base_sha[:12]}, head {checkout_.head_sha[:12]})"
+    )
+    results = port(
+        PortOptions(repo=checkout_.repo, python=args.python, cargo_target_dir=args.cargo_target_dir)
+    )
     return 0 if results else 1
 
 

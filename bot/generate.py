@@ -38,7 +38,9 @@ def generate(target: Target, plan: LaunchPlan, checkout: Checkout) -> GeneratedF
         if current is None and path.name != "__init__.py":
             raise Blocked("host", f"cannot wire {rel(path)}: the file does not exist")
         try:
-            files.append(GeneratedFile(rel(path), edit(current) if current is not None else edit(None), "edit"))
+            files.append(
+                GeneratedFile(rel(path), edit(current) if current is not None else edit(None), "edit")
+            )
         except wiring.WiringError as exc:
             raise Blocked("host", f"cannot wire {rel(path)}: {exc}") from None
     return GeneratedFiles(files)

@@ -19,7 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from bot import apply, build, checkout, classify, generate, report, smoke, testlog, testrun, toolchain, validator
+from bot import (
+    apply,
+    build,
+    checkout,
+    classify,
+    generate,
+    report,
+    smoke,
+    testlog,
+    testrun,
+    toolchain,
+    validator,
+)
 from bot.draft import write_draft
 from bot.errors import Blocked, Failed, StageStop
 from bot.infer import analysis, contract, ops_py, reference
@@ -49,7 +61,9 @@ class PortOptions:
     verify_only: bool = False  # skip generation and build: test an already built tree (GPU runners)
 
     def out_dir(self, op: str) -> Path:
-        root = self.out_root or Path(os.environ.get("CUTILE_KERNEL_OUT_ROOT") or self.repo / "cutile_kernel_out")
+        root = self.out_root or Path(
+            os.environ.get("CUTILE_KERNEL_OUT_ROOT") or self.repo / "cutile_kernel_out"
+        )
         return root / op
 
 
@@ -95,10 +109,15 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
     options.echo(f"[agent-d] port {target.op}: {target.kernel_rs.relative_to(target.repo)} -> {out_dir}")
     try:
         if not target.kernel_rs.is_file():
-            raise Failed("kernel", f"{target.kernel_rs.relative_to(target.repo)} does not exist",
-                         followup=f"add src/tilegym/ops/cutile_rs/{target.op}_kernel/kernel.rs")  # fmt: skip
+            raise Failed(
+                "kernel",
+                f"{target.kernel_rs.relative_to(target.repo)} does not exist",
+                followup=f"add src/tilegym/ops/cutile_rs/{target.op}_kernel/kernel.rs",
+            )
         if options.verify_only:
-            built = run.stage("built library", lambda: _existing_build(target), lambda b: f"{target.symbol} exported")
+            built = run.stage(
+                "built library", lambda: _existing_build(target), lambda b: f"{target.symbol} exported"
+            )
             tools = None
         else:
             built, tools = _generate_and_build(target, run, result, out_dir, options)
@@ -107,48 +126,74 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
             shutil.copy2(target.ffi_rs, out_dir / "ffi.rs")
         ok, detail = run.stage("abi smoke", lambda: _smoke(target, built.so_path), lambda r: r[1])
         built.smoke_ok, built.smoke_detail = ok, detail
-        interp = run.stage("interpreter", lambda: testrun.probe(python),
-                           lambda i: i.env_problem() or f"{i.device}, torch {i.torch}")  # fmt: skip
+        interp = run.stage(
+            "interpreter",
+            lambda: testrun.probe(python),
+            lambda i: i.env_problem() or f"{i.device}, torch {i.torch}",
+        )
         argv, _selection = testrun.command(target, python)
         pytest_cmd = testrun.shown(argv)
-        tests = run.stage("test", lambda: _test(target, argv, out_dir, interp, tools, options),
-                          lambda t: f"exit={t.exit_code}: {t.passed} passed, {t.failed} failed, {t.skipped} skipped")  # fmt: skip
+        tests = run.stage(
+            "test",
+            lambda: _test(target, argv, out_dir, interp, tools, options),
+            lambda t: f"exit={t.exit_code}: {t.passed} passed, {t.failed} failed, {t.skipped} skipped",
+        )
         result.tests, pytest_rc = tests, tests.exit_code
         gaps = analysis.known_gaps(analysis.load(out_dir / "reference" / "analysis.json"))
         result.verdict = run.stage("classify", lambda: classify.classify(tests, gaps), lambda v: v.kind.value)
     except StageStop as stop:
-        result.verdict = Verdict(VerdictKind(stop.kind), stop.klass, stop.reason, stop.followup, stop.host_fix)
+        result.verdict = Verdict(
+            VerdictKind(stop.kind), stop.klass, stop.reason, stop.followup, stop.host_fix
+        )
     except Exception as exc:  # the verdict must still say why, and reports must still be written
         run.log.append("internal error:\n" + traceback.format_exc())
-        result.verdict = Verdict(VerdictKind.BLOCKED, "host", f"internal error in agent-d: {type(exc).__name__}: {exc}")
+        result.verdict = Verdict(
+            VerdictKind.BLOCKED, "host", f"internal error in agent-d: {type(exc).__name__}: {exc}"
+        )
     _finish(result, run, target, out_dir, pytest_cmd, pytest_rc, options)
     return result
 
 
 def _generate_and_build(target: Target, run: _Run, result: PortResult, out_dir: Path, options: PortOptions):
-    signature = run.stage("kernel signature", lambda: _read(target),
-                          lambda s: f"{s.module}: " + ", ".join(e.name for e in s.entries))  # fmt: skip
+    signature = run.stage(
+        "kernel signature",
+        lambda: _read(target),
+        lambda s: f"{s.module}: " + ", ".join(e.name for e in s.entries),
+    )
     co = run.stage("checkout", lambda: checkout.inspect(target), lambda c: f"ffi style {c.style}")
     facts = run.stage("facts", lambda: _facts(target, out_dir), lambda f: f"{len(f.items)} facts")
-    plan = run.stage("launch plan", lambda: build_plan(target, signature, facts, co),
-                     lambda p: f"{len(p.ffi.c_params())} C parameters, {len(p.missing)} missing")  # fmt: skip
+    plan = run.stage(
+        "launch plan",
+        lambda: build_plan(target, signature, facts, co),
+        lambda p: f"{len(p.ffi.c_params())} C parameters, {len(p.missing)} missing",
+    )
     result.plan = plan
     if plan.missing:
         draft = write_draft(target, plan, facts)
         names = ", ".join(m.key for m in plan.missing)
-        raise Blocked("host", f"cannot infer: {names}; fill {draft.relative_to(target.repo)}",
-                      host_fix=f"copy {draft.name} to host_contract.yaml and fill the marked keys")  # fmt: skip
-    files = run.stage("generate", lambda: apply.formatted(generate.generate(target, plan, co), target.repo),
-                      lambda g: f"{len(g.files)} files")  # fmt: skip
-    applied = run.stage("apply", lambda: apply.apply(files, target.repo),
-                        lambda a: f"{len(a.changed)} changed, {len(a.unchanged)} unchanged")  # fmt: skip
+        raise Blocked(
+            "host",
+            f"cannot infer: {names}; fill {draft.relative_to(target.repo)}",
+            host_fix=f"copy {draft.name} to host_contract.yaml and fill the marked keys",
+        )
+    files = run.stage(
+        "generate",
+        lambda: apply.formatted(generate.generate(target, plan, co), target.repo),
+        lambda g: f"{len(g.files)} files",
+    )
+    applied = run.stage(
+        "apply",
+        lambda: apply.apply(files, target.repo),
+        lambda a: f"{len(a.changed)} changed, {len(a.unchanged)} unchanged",
+    )
     result.changed_files = applied.changed
     shutil.copy2(target.ffi_rs, out_dir / "ffi.rs")
     tools = run.stage("toolchain", toolchain.resolve, lambda t: f"CUDA headers {t.cuda_toolkit_path}")
     built = run.stage(
         "build",
-        lambda: build.build(target, tools, options.cargo_target_dir, out_dir / "build_cargo.txt",
-                            validator.exported_functions),  # fmt: skip
+        lambda: build.build(
+            target, tools, options.cargo_target_dir, out_dir / "build_cargo.txt", validator.exported_functions
+        ),
         lambda b: f"{b.command} ({b.seconds:.0f}s); {target.symbol} exported",
     )
     return built, tools
@@ -160,7 +205,9 @@ def _existing_build(target: Target) -> BuildResult:
     if not so.is_file():
         raise Blocked("host", f"verify needs a built library: {so.relative_to(target.repo)} is missing")
     if not target.ffi_rs.is_file() or not target.wrapper_py.is_file():
-        raise Blocked("host", f"verify needs the generated host files of {target.op}: run `agent-d port` first")
+        raise Blocked(
+            "host", f"verify needs the generated host files of {target.op}: run `agent-d port` first"
+        )
     symbols = validator.exported_functions(so)
     if target.symbol not in symbols:
         raise Failed("host", f"{so.name} does not export {target.symbol} (ELF .dynsym)")
@@ -171,8 +218,9 @@ def _read(target: Target):
     try:
         return read_kernel(target.kernel_rs)
     except ReaderError as exc:
-        raise Failed("kernel", f"kernel.rs does not parse: {exc}",
-                     followup=f"fix {target.op}_kernel/kernel.rs: {exc}") from None  # fmt: skip
+        raise Failed(
+            "kernel", f"kernel.rs does not parse: {exc}", followup=f"fix {target.op}_kernel/kernel.rs: {exc}"
+        ) from None
     except ReaderUnavailable as exc:
         raise Blocked("env", f"the kernel reader is unavailable: {exc}") from None
 
@@ -205,14 +253,22 @@ def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions) -> T
     echo = options.echo if options.echo_pytest else None
     code, _seconds = testrun.run(target, argv, log_path, env, options.test_timeout, echo)
     text = log_path.read_text(encoding="utf-8", errors="replace")
-    result = testlog.to_test_result(text, command=testrun.shown(argv), exit_code=code, log_path=str(log_path),
-                                          gpu=interp.cuda)  # fmt: skip
+    result = testlog.to_test_result(
+        text, command=testrun.shown(argv), exit_code=code, log_path=str(log_path), gpu=interp.cuda
+    )
     result.env_problem = interp.env_problem()
     return result
 
 
-def _finish(result: PortResult, run: _Run, target: Target, out_dir: Path, pytest_cmd: str,
-            pytest_rc: int | None, options: PortOptions) -> None:  # fmt: skip
+def _finish(
+    result: PortResult,
+    run: _Run,
+    target: Target,
+    out_dir: Path,
+    pytest_cmd: str,
+    pytest_rc: int | None,
+    options: PortOptions,
+) -> None:
     decision_log = _decision_log(result, run)
     so = Path(result.build.so_path) if result.build and result.build.so_path else None
     log_src = out_dir / "correctness_cutile_rs.txt"
@@ -227,19 +283,27 @@ def _finish(result: PortResult, run: _Run, target: Target, out_dir: Path, pytest
         verdict = classify.after_validator(result.verdict, failing.exit_code, first)
         if verdict is not result.verdict:
             result.verdict = verdict
-            report.write_reports(out_dir, result, _decision_log(result, run), log_src if log_src.is_file() else None)
+            report.write_reports(
+                out_dir, result, _decision_log(result, run), log_src if log_src.is_file() else None
+            )
     result.validator_block = report.validator_block(pytest_cmd, pytest_rc, runs)
     (out_dir / "validator_block.txt").write_text(result.validator_block + "\n" + result.verdict.line + "\n")
     options.echo(result.validator_block)
     options.echo(result.verdict.line)
-    klass = f" ({'fail' if result.verdict.kind is VerdictKind.FAIL else 'block'}_class: {result.verdict.klass})"
-    options.echo(f"[agent-d] {target.op}: {result.verdict.kind.value}"
-                 f"{klass if result.verdict.klass else ''}: {result.verdict.reason}")  # fmt: skip
+    klass = (
+        f" ({'fail' if result.verdict.kind is VerdictKind.FAIL else 'block'}_class: {result.verdict.klass})"
+    )
+    options.echo(
+        f"[agent-d] {target.op}: {result.verdict.kind.value}"
+        f"{klass if result.verdict.klass else ''}: {result.verdict.reason}"
+    )
 
 
 def _decision_log(result: PortResult, run: _Run) -> list[str]:
-    lines = [f"stage {s.name}: {s.status} in {s.seconds:.2f}s" + (f" ({s.detail})" if s.detail else "")
-             for s in run.stages]  # fmt: skip
+    lines = [
+        f"stage {s.name}: {s.status} in {s.seconds:.2f}s" + (f" ({s.detail})" if s.detail else "")
+        for s in run.stages
+    ]
     if result.changed_files:
         lines.append("files written: " + ", ".join(result.changed_files))
     elif result.plan is not None:

@@ -59,10 +59,17 @@ def smoke(so_path: Path, wrapper: Path, runtime_utils: Path, timeout: float = 60
     except ValueError as exc:
         return False, f"_FFI_CDEF: {exc}"
     typedef = module_string(runtime_utils, "_TENSORDESC_CDEF") or SPEC_TENSORDESC_CDEF
-    spec = {"so": str(so_path), "cdef": cdef, "typedef": typedef, "symbol": symbol, "kinds": [k for _, k in params]}
+    spec = {
+        "so": str(so_path),
+        "cdef": cdef,
+        "typedef": typedef,
+        "symbol": symbol,
+        "kinds": [k for _, k in params],
+    }
     try:
-        proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(spec)], capture_output=True, text=True,
-                              timeout=timeout)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, json.dumps(spec)], capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         return False, f"{symbol}(NULL, ...) did not return within {timeout:.0f} s"
     if proc.returncode != 0:

@@ -44,10 +44,14 @@ def added_kernels(diff_text: str) -> list[str]:
 def git_diff(repo: Path, base: str) -> str:
     proc = subprocess.run(
         ["git", "diff", "--no-color", "--find-renames", f"{base}...HEAD", "--", "src/tilegym/ops/cutile_rs"],
-        cwd=repo, capture_output=True, text=True,
-    )  # fmt: skip
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
-        raise UsageError(f"git diff {base}...HEAD failed in {repo}: {proc.stderr.strip() or 'not a git repository?'}")
+        raise UsageError(
+            f"git diff {base}...HEAD failed in {repo}: {proc.stderr.strip() or 'not a git repository?'}"
+        )
     return proc.stdout
 
 
@@ -58,5 +62,7 @@ def find_targets(repo: Path, kernel: str | None = None, base: str | None = None)
         return [Target(repo, check_name(kernel))]
     ops = added_kernels(git_diff(repo, base or "HEAD~1"))
     if not ops:
-        raise UsageError(f"no kernel.rs added between {base or 'HEAD~1'} and HEAD under src/tilegym/ops/cutile_rs/")
+        raise UsageError(
+            f"no kernel.rs added between {base or 'HEAD~1'} and HEAD under src/tilegym/ops/cutile_rs/"
+        )
     return [Target(repo, check_name(op)) for op in ops]

@@ -228,8 +228,16 @@ def parse_log(text: str) -> ParsedLog:
             if counts is not None:
                 out.summary_line = line.strip("= ").strip()
                 out.no_tests_ran = sm.group("body").strip() == "no tests ran"
-                for key in ("passed", "failed", "skipped", "errors", "xfailed", "xpassed", "deselected",
-                            "warnings"):  # fmt: skip
+                for key in (
+                    "passed",
+                    "failed",
+                    "skipped",
+                    "errors",
+                    "xfailed",
+                    "xpassed",
+                    "deselected",
+                    "warnings",
+                ):
                     setattr(out, key, counts.get(key, 0))
                 pending = ""
                 continue

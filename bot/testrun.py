@@ -89,8 +89,17 @@ def probe(python: str) -> Interpreter:
         info = json.loads(proc.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError) as exc:
         return Interpreter(python, None, False, None, False, "", f"cannot run {python}: {exc}")
-    return Interpreter(python, info["pytest"], info["timeout_plugin"], info["torch"], info["cuda"],
-                       info["device"], info["error"], info["gpus"], info["driver"])  # fmt: skip
+    return Interpreter(
+        python,
+        info["pytest"],
+        info["timeout_plugin"],
+        info["torch"],
+        info["cuda"],
+        info["device"],
+        info["error"],
+        info["gpus"],
+        info["driver"],
+    )
 
 
 def functional_tests(test_file: Path) -> list[str]:
@@ -124,8 +133,9 @@ def shown(argv: list[str]) -> str:
     return " ".join(shlex.quote(a) for a in argv)
 
 
-def run(target: Target, argv: list[str], log_path: Path, extra_env: dict[str, str], timeout: float,
-        echo=None) -> tuple[int | None, float]:  # fmt: skip
+def run(
+    target: Target, argv: list[str], log_path: Path, extra_env: dict[str, str], timeout: float, echo=None
+) -> tuple[int | None, float]:
     """Run pytest, tee its output to ``log_path`` (and ``echo``); return (exit code or None, seconds)."""
     env = dict(os.environ)
     env.update(extra_env)
@@ -136,8 +146,15 @@ def run(target: Target, argv: list[str], log_path: Path, extra_env: dict[str, st
     start = time.monotonic()
     with log_path.open("w", encoding="utf-8") as log:
         try:
-            proc = subprocess.Popen(argv, cwd=target.repo, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, errors="replace")  # fmt: skip
+            proc = subprocess.Popen(
+                argv,
+                cwd=target.repo,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+            )
         except OSError as exc:
             log.write(f"cannot start {argv[0]}: {exc}\n")
             return None, 0.0

@@ -21,8 +21,12 @@ from bot.errors import Blocked
 # CUDA 13.0 headers: a driver of the 580 series (CUDA 13.0) accepts code built against them.
 HEADER_WHEELS = ("nvidia-cuda-runtime==13.0.96", "nvidia-cuda-crt==13.0.88", "nvidia-curand==10.4.0.35")
 REQUIRED_HEADERS = ("cuda.h", "curand.h", "crt/host_config.h")
-LIBCLANG_GLOBS = ("/usr/lib/llvm-*/lib/libclang*.so*", "/usr/lib/x86_64-linux-gnu/libclang*.so*",
-                  "/usr/lib/aarch64-linux-gnu/libclang*.so*", "/usr/lib64/libclang*.so*")  # fmt: skip
+LIBCLANG_GLOBS = (
+    "/usr/lib/llvm-*/lib/libclang*.so*",
+    "/usr/lib/x86_64-linux-gnu/libclang*.so*",
+    "/usr/lib/aarch64-linux-gnu/libclang*.so*",
+    "/usr/lib64/libclang*.so*",
+)
 
 
 @dataclass(frozen=True)
@@ -59,8 +63,9 @@ def cuda_headers(cache: Path | None = None) -> Path:
     wheels.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(wheels), *HEADER_WHEELS],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
         raise Blocked("env", f"CUDA headers unavailable: no toolkit here and pip download failed ({tail})")
@@ -103,5 +108,7 @@ def resolve(cache: Path | None = None) -> Toolchain:
         raise Blocked("env", "cargo is not on PATH: install a Rust toolchain (1.89 or newer)")
     clang = libclang_dir()
     if clang is None:
-        raise Blocked("env", "libclang not found (bindgen needs it): install Debian's libclang-dev or set LIBCLANG_PATH")
+        raise Blocked(
+            "env", "libclang not found (bindgen needs it): install Debian's libclang-dev or set LIBCLANG_PATH"
+        )
     return Toolchain(cargo, cuda_headers(cache), clang)

@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
 
-
 # --------------------------------------------------------------------------- targets
 
 

@@ -26,6 +26,11 @@ command -v rustfmt >/dev/null || { echo "[setup] rustfmt not found: rustup compo
 
 if [ "$want_tests" = 1 ]; then
   python3 -m pip install --quiet --disable-pip-version-check -e ".[test]"
+  # actionlint comes from the Go module proxy (its PyPI wrapper downloads from GitHub).
+  if ! command -v actionlint >/dev/null && [ ! -x "$(go env GOPATH 2>/dev/null)/bin/actionlint" ]; then
+    command -v go >/dev/null || { echo "[setup] go not found: needed to install actionlint" >&2; exit 1; }
+    go install github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
+  fi
 else
   python3 -m pip install --quiet --disable-pip-version-check -e .
 fi

@@ -7,7 +7,9 @@ from bot.types import TestCase, TestResult, Verdict, VerdictKind
 
 
 def _result(code, cases=(), env="", **counts) -> TestResult:
-    r = TestResult(ran=True, command="pytest", exit_code=code, log_path="log", cases=list(cases), env_problem=env)
+    r = TestResult(
+        ran=True, command="pytest", exit_code=code, log_path="log", cases=list(cases), env_problem=env
+    )
     for k, v in counts.items():
         setattr(r, k, v)
     return r
@@ -29,18 +31,26 @@ def test_zero_selected_is_host():
 
 
 def test_numeric_mismatch_is_kernel_with_followup():
-    case = TestCase("t::test_op[cutile_rs-x]", "failed", "AssertionError: Tensor-likes are not close! Mismatched elements: 3")
+    case = TestCase(
+        "t::test_op[cutile_rs-x]",
+        "failed",
+        "AssertionError: Tensor-likes are not close! Mismatched elements: 3",
+    )
     v = classify(_result(1, [case], failed=1), [])
     assert (v.kind, v.klass) == (VerdictKind.FAIL, "kernel") and v.followup.startswith("kernel.rs")
 
 
 def test_bad_return_code_is_host():
-    case = TestCase("t::test_op[cutile_rs]", "failed", "RuntimeError: cutile_x failed (rc=-6): invalid arguments")
+    case = TestCase(
+        "t::test_op[cutile_rs]", "failed", "RuntimeError: cutile_x failed (rc=-6): invalid arguments"
+    )
     assert classify(_result(1, [case], failed=1), []).klass == "host"
 
 
 def test_crash_is_host():
-    v = classify(_result(-6, [TestCase("t::a", "error", "crashed: Fatal Python error: Aborted")], errors=1), [])
+    v = classify(
+        _result(-6, [TestCase("t::a", "error", "crashed: Fatal Python error: Aborted")], errors=1), []
+    )
     assert (v.kind, v.klass) == (VerdictKind.FAIL, "host") and "died" in v.reason
 
 

@@ -33,7 +33,9 @@ CONTRACTS = Path(__file__).parent / "fixtures" / "contracts"
 def five(tmp_path, tilegym_wheel):
     repo = assemble_checkout(tmp_path / "tg", tilegym_wheel, OPS, OPS).repo
     for contract in CONTRACTS.glob("*.yaml"):
-        shutil.copy(contract, repo / "src/tilegym/ops/cutile_rs" / f"{contract.stem}_kernel" / "host_contract.yaml")
+        shutil.copy(
+            contract, repo / "src/tilegym/ops/cutile_rs" / f"{contract.stem}_kernel" / "host_contract.yaml"
+        )
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
     subprocess.run(["git", "commit", "-qm", "host contracts"], cwd=repo, check=True)
     return repo
@@ -41,7 +43,9 @@ def five(tmp_path, tilegym_wheel):
 
 def _plan(repo: Path, op: str):
     target = Target(repo, op)
-    return build_plan(target, read_kernel(target.kernel_rs), _facts(target, repo / "out" / op), checkout.inspect(target))
+    return build_plan(
+        target, read_kernel(target.kernel_rs), _facts(target, repo / "out" / op), checkout.inspect(target)
+    )
 
 
 def test_contract_lines_and_inferred_abi(five):

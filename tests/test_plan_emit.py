@@ -38,8 +38,14 @@ def test_silu_plan_sources(silu):
     plan, _ = _plan(silu)
     assert plan.missing == []
     assert [name for name, _ in plan.ffi.c_params()] == [
-        "out", "inp", "block_size", "num_cta_in_cga", "occupancy", "device_id", "raw_stream",
-    ]  # fmt: skip
+        "out",
+        "inp",
+        "block_size",
+        "num_cta_in_cga",
+        "occupancy",
+        "device_id",
+        "raw_stream",
+    ]
     derived = {d.name: (d.expr, d.source.kind) for d in plan.ffi.derived}
     assert derived["hidden_size"] == ("dim(out,1)", "reference")
     assert derived["in_row_stride"] == ("stride(inp,0)", "naming")
@@ -54,7 +60,7 @@ def test_silu_plan_sources(silu):
 def test_silu_rendered_files_follow_the_abi(silu):
     plan, _ = _plan(silu)
     text = ffi_rs.render(plan)
-    assert "#[unsafe(no_mangle)]" in text and "pub unsafe extern \"C\" fn cutile_silu_and_mul(" in text
+    assert "#[unsafe(no_mangle)]" in text and 'pub unsafe extern "C" fn cutile_silu_and_mul(' in text
     assert "crate::deref_descs!(out, inp)" in text  # the wheel's ffi_util.rs has the macros
     assert "Device::new(device_id as usize)" in text
     assert "catch_unwind" in text and "rc::LAUNCH_FAILED" in text

@@ -66,7 +66,9 @@ def test_demo_port_builds_exports_smokes_and_is_blocked_without_gpu(demo, cargo_
     assert (reports / "reports" / "correctness.md").read_text().startswith("VERDICT: FAIL\n")
     assert "block_class: env" in (reports / "reports" / "correctness.md").read_text()
     assert (reports / "reports" / "agent_logs" / "agent_d.md").stat().st_size > 0
-    assert (reports / "ffi.rs").read_bytes() == (demo / "src/tilegym/ops/cutile_rs/silu_and_mul_kernel/ffi.rs").read_bytes()
+    assert (reports / "ffi.rs").read_bytes() == (
+        demo / "src/tilegym/ops/cutile_rs/silu_and_mul_kernel/ffi.rs"
+    ).read_bytes()
     so = demo / "src/tilegym/ops/cutile_rs/cutile_kernels/target/release/libcutile_kernels.so"
     assert so.is_file()
 
@@ -80,7 +82,11 @@ def test_demo_port_builds_exports_smokes_and_is_blocked_without_gpu(demo, cargo_
 
 def test_malformed_kernel_is_a_kernel_fault_with_reports(demo, cargo_target_dir, capsys):
     kernel = demo / "src/tilegym/ops/cutile_rs/silu_and_mul_kernel/kernel.rs"
-    kernel.write_text(kernel.read_text().replace("pub unsafe fn silu_and_mul_kernel<", "pub unsafe fn silu_and_mul_kernel<<", 1))
+    kernel.write_text(
+        kernel.read_text().replace(
+            "pub unsafe fn silu_and_mul_kernel<", "pub unsafe fn silu_and_mul_kernel<<", 1
+        )
+    )
     _commit_all(demo, "break the kernel")
     code, out = _port(demo, cargo_target_dir, capsys, "--kernel", OP)
     assert code == 1, out  # FAIL

@@ -345,8 +345,15 @@ def test_validator_block_exact():
 
 def test_validator_block_pytest_not_run_and_empty_output():
     block = R.validator_block("python -m pytest t.py", None, [T.ValidatorRun("v", "", 1)])
-    assert block.splitlines() == ["<VALIDATOR_OUTPUT>", "$ python -m pytest t.py", "exit=not-run", "",
-                                  "$ v", "exit=1", "</VALIDATOR_OUTPUT>"]  # fmt: skip
+    assert block.splitlines() == [
+        "<VALIDATOR_OUTPUT>",
+        "$ python -m pytest t.py",
+        "exit=not-run",
+        "",
+        "$ v",
+        "exit=1",
+        "</VALIDATOR_OUTPUT>",
+    ]
 
 
 def test_returned_text_ends_with_the_verdict():

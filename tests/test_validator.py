@@ -228,10 +228,13 @@ def test_banned_calls_in_ffi_fail(tmp_path, bad):
         ("*const TensorDesc", "*const u8", "'*const TensorDesc'"),
         ("borrow_tensor::<f32>(in_d)", "make(in_d)", "unpacks no descriptor"),
         ("#[unsafe(no_mangle)]", "#[no_mangle]", "#[unsafe(no_mangle)]"),
-        ("setup_device_stream!(device, stream, device_id, raw_stream)",
-         "setup_device_stream!(device, stream, 0, raw_stream)", "device from device_id"),
+        (
+            "setup_device_stream!(device, stream, device_id, raw_stream)",
+            "setup_device_stream!(device, stream, 0, raw_stream)",
+            "device from device_id",
+        ),
     ],
-)  # fmt: skip
+)
 def test_ffi_text_checks(tmp_path, old, new, expect):
     out_dir, repo, so = make_port(tmp_path)
     text = FFI_MACROS.replace(old, new)
@@ -245,9 +248,13 @@ def test_ffi_text_checks(tmp_path, old, new, expect):
 @needs_cc
 @pytest.mark.parametrize(
     "call",
-    ["DevicePointer::from_cu_deviceptr(x_d.ptr)", "DevicePointer::<$E>::from_cu_deviceptr(x_d.ptr)",
-     "DevicePointer::<f32>::from_cu_deviceptr(x_d.ptr)", "borrow_tensor::<i32>(idx_d)"],
-)  # fmt: skip
+    [
+        "DevicePointer::from_cu_deviceptr(x_d.ptr)",
+        "DevicePointer::<$E>::from_cu_deviceptr(x_d.ptr)",
+        "DevicePointer::<f32>::from_cu_deviceptr(x_d.ptr)",
+        "borrow_tensor::<i32>(idx_d)",
+    ],
+)
 def test_unpack_forms_accepted(tmp_path, call):
     out_dir, repo, so = make_port(tmp_path)
     (out_dir / "ffi.rs").write_text(FFI_MACROS.replace("borrow_tensor::<f32>(in_d)", call))
@@ -342,12 +349,16 @@ def test_missing_table(tmp_path):
         (None, "correctness_cutile_rs.txt missing"),
         ("", "correctness_cutile_rs.txt empty"),
         (RAW_LOG.replace("PASSED", "OK"), "no PASSED/FAILED/SKIPPED"),
-        ("\n".join(ln for ln in RAW_LOG.splitlines() if not ln.startswith(("platform", "rootdir", "plugins"))),
-         "no real-pytest framework markers"),
+        (
+            "\n".join(
+                ln for ln in RAW_LOG.splitlines() if not ln.startswith(("platform", "rootdir", "plugins"))
+            ),
+            "no real-pytest framework markers",
+        ),
         (RAW_LOG + "tests/ops/test_demo_op.py::t[1] FAILED - max_diff=0.5 > 1e-2\n", "hand-made"),
         (RAW_LOG + "    if diff > 1e-2: print('FAILED')\n", "hand-made"),
     ],
-)  # fmt: skip
+)
 def test_raw_log_checks(tmp_path, log, expect):
     out_dir, repo, so = make_port(tmp_path)
     raw = out_dir / "correctness_cutile_rs.txt"
@@ -590,13 +601,29 @@ UPSTREAM = os.environ.get("AGENT_D_UPSTREAM_VALIDATOR", "")
 
 
 @needs_cc
-@pytest.mark.skipif(not (UPSTREAM and Path(UPSTREAM).is_file() and shutil.which("nm")),
-                    reason="set AGENT_D_UPSTREAM_VALIDATOR to a local validate_agent_d.sh")  # fmt: skip
+@pytest.mark.skipif(
+    not (UPSTREAM and Path(UPSTREAM).is_file() and shutil.which("nm")),
+    reason="set AGENT_D_UPSTREAM_VALIDATOR to a local validate_agent_d.sh",
+)
 @pytest.mark.parametrize(
     "mutate",
-    ["none", "forget", "turbofish_only", "macro_only", "no_header", "no_table", "bad_first", "no_symbol", "no_wrapper", "ctypes", "autotune", "cga",
-     "no_selector", "no_test_wiring"],
-)  # fmt: skip
+    [
+        "none",
+        "forget",
+        "turbofish_only",
+        "macro_only",
+        "no_header",
+        "no_table",
+        "bad_first",
+        "no_symbol",
+        "no_wrapper",
+        "ctypes",
+        "autotune",
+        "cga",
+        "no_selector",
+        "no_test_wiring",
+    ],
+)
 def test_same_verdict_as_the_upstream_script(tmp_path, mutate):
     """Same exit code and FAIL count as TileGym's own script on the same folders (a copy of the
     script is made in tmp only for the run; it is never part of this repository)."""

@@ -42,7 +42,7 @@ def test_package_init_created_when_missing():
     compile(out, "init", "exec")
 
 
-CLASS_TEST = '''from tilegym.backend import is_backend_available
+CLASS_TEST = """from tilegym.backend import is_backend_available
 
 
 class Test_X:
@@ -53,9 +53,9 @@ class Test_X:
 
     def test_op(self, backend):
         pass
-'''
+"""
 
-MODULE_TEST = '''from tilegym.backend import is_backend_available
+MODULE_TEST = """from tilegym.backend import is_backend_available
 
 _backends = ["cutile"]
 if is_backend_available("tilecpp"):
@@ -65,7 +65,7 @@ if is_backend_available("tilecpp"):
 class Test_Y:
     def test_op(self):
         pass
-'''
+"""
 
 
 def test_class_level_backends_follow_tilecpp_block():
@@ -97,7 +97,7 @@ def test_test_file_without_backends_is_refused():
         wiring.test_backends("def test_x():\n    pass\n")
 
 
-SELECTOR = '''import os
+SELECTOR = """import os
 
 
 def is_cutile_available():
@@ -110,7 +110,7 @@ def _check_backends_availability():
         "tilecpp": False,
     }
     return availability
-'''
+"""
 
 
 def test_selector_gets_probe_and_key_once():

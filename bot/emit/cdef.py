@@ -36,9 +36,11 @@ def parse_cdef(text: str) -> tuple[str, list[tuple[str, str]]]:
 
 
 def parse_rust_export(text: str) -> tuple[str, list[tuple[str, str]]]:
-    m = re.search(r"#\[unsafe\(no_mangle\)\]\s*pub unsafe extern \"C\" fn (\w+)\((.*?)\)\s*->\s*i32", text, re.S)
+    m = re.search(
+        r"#\[unsafe\(no_mangle\)\]\s*pub unsafe extern \"C\" fn (\w+)\((.*?)\)\s*->\s*i32", text, re.S
+    )
     if not m:
-        raise ValueError("no `#[unsafe(no_mangle)] pub unsafe extern \"C\" fn ...(..) -> i32` in ffi.rs")
+        raise ValueError('no `#[unsafe(no_mangle)] pub unsafe extern "C" fn ...(..) -> i32` in ffi.rs')
     params = []
     for part in m.group(2).split(","):
         part = " ".join(part.split())

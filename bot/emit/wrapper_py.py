@@ -45,15 +45,22 @@ def render(plan: LaunchPlan) -> str:
         cdef.render(ffi).rstrip("\n"),
         '"""',
         "",
-        "_DTYPES = (" + ", ".join(f"torch.{d}" for d in py.dtypes) + ("," if len(py.dtypes) == 1 else "") + ")",
+        "_DTYPES = ("
+        + ", ".join(f"torch.{d}" for d in py.dtypes)
+        + ("," if len(py.dtypes) == 1 else "")
+        + ")",
         "# num_cta_in_cga / occupancy value that leaves the compiler default.",
         "_AUTO_COMPILE_OPTION = -1",
     ]
     if "cdiv(" in body_text:
         lines += ["", "", "def cdiv(a, b):", "    return -(-a // b)"]
     if "_compile_option(" in body_text:
-        lines += ["", "", "def _compile_option(value):",
-                  "    return _AUTO_COMPILE_OPTION if value is None else int(value)"]  # fmt: skip
+        lines += [
+            "",
+            "",
+            "def _compile_option(value):",
+            "    return _AUTO_COMPILE_OPTION if value is None else int(value)",
+        ]
     if py.launch_mode == "autotune":
         lines += _configs(py)
     lines += ["", ""]
@@ -104,9 +111,11 @@ def _public_function(plan: LaunchPlan) -> str:
     body: list[str] = []
     for step in py.steps:
         body += _step(step)
-    call = "_launch(" + ", ".join(
-        [py.tensors_py[t.name] for t in ffi.tensors] + [py.ffi_args[s.name] for s in ffi.scalars]
-    ) + ")"
+    call = (
+        "_launch("
+        + ", ".join([py.tensors_py[t.name] for t in ffi.tensors] + [py.ffi_args[s.name] for s in ffi.scalars])
+        + ")"
+    )
     outputs = list(py.alloc)
     if py.launch_mode == "autotune":
         body += _config_choice(py)
@@ -114,8 +123,10 @@ def _public_function(plan: LaunchPlan) -> str:
         body += [f"    {var} = {expr}" for var, expr in py.alloc.items()]
         body += [f"    {call}", f"    return {outputs[0]}"]
         key = py.autotune_key or "None"
-        body.append(f"{outputs[0]} = autotune_launch(kernel_fn=kernel_fn, configs=configs, key={key}, "
-                    "kernel_name=_KERNEL).output")  # fmt: skip
+        body.append(
+            f"{outputs[0]} = autotune_launch(kernel_fn=kernel_fn, configs=configs, key={key}, "
+            "kernel_name=_KERNEL).output"
+        )
     else:
         body += [f"{var} = {expr}" for var, expr in py.alloc.items()]
         guard = " and ".join(f"{v}.numel() > 0" for v in outputs)

@@ -20,13 +20,34 @@ CONTRACT_NAME = "host_contract.yaml"
 VERSION = 1
 # Keys a contract may set; a trailing ".*" takes any name below it.
 KNOWN = (
-    "ffi.scalars.*", "ffi.generics.*", "ffi.derived_generics.*", "ffi.dtype_from", "ffi.dtypes",
-    "ffi.grid.*", "ffi.variants", "ffi.selector", "ffi.dispatch_key", "ffi.checks",
-    "python.register.name", "python.register.kind", "python.signature", "python.tensor_params",
-    "python.inner_name", "python.inner_signature", "python.out_cols", "python.out_param", "python.generics.*",
-    "python.steps", "python.alloc", "python.tensors", "python.args.*", "python.configs", "python.key",
-    "python.result", "python.dtypes",
-)  # fmt: skip
+    "ffi.scalars.*",
+    "ffi.generics.*",
+    "ffi.derived_generics.*",
+    "ffi.dtype_from",
+    "ffi.dtypes",
+    "ffi.grid.*",
+    "ffi.variants",
+    "ffi.selector",
+    "ffi.dispatch_key",
+    "ffi.checks",
+    "python.register.name",
+    "python.register.kind",
+    "python.signature",
+    "python.tensor_params",
+    "python.inner_name",
+    "python.inner_signature",
+    "python.out_cols",
+    "python.out_param",
+    "python.generics.*",
+    "python.steps",
+    "python.alloc",
+    "python.tensors",
+    "python.args.*",
+    "python.configs",
+    "python.key",
+    "python.result",
+    "python.dtypes",
+)
 # Mappings that are values in their own right, not namespaces of further keys.
 LEAF_MAPPINGS = {"python.alloc", "python.tensors", "ffi.variants"}
 _AGENT_B_BLOCK = re.compile(r"host_launch_contract[^\n]*\n+```ya?ml\n(?P<body>.*?)\n```", re.S | re.I)

@@ -10,17 +10,96 @@ import re
 from bot.types import Param, Source
 
 RUST_KEYWORDS = {
-    "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for", "if",
-    "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "self", "Self",
-    "static", "struct", "super", "trait", "true", "type", "unsafe", "use", "where", "while", "async",
-    "await", "dyn", "abstract", "become", "box", "do", "final", "macro", "override", "priv", "typeof",
-    "unsized", "virtual", "yield", "try", "gen",
-}  # fmt: skip
+    "as",
+    "break",
+    "const",
+    "continue",
+    "crate",
+    "else",
+    "enum",
+    "extern",
+    "false",
+    "fn",
+    "for",
+    "if",
+    "impl",
+    "in",
+    "let",
+    "loop",
+    "match",
+    "mod",
+    "move",
+    "mut",
+    "pub",
+    "ref",
+    "return",
+    "self",
+    "Self",
+    "static",
+    "struct",
+    "super",
+    "trait",
+    "true",
+    "type",
+    "unsafe",
+    "use",
+    "where",
+    "while",
+    "async",
+    "await",
+    "dyn",
+    "abstract",
+    "become",
+    "box",
+    "do",
+    "final",
+    "macro",
+    "override",
+    "priv",
+    "typeof",
+    "unsized",
+    "virtual",
+    "yield",
+    "try",
+    "gen",
+}
 # C names that cffi's parser or C would reject.
-C_KEYWORDS = {"int", "char", "float", "double", "long", "short", "signed", "unsigned", "void", "struct",
-              "union", "enum", "const", "volatile", "register", "auto", "extern", "static", "sizeof",
-              "typedef", "goto", "default", "case", "switch", "do", "while", "for", "if", "else", "return",
-              "break", "continue", "inline", "restrict"}  # fmt: skip
+C_KEYWORDS = {
+    "int",
+    "char",
+    "float",
+    "double",
+    "long",
+    "short",
+    "signed",
+    "unsigned",
+    "void",
+    "struct",
+    "union",
+    "enum",
+    "const",
+    "volatile",
+    "register",
+    "auto",
+    "extern",
+    "static",
+    "sizeof",
+    "typedef",
+    "goto",
+    "default",
+    "case",
+    "switch",
+    "do",
+    "while",
+    "for",
+    "if",
+    "else",
+    "return",
+    "break",
+    "continue",
+    "inline",
+    "restrict",
+}
 RESERVED_C_NAMES = {"device_id", "raw_stream", "num_cta_in_cga", "occupancy"}
 
 _SHAPE = re.compile(r"^(?P<t>[a-z][a-z0-9]*)_shape(?P<i>\d)$")
@@ -51,7 +130,11 @@ def descriptor_scalar(name: str, tensor_names: dict[str, str]) -> tuple[str, Sou
 
     ``tensor_names`` maps the tensor base used in kernel names (``in``) to its C name (``inp``).
     """
-    for pattern, fmt in ((_SHAPE, "dim({c},{i})"), (_STRIDE, "stride({c},{i})"), (_ROW_STRIDE, "stride({c},0)")):
+    for pattern, fmt in (
+        (_SHAPE, "dim({c},{i})"),
+        (_STRIDE, "stride({c},{i})"),
+        (_ROW_STRIDE, "stride({c},0)"),
+    ):
         m = pattern.match(name)
         if m and m.group("t") in tensor_names:
             c = tensor_names[m.group("t")]
@@ -86,8 +169,12 @@ def gemm_dim(name: str, entry, tensors) -> tuple[str, Source] | None:
     generics = {g.name for g in entry.generics}
     if name in ("m", "n", "s_m", "s_n") and len(inputs) == 1:
         x = inputs[0].name
-        expr = {"m": f"dim({x},0)", "n": f"dim({x},1)", "s_m": f"stride({x},0)", "s_n": f"stride({x},1)"}[name]
-        return expr, Source("naming", f"`{name}` of the single input {x} (rows m, columns n, strides s_m, s_n): {expr}")
+        expr = {"m": f"dim({x},0)", "n": f"dim({x},1)", "s_m": f"stride({x},0)", "s_n": f"stride({x},1)"}[
+            name
+        ]
+        return expr, Source(
+            "naming", f"`{name}` of the single input {x} (rows m, columns n, strides s_m, s_n): {expr}"
+        )
     if len(inputs) < 2:
         return None
     a, b = inputs[0].name, inputs[1].name
@@ -102,6 +189,8 @@ def gemm_dim(name: str, entry, tensors) -> tuple[str, Source] | None:
         flipped = {"rt_m": f"dim({a},2)", "rt_k": f"dim({a},1)", "rt_n": f"dim({b},1)"}
         cond = {"rt_m": ta, "rt_k": ta, "rt_n": tb}.get(name, "")
         expr = f"sel({cond}, {flipped[name]}, {plain[name]})" if cond else plain[name]
-        why = f"batched GEMM logical dim {name[3:]} of A={a}, B={b}" + (" read through the transpose flag" if cond else "")
+        why = f"batched GEMM logical dim {name[3:]} of A={a}, B={b}" + (
+            " read through the transpose flag" if cond else ""
+        )
         return expr, Source("naming", f"{why}: {expr}")
     return None

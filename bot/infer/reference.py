@@ -49,7 +49,9 @@ def gather(target: Target, facts: Facts) -> None:
         fn = getter
     found = _find_allocation(fn, index, depth=0)
     if found is None:
-        facts.note_tried("python.out_cols", f"{rel}:{fn.lineno}: no torch.empty/empty_like output allocation reached")
+        facts.note_tried(
+            "python.out_cols", f"{rel}:{fn.lineno}: no torch.empty/empty_like output allocation reached"
+        )
         return
     resolved, last_name, call = found
     where = Source("reference", f"{rel}:{call.lineno} {ast.unparse(call)}")
@@ -138,7 +140,11 @@ def _registered_function(tree: ast.Module, op: str) -> ast.FunctionDef | None:
             if not (isinstance(deco, ast.Call) and getattr(deco.func, "id", "") == "register_impl"):
                 continue
             names = [a.value for a in deco.args if isinstance(a, ast.Constant)]
-            backend = [k.value.value for k in deco.keywords if k.arg == "backend" and isinstance(k.value, ast.Constant)]
+            backend = [
+                k.value.value
+                for k in deco.keywords
+                if k.arg == "backend" and isinstance(k.value, ast.Constant)
+            ]
             if names and names[0] in (op, f"get_{op}") and backend == ["cutile"]:
                 return node
     return None

@@ -70,9 +70,14 @@ def dtypes(facts: Facts) -> tuple[list[str], Source]:
     value = facts.get("ffi.dtypes")
     if isinstance(value, list) and value:
         return [str(v) for v in value], facts.source("ffi.dtypes")
-    return list(DEFAULT_DTYPES), Source("policy", "TileGym ops dispatch f32, f16, bf16 for the element generic")
+    return list(DEFAULT_DTYPES), Source(
+        "policy", "TileGym ops dispatch f32, f16, bf16 for the element generic"
+    )
 
 
 def compile_option_scalars() -> list[CScalar]:
     src = Source("policy", "every TileGym symbol carries num_cta_in_cga, occupancy (<= 0 = compiler default)")
-    return [CScalar("num_cta_in_cga", "i32", "compile_option", "", src), CScalar("occupancy", "i32", "compile_option", "", src)]
+    return [
+        CScalar("num_cta_in_cga", "i32", "compile_option", "", src),
+        CScalar("occupancy", "i32", "compile_option", "", src),
+    ]

@@ -31,7 +31,9 @@ from bot.types import (
 
 _VARIANT_PREFIX = re.compile(r"^(static_persistent|non_persistent)_")
 _LITERAL_SUFFIX = re.compile(r"^(?P<base>.+)_(?P<tag>[a-z]?)(?P<value>\d+)$")
-POLICY_ORDER = Source("policy", "C scalars: runtime scalars, generic arguments, grid, compile options, selector")
+POLICY_ORDER = Source(
+    "policy", "C scalars: runtime scalars, generic arguments, grid, compile options, selector"
+)
 
 
 def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Checkout) -> LaunchPlan:
@@ -42,7 +44,9 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
     tensors = _tensors(entries)
     dtype_from, dtype_src = common.dtype_driver(tensors, elem, facts)
     dtypes, dtypes_src = common.dtypes(facts)
-    bases = {naming.tensor_base(e.param(t.param)): t.name for e in entries for t in tensors if _has(e, t.param)}
+    bases = {
+        naming.tensor_base(e.param(t.param)): t.name for e in entries for t in tensors if _has(e, t.param)
+    }
 
     runtime: list[CScalar] = []
     generic_args: list[CScalar] = []
@@ -82,8 +86,12 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
             else:
                 expr, source = _scalar_value(p.name, p.ty, entry, bases, tensors, facts)
                 if expr is None:
-                    add(runtime, CScalar(p.name, "f32" if p.ty.startswith("f") else "i32", "runtime_scalar", p.name,
-                                         source))  # fmt: skip
+                    add(
+                        runtime,
+                        CScalar(
+                            p.name, "f32" if p.ty.startswith("f") else "i32", "runtime_scalar", p.name, source
+                        ),
+                    )
                 else:
                     derive(p.name, expr, source)
                 args.append(p.name)
@@ -91,21 +99,39 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
         for g in grid:
             if g in ("num_programs", "grid_x", "grid_y", "grid_z"):
                 add(grid_args, CScalar(g, "i32", "grid", "", grid_source))
-        variants.append(Variant(when_of[entry.name], entry.name, generics, args, grid, entry.name, grid_source))
+        variants.append(
+            Variant(when_of[entry.name], entry.name, generics, args, grid, entry.name, grid_source)
+        )
     variants.sort(key=lambda v: v.when in ("else", "always"))  # the catch-all closes the chain
 
     scalars = runtime + generic_args + grid_args + common.compile_option_scalars()
     if selector is not None:
         scalars.append(selector)
     ffi = FfiPlan(
-        symbol=target.symbol, module=signature.module, style=checkout.style, tensors=tensors,
-        dtype_from=dtype_from, dtype_generic=elem, dtypes=dtypes, scalars=scalars, derived=derived,
-        variants=variants, checks=_checks(facts),
-        sources={"style": checkout.style_source, "dtype_from": dtype_src, "dtypes": dtypes_src, "order": POLICY_ORDER},
-    )  # fmt: skip
+        symbol=target.symbol,
+        module=signature.module,
+        style=checkout.style,
+        tensors=tensors,
+        dtype_from=dtype_from,
+        dtype_generic=elem,
+        dtypes=dtypes,
+        scalars=scalars,
+        derived=derived,
+        variants=variants,
+        checks=_checks(facts),
+        sources={
+            "style": checkout.style_source,
+            "dtype_from": dtype_src,
+            "dtypes": dtypes_src,
+            "order": POLICY_ORDER,
+        },
+    )
     python = python_side.plan(target, ffi, facts, missing)
-    tests = TestWiring(f"tests/ops/test_{target.op}.py" if checkout.test_file else "", checkout.test_scope,
-                       checkout.test_scope_source)  # fmt: skip
+    tests = TestWiring(
+        f"tests/ops/test_{target.op}.py" if checkout.test_file else "",
+        checkout.test_scope,
+        checkout.test_scope_source,
+    )
     return LaunchPlan(target.op, ffi, python, tests, missing.items, int(facts.get("contract.lines", 0) or 0))
 
 
@@ -143,9 +169,13 @@ def _variant_selection(entries: list[Entry], facts: Facts, missing: common.Missi
         return selector, {e.name: when.get(e.name, "else") for e in entries}
     prefixes = {e.name: _VARIANT_PREFIX.match(e.name) for e in entries}
     if all(prefixes.values()) and len(entries) == 2:
-        src = Source("naming", "static_persistent_* / non_persistent_* entries: selector `persistent` (0 = non-persistent)")
+        src = Source(
+            "naming",
+            "static_persistent_* / non_persistent_* entries: selector `persistent` (0 = non-persistent)",
+        )
         return CScalar("persistent", "i32", "selector", "", src), {
-            e.name: ("persistent != 0" if prefixes[e.name].group(1) == "static_persistent" else "else") for e in entries
+            e.name: ("persistent != 0" if prefixes[e.name].group(1) == "static_persistent" else "else")
+            for e in entries
         }
     literal = [(_LITERAL_SUFFIX.match(e.name), e) for e in entries]
     key = facts.get("ffi.dispatch_key")
@@ -153,11 +183,21 @@ def _variant_selection(entries: list[Entry], facts: Facts, missing: common.Missi
         if isinstance(key, str):
             src = facts.source("ffi.dispatch_key")
             return None, {e.name: f"{key} == {m.group('value')}" for m, e in literal}
-        missing.add("ffi.dispatch_key", "the FFI expression whose value picks among the literal-specialised entries "
-                    + ", ".join(e.name for e in entries) + " (e.g. dim(q,3))", facts)  # fmt: skip
+        missing.add(
+            "ffi.dispatch_key",
+            "the FFI expression whose value picks among the literal-specialised entries "
+            + ", ".join(e.name for e in entries)
+            + " (e.g. dim(q,3))",
+            facts,
+        )
         return None, {e.name: f"0 == {m.group('value')}" for m, e in literal}
-    missing.add("ffi.variants", "which condition selects each of " + ", ".join(e.name for e in entries)
-                + " (ffi.variants: {entry: condition}, ffi.selector: C argument)", facts)  # fmt: skip
+    missing.add(
+        "ffi.variants",
+        "which condition selects each of "
+        + ", ".join(e.name for e in entries)
+        + " (ffi.variants: {entry: condition}, ffi.selector: C argument)",
+        facts,
+    )
     return None, {e.name: ("else" if i == len(entries) - 1 else "0 != 0") for i, e in enumerate(entries)}
 
 
@@ -192,7 +232,9 @@ def _scalar_value(name, ty, entry, bases, tensors, facts) -> tuple[str | None, S
     gemm = naming.gemm_dim(name, entry, tensors)
     if gemm:
         return gemm
-    return None, Source("policy", f"`{name}: {ty}` has no descriptor meaning: a C argument the wrapper passes")
+    return None, Source(
+        "policy", f"`{name}: {ty}` has no descriptor meaning: a C argument the wrapper passes"
+    )
 
 
 def _grid(entry: Entry, facts: Facts) -> tuple[list[str], Source]:
@@ -201,12 +243,20 @@ def _grid(entry: Entry, facts: Facts) -> tuple[list[str], Source]:
         return [str(g) for g in explicit], facts.source(f"ffi.grid.{entry.name}")
     block = entry.block
     if block.axes <= 1:
-        why = "grid-stride loop: the host sizes a 1-D grid" if block.grid_stride else "1-D block id: a 1-D grid"
+        why = (
+            "grid-stride loop: the host sizes a 1-D grid" if block.grid_stride else "1-D block id: a 1-D grid"
+        )
         return ["num_programs", "1", "1"], Source("kernel", f"{entry.name}: {why} (C argument num_programs)")
     names = ["grid_x", "grid_y", "grid_z"][: block.axes]
-    return names + ["1"] * (3 - block.axes), Source("kernel", f"{entry.name}: {block.axes}-axis block id ({block.evidence})")
+    return names + ["1"] * (3 - block.axes), Source(
+        "kernel", f"{entry.name}: {block.axes}-axis block id ({block.evidence})"
+    )
 
 
 def _checks(facts: Facts) -> list[dict[str, str]]:
     checks = facts.get("ffi.checks") or []
-    return [{"when": str(c["when"]), "rc": str(c.get("rc", "INVALID_ARGS"))} for c in checks if isinstance(c, dict)]
+    return [
+        {"when": str(c["when"]), "rc": str(c.get("rc", "INVALID_ARGS"))}
+        for c in checks
+        if isinstance(c, dict)
+    ]

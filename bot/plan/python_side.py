@@ -11,7 +11,9 @@ from bot.infer.facts import Facts
 from bot.plan import common
 from bot.types import FfiPlan, PyPlan, PyStep, Source, Target
 
-POLICY = Source("policy", "wrapper prologue: CUDA tensors on one device, accepted dtype, detached (forward only)")
+POLICY = Source(
+    "policy", "wrapper prologue: CUDA tensors on one device, accepted dtype, detached (forward only)"
+)
 _COMPILE_FIELDS = {"num_cta_in_cga": ("NUM_CTA_IN_CGA", "NUM_CTAS"), "occupancy": ("OCCUPANCY",)}
 
 
@@ -19,7 +21,9 @@ def plan(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) ->
     op = target.op
     kind = str(facts.get("python.register.kind") or "")
     if kind != "direct":
-        missing.add("python.register.kind", f"how `{op}` is registered (only direct registration here)", facts)
+        missing.add(
+            "python.register.kind", f"how `{op}` is registered (only direct registration here)", facts
+        )
     params = list(facts.get("python.tensor_params") or [])
     signature = facts.get("python.signature")
     if not isinstance(signature, str):
@@ -29,7 +33,9 @@ def plan(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) ->
     alloc = facts.get("python.alloc")
     outputs = [t for t in ffi.tensors if t.role == "output"]
     if not isinstance(alloc, dict) or not alloc:
-        missing.add("python.alloc", "how each output is allocated, e.g. {out: 'torch.empty((m, n), ...)'}", facts)
+        missing.add(
+            "python.alloc", "how each output is allocated, e.g. {out: 'torch.empty((m, n), ...)'}", facts
+        )
         alloc = {t.name: "None" for t in outputs}
     tensors_py = _tensors(ffi, params, alloc, facts, missing)
     steps = _prologue(op, params) + _contract_steps(facts)
@@ -37,8 +43,13 @@ def plan(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) ->
     for s in ffi.scalars:
         expr, _src = _arg(s.name, s.role, s.feeds, signature, configs, facts)
         if expr is None:
-            missing.add(f"python.args.{s.name}", f"the Python value of C argument `{s.name}` ({s.role}"
-                        + (f" feeding {s.feeds}" if s.feeds else "") + ")", facts)  # fmt: skip
+            missing.add(
+                f"python.args.{s.name}",
+                f"the Python value of C argument `{s.name}` ({s.role}"
+                + (f" feeding {s.feeds}" if s.feeds else "")
+                + ")",
+                facts,
+            )
             expr = "0"
         args[s.name] = expr
     result = facts.get("python.result")
@@ -49,8 +60,9 @@ def plan(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) ->
         register_kind="direct",
         signature=signature,
         inner_signature="",
-        dtypes=[str(d) for d in dtypes] if isinstance(dtypes, list) else
-        [common.TORCH_DTYPES[d] for d in ffi.dtypes if d in common.TORCH_DTYPES],  # fmt: skip
+        dtypes=[str(d) for d in dtypes]
+        if isinstance(dtypes, list)
+        else [common.TORCH_DTYPES[d] for d in ffi.dtypes if d in common.TORCH_DTYPES],
         steps=steps,
         alloc={str(k): str(v) for k, v in alloc.items()},
         launch_mode="autotune" if configs else "direct",
@@ -62,8 +74,11 @@ def plan(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) ->
         ffi_args=args,
         result=str(result) if isinstance(result, str) else first_alloc,
         out_param="",
-        sources={k: s for k in ("python.signature", "python.alloc", "python.configs", "python.steps")
-                 if (s := facts.source(k)) is not None},  # fmt: skip
+        sources={
+            k: s
+            for k in ("python.signature", "python.alloc", "python.configs", "python.steps")
+            if (s := facts.source(k)) is not None
+        },
     )
 
 
@@ -71,13 +86,35 @@ def _prologue(op: str, params: list[str]) -> list[PyStep]:
     if not params:
         return []
     first = params[0]
-    steps = [PyStep("check", expr=f"not {p}.is_cuda", error="ValueError",
-                    message=f"cutile-rs {op}: {p} must be a CUDA tensor", source=POLICY) for p in params]  # fmt: skip
-    steps += [PyStep("check", expr=f"{p}.device != {first}.device", error="ValueError",
-                     message=f"cutile-rs {op}: {p} is on another device than {first}", source=POLICY)
-              for p in params[1:]]  # fmt: skip
-    steps.append(PyStep("check", expr=f"{first}.dtype not in _DTYPES", error="NotImplementedError",
-                        message=f"cutile-rs {op}: dtype {{{first}.dtype}} not supported", source=POLICY))  # fmt: skip
+    steps = [
+        PyStep(
+            "check",
+            expr=f"not {p}.is_cuda",
+            error="ValueError",
+            message=f"cutile-rs {op}: {p} must be a CUDA tensor",
+            source=POLICY,
+        )
+        for p in params
+    ]
+    steps += [
+        PyStep(
+            "check",
+            expr=f"{p}.device != {first}.device",
+            error="ValueError",
+            message=f"cutile-rs {op}: {p} is on another device than {first}",
+            source=POLICY,
+        )
+        for p in params[1:]
+    ]
+    steps.append(
+        PyStep(
+            "check",
+            expr=f"{first}.dtype not in _DTYPES",
+            error="NotImplementedError",
+            message=f"cutile-rs {op}: dtype {{{first}.dtype}} not supported",
+            source=POLICY,
+        )
+    )
     steps.append(PyStep("detach", names=params, source=POLICY))
     return steps
 
@@ -92,8 +129,15 @@ def _contract_steps(facts: Facts) -> list[PyStep]:
         if "let" in item:
             steps.append(PyStep("let", target=str(item["let"]), expr=str(item["expr"]), source=src))
         elif "check" in item:
-            steps.append(PyStep("check", expr=str(item["check"]), error=str(item.get("raise", "ValueError")),
-                                message=str(item.get("message", item["check"])), source=src))  # fmt: skip
+            steps.append(
+                PyStep(
+                    "check",
+                    expr=str(item["check"]),
+                    error=str(item.get("raise", "ValueError")),
+                    message=str(item.get("message", item["check"])),
+                    source=src,
+                )
+            )
         elif "detach" in item:
             steps.append(PyStep("detach", names=[str(n) for n in item["detach"]], source=src))
     return steps
@@ -111,7 +155,9 @@ def _configs(facts: Facts) -> list[dict[str, object]]:
     return []
 
 
-def _tensors(ffi: FfiPlan, params: list[str], alloc: dict, facts: Facts, missing: common.Missing) -> dict[str, str]:
+def _tensors(
+    ffi: FfiPlan, params: list[str], alloc: dict, facts: Facts, missing: common.Missing
+) -> dict[str, str]:
     explicit = facts.get("python.tensors")
     if isinstance(explicit, dict):
         return {str(k): str(v) for k, v in explicit.items()}
@@ -124,14 +170,19 @@ def _tensors(ffi: FfiPlan, params: list[str], alloc: dict, facts: Facts, missing
             out[t.name] = t.name
     unmatched = [t.name for t in ffi.tensors if t.name not in out]
     if unmatched:
-        missing.add("python.tensors", f"which Python value each descriptor packs ({', '.join(unmatched)} unmatched)",
-                    facts)  # fmt: skip
+        missing.add(
+            "python.tensors",
+            f"which Python value each descriptor packs ({', '.join(unmatched)} unmatched)",
+            facts,
+        )
         for name in unmatched:
             out[name] = "None"
     return out
 
 
-def _arg(name: str, role: str, feeds: str, signature: str, configs, facts: Facts) -> tuple[str | None, Source | None]:
+def _arg(
+    name: str, role: str, feeds: str, signature: str, configs, facts: Facts
+) -> tuple[str | None, Source | None]:
     explicit = facts.get(f"python.args.{name}")
     if explicit is not None:
         return str(explicit), facts.source(f"python.args.{name}")
@@ -139,13 +190,17 @@ def _arg(name: str, role: str, feeds: str, signature: str, configs, facts: Facts
     if role == "compile_option":
         for field in _COMPILE_FIELDS[name]:
             if field in fields:
-                return f"_compile_option(getattr(cfg, {field!r}, None))", Source("policy", f"config field {field}")
+                return f"_compile_option(getattr(cfg, {field!r}, None))", Source(
+                    "policy", f"config field {field}"
+                )
         return "_AUTO_COMPILE_OPTION", Source("policy", "no config sets it: compiler default")
     if role == "generic" and feeds in fields:
         return f"cfg.{feeds}", Source("naming", f"config field {feeds} feeds generic {feeds}")
     names = [p.split("=")[0].strip().lstrip("*") for p in signature.split(",")]
     if role == "selector" and name == "persistent" and "static_persistent" in names:
-        return "1 if static_persistent else 0", Source("naming", "static_persistent flag selects the persistent entry")
+        return "1 if static_persistent else 0", Source(
+            "naming", "static_persistent flag selects the persistent entry"
+        )
     if name in names:
         return name, Source("naming", f"wrapper parameter {name}")
     return None, None

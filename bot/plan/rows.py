@@ -38,10 +38,17 @@ KERNEL_SHAPE = Source("kernel", "raw pointers, one block-id axis, no grid-stride
 
 def matches(entry: Entry) -> bool:
     tensors = [p for p in entry.params if p.kind in ("tensor", "ptr")]
-    return bool(tensors) and all(p.kind == "ptr" for p in tensors) and entry.block.axes == 1 and not entry.block.grid_stride
+    return (
+        bool(tensors)
+        and all(p.kind == "ptr" for p in tensors)
+        and entry.block.axes == 1
+        and not entry.block.grid_stride
+    )
 
 
-def plan(target: Target, signature: KernelSignature, entry: Entry, facts: Facts, checkout: Checkout) -> LaunchPlan:
+def plan(
+    target: Target, signature: KernelSignature, entry: Entry, facts: Facts, checkout: Checkout
+) -> LaunchPlan:
     missing = common.Missing()
     elem = common.element_generic(entry)
     tensors = common.c_tensors(entry)
@@ -120,7 +127,9 @@ def plan(target: Target, signature: KernelSignature, entry: Entry, facts: Facts,
     return LaunchPlan(target.op, ffi, python, tests, missing.items, int(facts.get("contract.lines", 0) or 0))
 
 
-def _scalar_source(name: str, out: str, bases: dict[str, str], facts: Facts) -> tuple[str | None, Source | None]:
+def _scalar_source(
+    name: str, out: str, bases: dict[str, str], facts: Facts
+) -> tuple[str | None, Source | None]:
     explicit = facts.get(f"ffi.scalars.{name}")
     if isinstance(explicit, str):
         return explicit, facts.source(f"ffi.scalars.{name}")
@@ -140,7 +149,9 @@ def _generic_arg(generic: str, facts: Facts) -> tuple[str, Source]:
     return naming.generic_arg_name(generic)
 
 
-def _python_plan(target, inputs, out, dtypes, py_generics, py_generic_sources, facts: Facts, missing) -> PyPlan:
+def _python_plan(
+    target, inputs, out, dtypes, py_generics, py_generic_sources, facts: Facts, missing
+) -> PyPlan:
     op = target.op
     kind = facts.get("python.register.kind")
     inner = facts.get("python.inner_name") if kind == "getter" else ""
@@ -175,28 +186,69 @@ def _python_plan(target, inputs, out, dtypes, py_generics, py_generic_sources, f
     policy = Source("policy", "P1 row kernel wrapper: flatten to rows, one launch")
     steps: list[PyStep] = []
     for p in params:
-        steps.append(PyStep("check", expr=f"not {p}.is_cuda", error="ValueError",
-                            message=f"cutile-rs {op}: {p} must be a CUDA tensor", source=policy))  # fmt: skip
+        steps.append(
+            PyStep(
+                "check",
+                expr=f"not {p}.is_cuda",
+                error="ValueError",
+                message=f"cutile-rs {op}: {p} must be a CUDA tensor",
+                source=policy,
+            )
+        )
     for p in params[1:]:
-        steps.append(PyStep("check", expr=f"{p}.device != {first}.device", error="ValueError",
-                            message=f"cutile-rs {op}: {p} is on another device than {first}", source=policy))  # fmt: skip
-    steps.append(PyStep("check", expr=f"{first}.dtype not in _DTYPES", error="NotImplementedError",
-                        message=f"cutile-rs {op}: dtype {{{first}.dtype}} not supported", source=policy))  # fmt: skip
+        steps.append(
+            PyStep(
+                "check",
+                expr=f"{p}.device != {first}.device",
+                error="ValueError",
+                message=f"cutile-rs {op}: {p} is on another device than {first}",
+                source=policy,
+            )
+        )
+    steps.append(
+        PyStep(
+            "check",
+            expr=f"{first}.dtype not in _DTYPES",
+            error="NotImplementedError",
+            message=f"cutile-rs {op}: dtype {{{first}.dtype}} not supported",
+            source=policy,
+        )
+    )
     for p in params[1:]:
-        steps.append(PyStep("check", expr=f"{p}.dtype != {first}.dtype", error="NotImplementedError",
-                            message=f"cutile-rs {op}: {p}.dtype must equal {first}.dtype", source=policy))  # fmt: skip
-    steps.append(PyStep("detach", names=params, source=Source("policy", "forward only: grad inputs are detached")))
+        steps.append(
+            PyStep(
+                "check",
+                expr=f"{p}.dtype != {first}.dtype",
+                error="NotImplementedError",
+                message=f"cutile-rs {op}: {p}.dtype must equal {first}.dtype",
+                source=policy,
+            )
+        )
+    steps.append(
+        PyStep("detach", names=params, source=Source("policy", "forward only: grad inputs are detached"))
+    )
     divisor = _exact_division(out_cols)
     if divisor:
-        steps.append(PyStep("check", expr=f"{divisor[0]} % {divisor[1]} != 0", error="ValueError",
-                            message=f"cutile-rs {op}: {divisor[0]} must be divisible by {divisor[1]}",
-                            source=src_cols))  # fmt: skip
+        steps.append(
+            PyStep(
+                "check",
+                expr=f"{divisor[0]} % {divisor[1]} != 0",
+                error="ValueError",
+                message=f"cutile-rs {op}: {divisor[0]} must be divisible by {divisor[1]}",
+                source=src_cols,
+            )
+        )
     steps.append(PyStep("let", target="out_cols", expr=f"int({out_cols})", source=src_cols))
     for p in params:
-        steps.append(PyStep("let", target=f"{p}_rows", expr=f"{p}.contiguous().reshape(-1, {p}.shape[-1])",
-                            source=policy))  # fmt: skip
+        steps.append(
+            PyStep(
+                "let", target=f"{p}_rows", expr=f"{p}.contiguous().reshape(-1, {p}.shape[-1])", source=policy
+            )
+        )
     steps.append(PyStep("let", target="n_rows", expr=f"int({first}_rows.shape[0])", source=policy))
-    steps.append(PyStep("let", target="out_shape", expr=f"tuple({first}.shape[:-1]) + (out_cols,)", source=policy))
+    steps.append(
+        PyStep("let", target="out_shape", expr=f"tuple({first}.shape[:-1]) + (out_cols,)", source=policy)
+    )
     for arg, value in py_generics.items():
         steps.append(PyStep("let", target=arg, expr=value, source=py_generic_sources[arg]))
     out_var = f"{out.name}_rows"
@@ -226,9 +278,12 @@ def _python_plan(target, inputs, out, dtypes, py_generics, py_generic_sources, f
             k: v
             for k, v in (
                 ("signature", src_ops),
-            ("getter", facts.source("python.inner_name")),
+                ("getter", facts.source("python.inner_name")),
                 ("out_cols", src_cols),
-                ("launch", Source("policy", "no autotune configs: one direct launch, compiler-default options")),
+                (
+                    "launch",
+                    Source("policy", "no autotune configs: one direct launch, compiler-default options"),
+                ),
             )
             if v is not None
         },
@@ -246,7 +301,11 @@ def _exact_division(expr: str) -> tuple[str, int] | None:
         node = ast.parse(expr, mode="eval").body
     except SyntaxError:
         raise Blocked("host", f"python.out_cols is not a Python expression: {expr!r}") from None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and isinstance(node.right, ast.Constant):
+    if (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.FloorDiv)
+        and isinstance(node.right, ast.Constant)
+    ):
         if isinstance(node.right.value, int) and node.right.value > 1:
             return ast.unparse(node.left), node.right.value
     return None

@@ -11,8 +11,12 @@ def render_plan(plan: LaunchPlan) -> str:
     out = [f"launch plan for {plan.op}", "", "C ABI:", f"  {c_declaration(ffi)}", ""]
     out.append("descriptors:")
     for t in ffi.tensors:
-        out.append(f"  {t.name:<14} {t.role:<6} -> {t.param} ({t.kind} {t.elem}, rank {t.rank})  [{t.source}]")
-    out.append(f"  element generic {ffi.dtype_generic} from {ffi.dtype_from} in {ffi.dtypes}  [{ffi.sources.get('dtype_from')}]")
+        out.append(
+            f"  {t.name:<14} {t.role:<6} -> {t.param} ({t.kind} {t.elem}, rank {t.rank})  [{t.source}]"
+        )
+    out.append(
+        f"  element generic {ffi.dtype_generic} from {ffi.dtype_from} in {ffi.dtypes}  [{ffi.sources.get('dtype_from')}]"
+    )
     out.append("scalars:")
     for s in ffi.scalars:
         feeds = f" -> {s.feeds}" if s.feeds else ""
@@ -22,16 +26,28 @@ def render_plan(plan: LaunchPlan) -> str:
         out.append(f"  {d.name:<14} = {d.expr}  [{d.source}]")
     out.append("launches:")
     for v in ffi.variants:
-        out.append(f"  when {v.when}: {v.entry}<{', '.join(v.generics)}>({', '.join(v.args)}) grid ({', '.join(v.grid)})")
-    out += ["", "Python wrapper:", f"  @register_impl({py.register_name!r}) def {py.register_name}({py.signature})"]
+        out.append(
+            f"  when {v.when}: {v.entry}<{', '.join(v.generics)}>({', '.join(v.args)}) grid ({', '.join(v.grid)})"
+        )
+    out += [
+        "",
+        "Python wrapper:",
+        f"  @register_impl({py.register_name!r}) def {py.register_name}({py.signature})",
+    ]
     for key, source in py.sources.items():
         out.append(f"  {key}: [{source}]")
     for step in py.steps:
-        text = {"check": f"if {step.expr}: raise {step.error}", "detach": f"detach {', '.join(step.names)}",
-                "let": f"{step.target} = {step.expr}"}[step.kind]  # fmt: skip
+        text = {
+            "check": f"if {step.expr}: raise {step.error}",
+            "detach": f"detach {', '.join(step.names)}",
+            "let": f"{step.target} = {step.expr}",
+        }[step.kind]
         out.append(f"  {text}" + (f"  [{step.source}]" if step.source else ""))
     out.append(f"  launch: {py.launch_mode}; tensors {py.tensors_py}; scalars {py.ffi_args}")
-    out += ["", f"tests: {plan.tests.file or '(no test file)'} ({plan.tests.scope or 'unknown'}-level _backends)"]
+    out += [
+        "",
+        f"tests: {plan.tests.file or '(no test file)'} ({plan.tests.scope or 'unknown'}-level _backends)",
+    ]
     out.append(f"contract lines written by the porter: {plan.contract_lines}")
     if plan.missing:
         out += ["", "MISSING (write these in host_contract.yaml):"]

@@ -135,9 +135,16 @@ class GitHubFake(FakeServer):
         with self.state.lock:
             user = self.state.user(user_login)
             return self.state.open_pr(
-                base, head, head_branch, base_branch, title=title, body=body, user=user, draft=draft,
+                base,
+                head,
+                head_branch,
+                base_branch,
+                title=title,
+                body=body,
+                user=user,
+                draft=draft,
                 maintainer_can_modify=maintainer_can_modify,
-            )  # fmt: skip
+            )
 
     def pr_head_sha(self, pr: Pull) -> str:
         return self.state.head_sha(pr)
@@ -163,9 +170,10 @@ class GitHubFake(FakeServer):
     def calls(self, method: str | None = None, path_regex: str | None = None) -> list[LogEntry]:
         pat = re.compile(path_regex) if path_regex else None
         return [
-            e for e in self.log
+            e
+            for e in self.log
             if (method is None or e.method == method.upper()) and (pat is None or pat.search(e.path))
-        ]  # fmt: skip
+        ]
 
     def assert_clean(self) -> None:
         assert self.violations == [], "GitHub contract violations:\n" + "\n".join(self.violations)

@@ -252,10 +252,13 @@ def list_reviews(ctx: Ctx) -> Reply:
     n = ctx.path["pull_number"]
     ctx.state.pull(repo, n)
     items = sorted(
-        (r for r in ctx.state.reviews.values() if r.repo is repo and r.number == n and
-         (r.state != "PENDING" or r.user is ctx.user)),
+        (
+            r
+            for r in ctx.state.reviews.values()
+            if r.repo is repo and r.number == n and (r.state != "PENDING" or r.user is ctx.user)
+        ),
         key=lambda r: r.id,
-    )  # fmt: skip
+    )
     chunk, headers = ctx.page(items)
     return Reply(200, [ctx.render.review(r) for r in chunk], headers)
 

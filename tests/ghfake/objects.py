@@ -174,11 +174,19 @@ class Renderer(GitRenderMixin):
         head_sha = self.state.head_sha(pr)
         base_sha = self.state.base_sha(pr)
         urls = self._pr_urls(pr, head_sha)
-        links = {k: {"href": urls[v]} for k, v in (
-            ("self", "url"), ("html", "html_url"), ("issue", "issue_url"), ("comments", "comments_url"),
-            ("review_comments", "review_comments_url"), ("review_comment", "review_comment_url"),
-            ("commits", "commits_url"), ("statuses", "statuses_url"),
-        )}  # fmt: skip
+        links = {
+            k: {"href": urls[v]}
+            for k, v in (
+                ("self", "url"),
+                ("html", "html_url"),
+                ("issue", "issue_url"),
+                ("comments", "comments_url"),
+                ("review_comments", "review_comments_url"),
+                ("review_comment", "review_comment_url"),
+                ("commits", "commits_url"),
+                ("statuses", "statuses_url"),
+            )
+        }
         obj = self.f.skeleton("pull-request-simple" if simple else "pull-request", **urls)
         obj.update(
             id=pr.id,
@@ -279,9 +287,14 @@ class Renderer(GitRenderMixin):
             updated_at=pr.updated_at,
             draft=pr.draft,
             author_association=self.state.author_association(pr.base, pr.user.login),
-            pull_request={"url": urls["url"], "html_url": urls["html_url"], "diff_url": urls["diff_url"],
-                          "patch_url": urls["patch_url"], "merged_at": None},
-        )  # fmt: skip
+            pull_request={
+                "url": urls["url"],
+                "html_url": urls["html_url"],
+                "diff_url": urls["diff_url"],
+                "patch_url": urls["patch_url"],
+                "merged_at": None,
+            },
+        )
 
     # ------------------------------------------------------------------ comments
     def comment(self, c: Comment) -> dict[str, Any]:

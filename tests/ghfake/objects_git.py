@@ -46,13 +46,31 @@ class GitRenderMixin:
             events=[],
         )
         prs = [
-            {"id": p.id, "number": p.number, "url": self.f.api(f"repos/{p.base.full_name}/pulls/{p.number}"),
-             "head": {"ref": p.head_ref, "sha": cr.head_sha,
-                      "repo": {"id": p.head.id, "url": self.f.api(f"repos/{p.head.full_name}"), "name": p.head.name}},
-             "base": {"ref": p.base_ref, "sha": self.state.base_sha(p),
-                      "repo": {"id": p.base.id, "url": self.f.api(f"repos/{p.base.full_name}"), "name": p.base.name}}}
+            {
+                "id": p.id,
+                "number": p.number,
+                "url": self.f.api(f"repos/{p.base.full_name}/pulls/{p.number}"),
+                "head": {
+                    "ref": p.head_ref,
+                    "sha": cr.head_sha,
+                    "repo": {
+                        "id": p.head.id,
+                        "url": self.f.api(f"repos/{p.head.full_name}"),
+                        "name": p.head.name,
+                    },
+                },
+                "base": {
+                    "ref": p.base_ref,
+                    "sha": self.state.base_sha(p),
+                    "repo": {
+                        "id": p.base.id,
+                        "url": self.f.api(f"repos/{p.base.full_name}"),
+                        "name": p.base.name,
+                    },
+                },
+            }
             for p in self.state.pulls_for_sha(cr.repo, cr.head_sha)
-        ]  # fmt: skip
+        ]
         return self.f.skeleton(
             "check-run",
             id=cr.id,
@@ -109,17 +127,27 @@ class GitRenderMixin:
             comments_url=f"{api}/commits/{sha}/comments",
             author=self.user(author) if author else None,
             committer=self.user(committer) if committer else None,
-            parents=[{"sha": p, "url": f"{api}/commits/{p}", "html_url": self.f.html(f"{repo.full_name}/commit/{p}")}
-                     for p in info.parents],
+            parents=[
+                {
+                    "sha": p,
+                    "url": f"{api}/commits/{p}",
+                    "html_url": self.f.html(f"{repo.full_name}/commit/{p}"),
+                }
+                for p in info.parents
+            ],
             commit={
                 "url": f"{api}/git/commits/{sha}",
                 "author": {"name": info.author_name, "email": info.author_email, "date": info.author_date},
-                "committer": {"name": info.committer_name, "email": info.committer_email, "date": info.committer_date},
+                "committer": {
+                    "name": info.committer_name,
+                    "email": info.committer_email,
+                    "date": info.committer_date,
+                },
                 "message": info.message,
                 "comment_count": 0,
                 "tree": {"sha": info.tree, "url": f"{api}/git/trees/{info.tree}"},
             },
-        )  # fmt: skip
+        )
         if with_files:
             parent = info.parents[0] if info.parents else gitops.EMPTY_TREE
             entries = gitops.diff_entries(repo.git_dir, parent, sha)
@@ -180,6 +208,9 @@ class GitRenderMixin:
         core = {"limit": limit, "remaining": remaining, "reset": reset, "used": limit - remaining}
         obj = self.f.skeleton("rate-limit-overview")
         obj["rate"] = core
-        obj["resources"] = {"core": core, "search": {"limit": 30, "remaining": 30, "reset": reset, "used": 0},
-                            "graphql": {"limit": 5000, "remaining": 5000, "reset": reset, "used": 0}}  # fmt: skip
+        obj["resources"] = {
+            "core": core,
+            "search": {"limit": 30, "remaining": 30, "reset": reset, "used": 0},
+            "graphql": {"limit": 5000, "remaining": 5000, "reset": reset, "used": 0},
+        }
         return obj

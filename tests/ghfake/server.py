@@ -129,8 +129,13 @@ class FakeServer:
         self, method: str, path_regex: str, reset_in: int = 1, times: int = 1
     ) -> Injection:
         reset = int(time.time()) + reset_in
-        headers = {"X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "0", "X-RateLimit-Used": "5000",
-                   "X-RateLimit-Reset": str(reset), "X-RateLimit-Resource": "core"}  # fmt: skip
+        headers = {
+            "X-RateLimit-Limit": "5000",
+            "X-RateLimit-Remaining": "0",
+            "X-RateLimit-Used": "5000",
+            "X-RateLimit-Reset": str(reset),
+            "X-RateLimit-Resource": "core",
+        }
         body = {"message": "API rate limit exceeded for installation ID 1.", "documentation_url": DOCS}
         return self.inject(method, path_regex, 403, headers, body, times)
 
@@ -263,8 +268,10 @@ class FakeServer:
                 if e.errors:
                     err["errors"] = e.errors
                 if e.status in (400, 422):
-                    self.violations.append(f"{method} {path} ({op.operation_id}): GitHub would answer {e.status}: "
-                                           f"{e.message} {e.errors or ''}".rstrip())  # fmt: skip
+                    self.violations.append(
+                        f"{method} {path} ({op.operation_id}): GitHub would answer {e.status}: "
+                        f"{e.message} {e.errors or ''}".rstrip()
+                    )
                 return Reply(e.status, err), op.operation_id
             except Exception as e:  # a bug in the fake: fail loudly, keep serving
                 tb = traceback.format_exc(limit=-3)

@@ -26,7 +26,7 @@ class Test_BMM_FWD(common.PyTestCase):
             b = b.transpose(1, 2)
         return torch.bmm(a, b)
 
-    _backends = ["cutile"]  # noqa: RUF012
+    _backends = ["cutile"]
     if is_backend_available("tilecpp"):
         _backends = _backends + ["tilecpp"]
     if is_backend_available("cutile-rs"):

@@ -31,7 +31,7 @@ class Test_Matmul(common.PyTestCase):
     def reference(a, b):
         return a @ b
 
-    _backends = ["cutile"]  # noqa: RUF012
+    _backends = ["cutile"]
     if is_backend_available("tilecpp"):
         _backends = _backends + ["tilecpp"]
     if is_backend_available("cutile-rs"):

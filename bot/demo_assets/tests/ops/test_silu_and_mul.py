@@ -14,7 +14,7 @@ class Test_SiLUAndMul(common.PyTestCase):
         gate, up = input.chunk(2, dim=-1)
         return torch.nn.functional.silu(gate) * up
 
-    _backends = ["cutile"]  # noqa: RUF012
+    _backends = ["cutile"]
     if is_backend_available("tilecpp"):
         _backends = _backends + ["tilecpp"]
     if is_backend_available("cutile-rs"):

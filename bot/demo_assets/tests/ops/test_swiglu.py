@@ -14,7 +14,7 @@ class Test_SwiGLU(common.PyTestCase):
     def reference(a, b):
         return torch.nn.functional.silu(a) * b
 
-    _backends = ["cutile"]  # noqa: RUF012
+    _backends = ["cutile"]
     if is_backend_available("tilecpp"):
         _backends = _backends + ["tilecpp"]
     if is_backend_available("cutile-rs"):
