@@ -24,3 +24,11 @@ def tilegym_wheel() -> Path:
         return _fetch_tilegym_wheel(default_cache_dir(), TILEGYM_VERSION)
     except WheelUnavailable as exc:
         pytest.fail(f"tilegym=={TILEGYM_VERSION} wheel unavailable: {str(exc).splitlines()[0]}")
+
+
+@pytest.fixture(scope="session")
+def cargo_target_dir() -> Path:
+    """One cargo target folder for every test build: the cutile crates compile once per machine."""
+    path = default_cache_dir() / "cargo-target"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -64,9 +64,10 @@ def test_contract_lines_and_inferred_abi(five):
     assert [s.name for s in attention.ffi.scalars if s.role == "grid"] == ["grid_x", "grid_y"]
 
 
-def test_all_five_generate_build_export_and_smoke(five, capsys):
-    cache = Path.home() / ".cache" / "agent-d" / "cargo-target"
-    code = main(["port", "--repo", str(five), "--base", "HEAD~2", "--cargo-target-dir", str(cache)])
+def test_all_five_generate_build_export_and_smoke(five, cargo_target_dir, capsys):
+    code = main(
+        ["port", "--repo", str(five), "--base", "HEAD~2", "--cargo-target-dir", str(cargo_target_dir)]
+    )
     out = capsys.readouterr().out
     assert code == 3, out  # BLOCKED: only because this machine has no GPU
     for op in OPS:

@@ -7,7 +7,6 @@ dependencies are shared through one cargo target folder, so later builds take se
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -19,14 +18,6 @@ from bot.demo import assemble_checkout
 
 pytestmark = pytest.mark.slow
 OP = "silu_and_mul"
-
-
-@pytest.fixture(scope="session")
-def cargo_target_dir() -> Path:
-    root = Path(os.environ.get("AGENT_D_CACHE") or Path.home() / ".cache" / "agent-d")
-    path = root / "cargo-target"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 @pytest.fixture()
