@@ -20,7 +20,7 @@ def format_python(text: str, rel_path: str, repo: Path) -> str:
     ruff = shutil.which("ruff")
     cmd = [ruff] if ruff else [sys.executable, "-m", "ruff"]
     proc = subprocess.run(
-        [*cmd, "format", "--quiet", "--stdin-filename", rel_path, "-"],
+        [*cmd, "format", "--stdin-filename", rel_path, "-"],
         input=text,
         capture_output=True,
         text=True,

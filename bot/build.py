@@ -9,6 +9,8 @@ TileGym runtime looks for it (``cutile_kernels/target/release``).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import shutil
 import subprocess
@@ -38,8 +40,16 @@ def build(
     cmd = [toolchain.cargo, "build", "--release", "--message-format=json-diagnostic-rendered-ansi"]
     shown = "cargo build --release"
     start = time.monotonic()
-    proc = subprocess.run(cmd, cwd=crate, env=env, capture_output=True, text=True)
-    seconds = time.monotonic() - start
+    target_dir = cargo_target_dir or crate / "target"
+    with _exclusive(target_dir):
+        # Several crates named cutile_kernels may share one target dir: hold it until our copy is made.
+        proc = subprocess.run(cmd, cwd=crate, env=env, capture_output=True, text=True)
+        seconds = time.monotonic() - start
+        built = target_dir / "release" / SO_NAME
+        runtime_so = crate / "target" / "release" / SO_NAME
+        if proc.returncode == 0 and built != runtime_so:
+            runtime_so.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(built, runtime_so)
     rendered, errors_by_file = _diagnostics(proc.stdout, crate)
     log = _strip_ansi("\n".join(rendered) + "\n" + proc.stderr)
     if log_path is not None:
@@ -49,11 +59,6 @@ def build(
     result = BuildResult(proc.returncode == 0, "", shown, seconds, tail, errors_by_file)
     if proc.returncode != 0:
         _raise_for_failure(target, crate, errors_by_file, proc.stderr, result)
-    built = (cargo_target_dir or crate / "target") / "release" / SO_NAME
-    runtime_so = crate / "target" / "release" / SO_NAME
-    if built != runtime_so:
-        runtime_so.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(built, runtime_so)
     result.so_path = str(runtime_so)
     if exported is not None:
         result.symbols = exported(runtime_so)
@@ -129,6 +134,17 @@ def _raise_for_failure(
         )
     last = next((x for x in reversed(stderr.strip().splitlines()) if x.strip()), "cargo failed")
     raise Blocked("env", f"cargo build failed without a compiler diagnostic: {_strip_ansi(last)}")
+
+
+@contextlib.contextmanager
+def _exclusive(target_dir: Path):
+    target_dir.mkdir(parents=True, exist_ok=True)
+    with open(target_dir / ".agent-d.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _strip_ansi(text: str) -> str:

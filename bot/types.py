@@ -165,6 +165,7 @@ class Variant:
     grid: list[str]
     tag: str
     source: Source
+    unsafe_entry: bool = False  # the entry is `unsafe fn`, so its launcher call needs `unsafe {}`
 
 
 @dataclass

@@ -160,12 +160,9 @@ def _function(ffi: FfiPlan) -> list[str]:
         body.append("    };")
     body += _descriptor_checks(ffi)
     for d in ffi.derived:
-        value = rust(d.expr)
-        if value.startswith("(") and value.endswith(")") and " as i32" in value:
-            value = value[1:-1]
-        body.append(f"    let {d.name}: i32 = {value};")
+        body.append(f"    let {d.name}: i32 = {rustexpr.strip_outer(rust(d.expr))};")
     for check in ffi.checks:
-        body.append(f"    if {rust(check['when'])} {{")
+        body.append(f"    if {rustexpr.strip_outer(rust(check['when']))} {{")
         body.append(f"        return rc::{check.get('rc', 'INVALID_ARGS')};")
         body.append("    }")
     body += _device_setup(ffi)
@@ -186,7 +183,8 @@ def _function(ffi: FfiPlan) -> list[str]:
 def _descriptor_checks(ffi: FfiPlan) -> list[str]:
     out = ["    // Descriptor checks: rank, i32-range shapes/strides, element types agree."]
     for t in (t for t in ffi.tensors if t.rank is not None):
-        out.append(f"    if !agent_d_desc_ok({t.bind}, {t.rank}) {{")
+        exact = "true" if t.kind == "tensor" else "false"  # a raw pointer only needs the dims it reads
+        out.append(f"    if !agent_d_desc_ok({t.bind}, {t.rank}, {exact}) {{")
         out.append("        return rc::INVALID_ARGS;")
         out.append("    }")
     driver = next(t.bind for t in ffi.tensors if t.name == ffi.dtype_from)
@@ -268,7 +266,7 @@ def _variant_chain(ffi: FfiPlan, rust) -> list[str]:
         if v.when in ("else", "always"):
             head = "} else {" if i else "{"
         else:
-            head = ("} else if " if i else "if ") + rust(v.when) + " {"
+            head = ("} else if " if i else "if ") + rustexpr.strip_outer(rust(v.when)) + " {"
         out.append(head)
         out += ["    " + line for line in _launch_block(ffi, v, rust)]
     if variants[-1].when not in ("else", "always"):
@@ -284,7 +282,7 @@ def _launch_block(ffi: FfiPlan, v: Variant, rust) -> list[str]:
     out = [f"// {v.tag}: generics <{', '.join(v.generics)}>"]
     for g in v.grid:
         if g.strip() != "1":
-            out += [f"if {rust(g)} <= 0 {{", "    return rc::INVALID_ARGS;", "}"]
+            out += [f"if {_atom(rust(g))} <= 0 {{", "    return rc::INVALID_ARGS;", "}"]
     out.append("let launch = std::panic::AssertUnwindSafe(|| -> i32 {")
     for t in tensors_used:
         bind = next(x.bind for x in ffi.tensors if x.name == t)
@@ -302,7 +300,7 @@ def _launch_block(ffi: FfiPlan, v: Variant, rust) -> list[str]:
     args = ", ".join(rust(a) for a in v.args)
     grid = ", ".join(f"{_atom(rust(g))} as u32" for g in v.grid)
     call = f"{v.entry}({args})"
-    unsafe_entry = any(a.strip().startswith("ptr(") for a in v.args)
+    unsafe_entry = v.unsafe_entry or any(a.strip().startswith("ptr(") for a in v.args)
     out += [
         f"    let op = unsafe {{ {call} }}" if unsafe_entry else f"    let op = {call}",
         f"        .generics(vec![{generics}])",
@@ -342,9 +340,10 @@ def _atom(rust: str) -> str:
 
 def _desc_check_fn() -> list[str]:
     return [
-        "/// Rank as declared, and every used dimension and stride representable as the i32 cutile takes.",
-        "fn agent_d_desc_ok(d: &TensorDesc, rank: i32) -> bool {",
-        "    if d.ndim != rank || !(1..=5).contains(&d.ndim) {",
+        "/// Rank as declared (or at least `rank` dims when not `exact`), and every used dimension and stride",
+        "/// representable as the i32 cutile takes.",
+        "fn agent_d_desc_ok(d: &TensorDesc, rank: i32, exact: bool) -> bool {",
+        "    if (exact && d.ndim != rank) || d.ndim < rank || !(1..=5).contains(&d.ndim) {",
         "        return false;",
         "    }",
         "    (0..rank as usize).all(|i| {",

@@ -65,6 +65,19 @@ def to_rust(expr: str, bind: Callable[[str], str], elem: Callable[[str], str]) -
     return _Render(bind, elem).render(parse(expr))
 
 
+def strip_outer(rust: str) -> str:
+    """``(a + b)`` -> ``a + b`` when the first parenthesis closes at the very end (rustc's unused_parens)."""
+    while rust.startswith("(") and rust.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(rust):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i < len(rust) - 1:
+                return rust
+        rust = rust[1:-1]
+    return rust
+
+
 class _Render:
     def __init__(self, bind: Callable[[str], str], elem: Callable[[str], str]):
         self.bind = bind
@@ -119,7 +132,7 @@ class _Render:
             return f"(({x} + {y} - 1) / {y})"
         if fn == "sel" and len(args) == 3:
             c, x, y = (self.render(a) for a in args)
-            return f"(if {c} {{ {x} }} else {{ {y} }})"
+            return f"(if {strip_outer(c)} {{ {strip_outer(x)} }} else {{ {strip_outer(y)} }})"
         if fn in ("max", "min") and len(args) == 2:
             return f"{self.render(args[0])}.{fn}({self.render(args[1])})"
         raise ExprError(f"unknown function in plan expression: {fn}()")

@@ -100,10 +100,13 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
             if g in ("num_programs", "grid_x", "grid_y", "grid_z"):
                 add(grid_args, CScalar(g, "i32", "grid", "", grid_source))
         variants.append(
-            Variant(when_of[entry.name], entry.name, generics, args, grid, entry.name, grid_source)
+            Variant(
+                when_of[entry.name], entry.name, generics, args, grid, entry.name, grid_source, entry.unsafe
+            )
         )
     variants.sort(key=lambda v: v.when in ("else", "always"))  # the catch-all closes the chain
 
+    _pointer_ranks(tensors, derived, variants, facts)
     scalars = runtime + generic_args + grid_args + common.compile_option_scalars()
     if selector is not None:
         scalars.append(selector)
@@ -251,6 +254,24 @@ def _grid(entry: Entry, facts: Facts) -> tuple[list[str], Source]:
     return names + ["1"] * (3 - block.axes), Source(
         "kernel", f"{entry.name}: {block.axes}-axis block id ({block.evidence})"
     )
+
+
+def _pointer_ranks(
+    tensors: list[CTensor], derived: list[Derived], variants: list[Variant], facts: Facts
+) -> None:
+    """A raw pointer has no declared rank: require the dims its expressions read (checked in the FFI)."""
+    exprs = (
+        [d.expr for d in derived]
+        + [g for v in variants for g in v.grid]
+        + [c["when"] for c in _checks(facts)]
+    )
+    for t in tensors:
+        if t.kind != "ptr":
+            continue
+        used = [
+            int(m.group(1)) for e in exprs for m in re.finditer(rf"\b(?:dim|stride)\({t.name},\s*(\d)\)", e)
+        ]
+        t.rank = max(used) + 1 if used else 1
 
 
 def _checks(facts: Facts) -> list[dict[str, str]]:

@@ -7,6 +7,9 @@ Contract keys read here (docs/contract.md): ``python.steps``, ``python.alloc``, 
 
 from __future__ import annotations
 
+import ast
+
+from bot.errors import Blocked
 from bot.infer.facts import Facts
 from bot.plan import common
 from bot.types import FfiPlan, PyPlan, PyStep, Source, Target
@@ -119,13 +122,15 @@ def _prologue(op: str, params: list[str]) -> list[PyStep]:
     return steps
 
 
+_STEP_KEYS = {"let": {"let", "expr"}, "check": {"check", "raise", "message"}, "detach": {"detach"}}
+
+
 def _contract_steps(facts: Facts) -> list[PyStep]:
     raw = facts.get("python.steps") or []
     src = facts.source("python.steps")
     steps: list[PyStep] = []
-    for item in raw if isinstance(raw, list) else []:
-        if not isinstance(item, dict):
-            continue
+    for i, item in enumerate(raw if isinstance(raw, list) else []):
+        _check_step(i, item, src)
         if "let" in item:
             steps.append(PyStep("let", target=str(item["let"]), expr=str(item["expr"]), source=src))
         elif "check" in item:
@@ -141,6 +146,32 @@ def _contract_steps(facts: Facts) -> list[PyStep]:
         elif "detach" in item:
             steps.append(PyStep("detach", names=[str(n) for n in item["detach"]], source=src))
     return steps
+
+
+def _check_step(i: int, item: object, src: Source | None) -> None:
+    """A contract step must be one known form whose expressions parse; say which step otherwise."""
+    where = f"{src.detail if src else 'python.steps'}[{i}]"
+    kind = next((k for k in _STEP_KEYS if isinstance(item, dict) and k in item), None)
+    if kind is None:
+        raise Blocked(
+            "host",
+            f"{where}: a step is one of {{let, expr}}, {{check, raise, message}}, {{detach}}; got {item!r}",
+        )
+    extra = set(item) - _STEP_KEYS[kind]
+    if extra:
+        raise Blocked(
+            "host",
+            f"{where}: unknown key(s) {sorted(extra)} in a {kind} step (YAML flow style splits "
+            "unquoted commas: quote expressions)",
+        )
+    for key in ("expr", "check"):
+        if key in item:
+            try:
+                ast.parse(str(item[key]), mode="eval")
+            except SyntaxError as exc:
+                raise Blocked(
+                    "host", f"{where}: {key} {item[key]!r} is not a Python expression ({exc.msg})"
+                ) from None
 
 
 def _configs(facts: Facts) -> list[dict[str, object]]:

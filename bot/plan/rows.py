@@ -104,7 +104,9 @@ def plan(
             py_generic_sources[arg] = Source("policy", "unknown")
     scalars += common.compile_option_scalars()
 
-    variant = Variant("always", entry.name, generics, args, ["n_rows", "1", "1"], entry.name, KERNEL_SHAPE)
+    variant = Variant(
+        "always", entry.name, generics, args, ["n_rows", "1", "1"], entry.name, KERNEL_SHAPE, entry.unsafe
+    )
     ffi = FfiPlan(
         symbol=target.symbol,
         module=signature.module,
