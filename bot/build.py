@@ -43,6 +43,7 @@ def build(
     target_dir = cargo_target_dir or crate / "target"
     with _exclusive(target_dir):
         # Several crates named cutile_kernels may share one target dir: hold it until our copy is made.
+        _forget_other_checkout(target_dir, crate, toolchain.cargo, env)
         proc = subprocess.run(cmd, cwd=crate, env=env, capture_output=True, text=True)
         seconds = time.monotonic() - start
         built = target_dir / "release" / SO_NAME
@@ -134,6 +135,24 @@ def _raise_for_failure(
         )
     last = next((x for x in reversed(stderr.strip().splitlines()) if x.strip()), "cargo failed")
     raise Blocked("env", f"cargo build failed without a compiler diagnostic: {_strip_ansi(last)}")
+
+
+def _forget_other_checkout(target_dir: Path, crate: Path, cargo: str, env: dict[str, str]) -> None:
+    """Cargo fingerprints a path package by its path *relative to the workspace*, so two checkouts
+    share one fingerprint in a shared target dir and an older checkout would reuse the other's
+    library. When the last build here came from another checkout, drop this package's artefacts
+    (its dependencies stay compiled)."""
+    stamp = target_dir / ".agent-d-last-crate"
+    here = str(crate.resolve())
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") != here:
+        subprocess.run(
+            [cargo, "clean", "--release", "-p", "cutile-kernels"],
+            cwd=crate,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+    stamp.write_text(here, encoding="utf-8")
 
 
 @contextlib.contextmanager

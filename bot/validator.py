@@ -34,8 +34,10 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
+import tempfile
 from pathlib import Path
 
 from bot.types import ValidatorRun
@@ -437,6 +439,33 @@ def repo_validator_script(repo: Path) -> Path | None:
     return None
 
 
+_NM_SHIM = """#!/bin/sh
+# agent-d: the checkout's validator runs `nm -D "$SO" | grep -q ...` under `set -o pipefail`;
+# when grep stops early, nm dies of SIGPIPE (141) and a present symbol reads as missing.
+# This nm buffers its listing and ignores SIGPIPE, so only nm's own status counts.
+trap '' PIPE
+out=$({real} "$@")
+status=$?
+printf '%s\\n' "$out" 2>/dev/null
+exit $status
+"""
+
+
+def _buffered_nm_dir() -> Path | None:
+    """A folder holding the SIGPIPE-proof ``nm`` shim, or None when there is no nm to wrap."""
+    real = shutil.which("nm")
+    if real is None:
+        return None
+    folder = Path(tempfile.gettempdir()) / f"agent-d-nm-{os.getuid()}"
+    folder.mkdir(exist_ok=True)
+    shim = folder / "nm"
+    text = _NM_SHIM.format(real=shlex.quote(real))
+    if not shim.is_file() or shim.read_text() != text:
+        shim.write_text(text)
+        shim.chmod(0o755)
+    return folder
+
+
 def run_repo_validator(
     repo: Path, out_root: Path, op: str, timeout_s: float = REPO_VALIDATOR_TIMEOUT_S
 ) -> ValidatorRun | None:
@@ -453,11 +482,15 @@ def run_repo_validator(
         return None
     out_root = Path(out_root).resolve()
     rel = script.relative_to(repo).as_posix()
+    shim = _buffered_nm_dir()
+    path_prefix = f"PATH={shlex.quote(str(shim))}:$PATH " if shim else ""
     command = (
-        f"cd {shlex.quote(str(repo))} && CUTILE_KERNEL_OUT_ROOT={shlex.quote(str(out_root))} "
+        f"cd {shlex.quote(str(repo))} && {path_prefix}CUTILE_KERNEL_OUT_ROOT={shlex.quote(str(out_root))} "
         f"TILEGYM_PATH={shlex.quote(str(repo))} bash {shlex.quote(rel)} {shlex.quote(op)} 2>&1"
     )
     env = dict(os.environ, CUTILE_KERNEL_OUT_ROOT=str(out_root), TILEGYM_PATH=str(repo))
+    if shim:
+        env["PATH"] = f"{shim}{os.pathsep}{env.get('PATH', '')}"
     try:
         proc = subprocess.Popen(
             ["bash", rel, op],

@@ -669,3 +669,28 @@ def test_same_verdict_as_the_upstream_script(tmp_path, mutate):
         return
     assert ours.exit_code == theirs.exit_code, (ours.output, theirs.output)
     assert ours.output.splitlines()[-1] == theirs.output.splitlines()[-1], (ours.output, theirs.output)
+
+
+def test_repo_validator_nm_pipe_does_not_fake_a_missing_symbol(tmp_path):
+    """TileGym's script pipes `nm -D` into `grep -q` under pipefail; early grep exit must not fail it."""
+    import shutil as _shutil
+
+    from bot.validator import run_repo_validator
+
+    if not _shutil.which("cc") or not _shutil.which("nm"):
+        pytest.fail("cc and nm are needed (binutils, a C compiler)")
+    src = tmp_path / "many.c"
+    # The wanted symbol sorts first; thousands after it keep nm writing when grep has already quit.
+    src.write_text("int aaa_wanted(void){return 1;}\n" + "".join(f"int f{i}(void){{return {i};}}\n" for i in range(20000)))
+    so = tmp_path / "libmany.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
+    repo = tmp_path / "repo"
+    script = repo / "skills/tilegym-converting-cutile-triton-to-cutile-rs/scripts/validate_agent_d.sh"
+    script.parent.mkdir(parents=True)
+    script.write_text(
+        "set -uo pipefail\n"
+        f'if nm -D "{so}" | grep -q " T aaa_wanted$"; then echo OK; exit 0; else echo "FAIL: missing"; exit 1; fi\n'
+    )
+    runs = [run_repo_validator(repo, tmp_path / "out", "x") for _ in range(5)]
+    assert [r.exit_code for r in runs] == [0] * 5, [r.output for r in runs]
+    assert "PATH=" in runs[0].command  # the shim is part of the command shown in the block

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Prove agent-d's host code on a GPU machine without network, against TileGym's hand-written code.
+
+  pack   (CPU machine with registry access) TileGym checkout -> gpu_bundle/part-NN.bin + manifest.json
+  run    (GPU machine) unpack the parts, run the tests of both trees, benchmark, write results.json
+  table  results.json -> docs/gpu.md
+
+See docs/gpu-proof.md. ``run`` and ``table`` use the standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu import OPS
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="gpu_proof.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("pack", help="build both trees and the bundle (CPU machine)")
+    s.add_argument("--tilegym", type=Path, required=True, help="TileGym checkout (work tree or bare git dir)")
+    s.add_argument("--out", type=Path, default=Path("gpu_bundle"))
+    s.add_argument("--ops", nargs="+", default=list(OPS), choices=OPS)
+    s.add_argument(
+        "--cargo-target-dir", type=Path, default=Path.home() / ".cache" / "agent-d" / "cargo-target"
+    )
+    s.add_argument(
+        "--cache",
+        type=Path,
+        default=Path.home() / ".cache" / "agent-d" / "gpu-proof",
+        help="wheels and the toolchain archive, reused across packs",
+    )
+
+    s = sub.add_parser("run", help="unpack and test (GPU machine)")
+    s.add_argument("--bundle", type=Path, default=Path("gpu_bundle"))
+    s.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "gpu_out"))
+    s.add_argument("--ops", nargs="+", help="default: every op of the bundle")
+    s.add_argument(
+        "--stage",
+        choices=("unpack", "test", "all"),
+        default="all",
+        help="unpack: keep/extract the parts present (idempotent); test/all: unpack what is there, then test",
+    )
+    s.add_argument("--budget", type=float, default=510.0, help="seconds for the whole command (default 510)")
+    s.add_argument("--python", default="python3", help="interpreter with torch and pytest")
+    s.add_argument("--state", type=Path, default=Path("/tmp/agent-d-gpu"), help="kept between warm calls")
+
+    s = sub.add_parser("table", help="render docs/gpu.md from results.json")
+    s.add_argument("--results", type=Path, required=True)
+    s.add_argument("--out", type=Path, default=Path("docs/gpu.md"))
+
+    s = sub.add_parser("carry", help="print the carry plan of an existing bundle")
+    s.add_argument("--bundle", type=Path, default=Path("gpu_bundle"))
+
+    args = p.parse_args(argv)
+    if args.cmd == "pack":
+        from gpu.pack import pack
+
+        pack(args.tilegym, args.out, args.ops, args.cargo_target_dir.resolve(), args.cache.resolve())
+        return 0
+    if args.cmd == "run":
+        from gpu.device import run
+
+        return run(
+            args.bundle, args.out.resolve(), args.ops, args.stage, args.budget, args.python, args.state
+        )
+    if args.cmd == "table":
+        from gpu.table import table
+
+        print(table(args.results, args.out), end="")
+        return 0
+    if args.cmd == "carry":
+        from gpu.bundle import load_manifest
+        from gpu.pack import report_carry
+
+        report_carry(load_manifest(args.bundle), args.bundle.resolve())
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
