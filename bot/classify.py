@@ -1,7 +1,8 @@
 """Stage "classify": run facts -> ALL_PASS | FAIL(host|kernel) | BLOCKED(env|host|kernel).
 
 Rules (domain.md section 10), first match wins:
-1. pytest could not start, or the interpreter lacks pytest/torch/a GPU -> BLOCKED env.
+1. pytest could not start, the interpreter lacks pytest/torch/a GPU, or the run outlasted its time
+   budget -> BLOCKED env.
 2. pytest crashed (killed by a signal, SIGABRT from freeing PyTorch memory) -> FAIL host.
 3. zero cutile-rs tests selected (exit 5) -> FAIL host: registration or parametrization missing.
 4. a failure: bad FFI return codes, illegal address, grid mismatch from our launcher -> host;
@@ -44,13 +45,15 @@ _ENV_PATTERNS = (
     re.compile(r"tileiras.*(not found|No such file)|CUDA driver too old|no CUDA device|CUDA_HOME", re.I),
 )
 _FORWARD_ONLY = re.compile(r"backward", re.I)
+_BACKEND_MISSING = re.compile(r"backend .*not (available|supported)|not available", re.I)
 
 
 def before_tests(problem: str) -> Verdict:
     return Verdict(VerdictKind.BLOCKED, "env", problem)
 
 
-def classify(result: TestResult, known_gaps: list[str]) -> Verdict:
+def classify(result: TestResult, known_gaps: list[str], test_skips: list[str] | None = None) -> Verdict:
+    """``test_skips``: the skip reasons the op's test file itself raises (see ``testrun.test_skips``)."""
     if result.env_problem:
         detail = f"; pytest exit={result.exit_code}" if result.ran else ""
         return Verdict(
@@ -60,6 +63,13 @@ def classify(result: TestResult, known_gaps: list[str]) -> Verdict:
         )
     if not result.ran or result.exit_code is None:
         return Verdict(VerdictKind.BLOCKED, "env", "pytest could not be started")
+    if result.stopped_by_timeout:
+        return Verdict(
+            VerdictKind.BLOCKED,
+            "env",
+            f"the pytest run outlasted --test-timeout ({result.passed} passed, {result.failed} failed, "
+            f"{result.skipped} skipped so far): give it more time",
+        )
     if result.exit_code < 0 or result.exit_code in (134, 139):
         return Verdict(
             VerdictKind.FAIL,
@@ -86,7 +96,11 @@ def classify(result: TestResult, known_gaps: list[str]) -> Verdict:
     if failed or result.failed or result.errors or result.exit_code not in (0,):
         message = failed[0].message if failed else f"pytest exit {result.exit_code}"
         return _failure(message, failed[0].nodeid if failed else "")
-    uncited = [c for c in result.cases if c.outcome == "skipped" and not _cited(c.message, known_gaps)]
+    uncited = [
+        c
+        for c in result.cases
+        if c.outcome == "skipped" and not _cited(c.message, known_gaps, test_skips or [])
+    ]
     if uncited:
         c = uncited[0]
         return Verdict(
@@ -100,10 +114,16 @@ def classify(result: TestResult, known_gaps: list[str]) -> Verdict:
     return Verdict(VerdictKind.ALL_PASS, "", f"{result.passed} passed, {result.skipped} skipped (cited)")
 
 
-def _cited(reason: str, known_gaps: list[str]) -> bool:
-    if not reason or re.search(r"not available", reason, re.I):
+def _cited(reason: str, known_gaps: list[str], test_skips: list[str]) -> bool:
+    if not reason or _BACKEND_MISSING.search(reason):
         return False
     if _FORWARD_ONLY.search(reason):
+        return True
+    # The test file's own rule (an impossible parameter combination, a skip for every backend).
+    if any(
+        len(text) >= 12 and reason.startswith(text) and not _BACKEND_MISSING.search(text)
+        for text in test_skips
+    ):
         return True
     return any(gap and (gap.lower() in reason.lower() or reason.lower() in gap.lower()) for gap in known_gaps)
 

@@ -140,7 +140,10 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
         )
         result.tests, pytest_rc = tests, tests.exit_code
         gaps = analysis.known_gaps(analysis.load(out_dir / "reference" / "analysis.json"))
-        result.verdict = run.stage("classify", lambda: classify.classify(tests, gaps), lambda v: v.kind.value)
+        skips = testrun.test_skips(target.repo / "tests" / "ops" / f"test_{target.op}.py")
+        result.verdict = run.stage(
+            "classify", lambda: classify.classify(tests, gaps, skips), lambda v: v.kind.value
+        )
     except StageStop as stop:
         result.verdict = Verdict(
             VerdictKind(stop.kind), stop.klass, stop.reason, stop.followup, stop.host_fix
@@ -257,6 +260,7 @@ def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions) -> T
         text, command=testrun.shown(argv), exit_code=code, log_path=str(log_path), gpu=interp.cuda
     )
     result.env_problem = interp.env_problem()
+    result.stopped_by_timeout = testrun.STOPPED in text
     return result
 
 

@@ -125,7 +125,8 @@ def command(target: Target, python: str) -> tuple[list[str], str]:
         selection = f"{backend} and ({' or '.join(tests)})"
     else:
         selection = backend
-    argv = [python, "-m", "pytest", rel, "-k", selection, "--tb=short", "-v", "-x", "--timeout=60"]
+    # -rs prints every skip's reason, so each skip can be checked for its citation.
+    argv = [python, "-m", "pytest", rel, "-k", selection, "--tb=short", "-v", "-x", "--timeout=60", "-rs"]
     return argv, selection
 
 
@@ -166,10 +167,29 @@ def run(
                 echo(line.rstrip("\n"))
             if time.monotonic() > deadline:
                 proc.kill()
-                log.write(f"\nagent-d: pytest stopped after {timeout:.0f} s\n")
+                log.write(f"\n{STOPPED} {timeout:.0f} s\n")
                 break
         code = proc.wait()
     return code, time.monotonic() - start
+
+
+STOPPED = "agent-d: pytest stopped by --test-timeout after"
+
+
+def test_skips(test_file: Path) -> list[str]:
+    """The constant text of every ``pytest.skip(...)`` reason in the test file (f-strings: their leading text)."""
+    if not test_file.is_file():
+        return []
+    reasons: list[str] = []
+    for node in ast.walk(ast.parse(test_file.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "skip" and node.args):
+            continue
+        arg = node.args[0]
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            reasons.append(arg.value)
+        elif isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+            reasons.append(str(arg.values[0].value))
+    return reasons
 
 
 def current_python() -> str:

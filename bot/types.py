@@ -313,6 +313,7 @@ class TestResult:
     cases: list[TestCase] = field(default_factory=list)
     gpu: bool = False
     env_problem: str = ""  # why the tests could not run meaningfully here
+    stopped_by_timeout: bool = False  # agent-d killed pytest at --test-timeout
 
 
 class VerdictKind(str, Enum):

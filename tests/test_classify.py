@@ -79,3 +79,27 @@ def test_validator_failure_turns_pass_into_host_fail_but_keeps_other_verdicts():
     assert after_validator(ok, 1, "FAIL: x").klass == "host"
     blocked = Verdict(VerdictKind.BLOCKED, "env", "no gpu")
     assert after_validator(blocked, 1, "FAIL: x") is blocked
+
+
+def test_skip_raised_by_the_test_file_itself_is_cited():
+    skipped = TestCase(
+        "t::test_op[cutile-rs-k1023]",
+        "skipped",
+        "Skip matmul due to result mismatch when cannot divide BLOCK",
+    )
+    passed = TestCase("t::test_op[cutile-rs-k1024]", "passed")
+    own = ["Backend ", "Skip matmul due to result mismatch when cannot divide BLOCK"]
+    assert classify(_result(0, [passed, skipped], passed=1, skipped=1), [], own).kind is VerdictKind.ALL_PASS
+    # "Backend {backend} is not available" is in the file too, but never a citation.
+    missing = TestCase("t::test_op[cutile-rs]", "skipped", "Backend cutile-rs is not available")
+    v = classify(
+        _result(0, [passed, missing], passed=1, skipped=1), [], own + ["Backend cutile-rs is not available"]
+    )
+    assert v.kind is VerdictKind.FAIL
+
+
+def test_run_stopped_at_its_time_budget_is_blocked_env_not_a_crash():
+    r = _result(-9, [TestCase("t::a", "passed")], passed=5)
+    r.stopped_by_timeout = True
+    v = classify(r, [])
+    assert (v.kind, v.klass) == (VerdictKind.BLOCKED, "env") and "--test-timeout" in v.reason
