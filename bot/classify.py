@@ -96,11 +96,16 @@ def classify(result: TestResult, known_gaps: list[str], test_skips: list[str] | 
     if failed or result.failed or result.errors or result.exit_code not in (0,):
         message = failed[0].message if failed else f"pytest exit {result.exit_code}"
         return _failure(message, failed[0].nodeid if failed else "")
-    uncited = [
-        c
-        for c in result.cases
-        if c.outcome == "skipped" and not _cited(c.message, known_gaps, test_skips or [])
-    ]
+    skipped = [c for c in result.cases if c.outcome == "skipped"]
+    uncited = [c for c in skipped if c.message and not _cited(c.message, known_gaps, test_skips or [])]
+    unexplained = [c for c in skipped if not c.message]
+    if unexplained and not uncited:
+        # pytest groups identical skips (-rs): when the groups account for every skip and each
+        # group's reason is cited, every skip is.
+        groups = result.skip_groups
+        covered = sum(n for n, _ in groups) == len(skipped)
+        if not (covered and all(_cited(reason, known_gaps, test_skips or []) for _, reason in groups)):
+            uncited = unexplained
     if uncited:
         c = uncited[0]
         return Verdict(

@@ -261,6 +261,7 @@ def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions) -> T
     )
     result.env_problem = interp.env_problem()
     result.stopped_by_timeout = testrun.STOPPED in text
+    result.skip_groups = testrun.skip_groups(text)
     return result
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -174,6 +175,12 @@ def run(
 
 
 STOPPED = "agent-d: pytest stopped by --test-timeout after"
+_SKIP_GROUP = re.compile(r"^SKIPPED \[(\d+)\] [^\n]*?:\d+: (.*)$", re.M)
+
+
+def skip_groups(log_text: str) -> list[tuple[int, str]]:
+    """The ``-rs`` short summary: pytest groups identical skips as ``SKIPPED [N] file:line: reason``."""
+    return [(int(n), reason.strip()) for n, reason in _SKIP_GROUP.findall(log_text)]
 
 
 def test_skips(test_file: Path) -> list[str]:

@@ -314,6 +314,7 @@ class TestResult:
     gpu: bool = False
     env_problem: str = ""  # why the tests could not run meaningfully here
     stopped_by_timeout: bool = False  # agent-d killed pytest at --test-timeout
+    skip_groups: list[tuple[int, str]] = field(default_factory=list)  # -rs summary: (count, reason)
 
 
 class VerdictKind(str, Enum):

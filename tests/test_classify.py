@@ -103,3 +103,16 @@ def test_run_stopped_at_its_time_budget_is_blocked_env_not_a_crash():
     r.stopped_by_timeout = True
     v = classify(r, [])
     assert (v.kind, v.klass) == (VerdictKind.BLOCKED, "env") and "--test-timeout" in v.reason
+
+
+def test_grouped_skip_summary_cites_skips_only_when_it_covers_all_of_them():
+    passed = TestCase("t::test_op[a]", "passed")
+    skips = [TestCase(f"t::test_op[k{i}]", "skipped", "") for i in range(4)]  # verbose lines carry no reason
+    own = ["Skip matmul due to result mismatch when cannot divide BLOCK"]
+    r = _result(0, [passed, *skips], passed=1, skipped=4)
+    r.skip_groups = [(4, "Skip matmul due to result mismatch when cannot divide BLOCK")]
+    assert classify(r, [], own).kind is VerdictKind.ALL_PASS
+    r.skip_groups = [(3, "Skip matmul due to result mismatch when cannot divide BLOCK")]
+    assert classify(r, [], own).kind is VerdictKind.FAIL
+    r.skip_groups = [(4, "something nobody cited")]
+    assert classify(r, [], own).kind is VerdictKind.FAIL
