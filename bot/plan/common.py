@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from bot.infer import naming
 from bot.infer.facts import Facts
-from bot.types import CScalar, CTensor, Entry, MissingFact, Source
+from bot.types import CScalar, CTensor, Entry, MissingFact, PyStep, Source
 
 # cutile generic strings the FFI dispatches, and the torch dtypes the wrapper accepts.
 DEFAULT_DTYPES = ["f32", "f16", "bf16"]
@@ -81,3 +81,32 @@ def compile_option_scalars() -> list[CScalar]:
         CScalar("num_cta_in_cga", "i32", "compile_option", "", src),
         CScalar("occupancy", "i32", "compile_option", "", src),
     ]
+
+
+PROLOGUE = Source(
+    "policy", "wrapper prologue: CUDA tensors on one device, an accepted dtype, detached (forward only)"
+)
+
+
+def wrapper_prologue(op: str, params: list[str], same_dtype: bool) -> list[PyStep]:
+    """The checks every wrapper starts with; ``same_dtype`` also requires one dtype for all ``params``."""
+    if not params:
+        return []
+    first = params[0]
+
+    def check(expr: str, error: str, message: str) -> PyStep:
+        return PyStep("check", expr=expr, error=error, message=f"cutile-rs {op}: {message}", source=PROLOGUE)
+
+    steps = [check(f"not {p}.is_cuda", "ValueError", f"{p} must be a CUDA tensor") for p in params]
+    steps += [check(f"{p}.device != {first}.device", "ValueError", f"{p} is on another device than {first}")
+              for p in params[1:]]  # fmt: skip
+    steps.append(
+        check(
+            f"{first}.dtype not in _DTYPES", "NotImplementedError", f"dtype {{{first}.dtype}} not supported"
+        )
+    )
+    if same_dtype:
+        steps += [check(f"{p}.dtype != {first}.dtype", "NotImplementedError", f"{p}.dtype must equal {first}.dtype")
+                  for p in params[1:]]  # fmt: skip
+    steps.append(PyStep("detach", names=params, source=PROLOGUE))
+    return steps

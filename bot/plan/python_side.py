@@ -41,7 +41,7 @@ def plan(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) ->
         )
         alloc = {t.name: "None" for t in outputs}
     tensors_py = _tensors(ffi, params, alloc, facts, missing)
-    steps = _prologue(op, params) + _contract_steps(facts)
+    steps = common.wrapper_prologue(op, params, same_dtype=False) + _contract_steps(facts)
     args = {}
     for s in ffi.scalars:
         expr, _src = _arg(s.name, s.role, s.feeds, signature, configs, facts)
@@ -83,43 +83,6 @@ def plan(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) ->
             if (s := facts.source(k)) is not None
         },
     )
-
-
-def _prologue(op: str, params: list[str]) -> list[PyStep]:
-    if not params:
-        return []
-    first = params[0]
-    steps = [
-        PyStep(
-            "check",
-            expr=f"not {p}.is_cuda",
-            error="ValueError",
-            message=f"cutile-rs {op}: {p} must be a CUDA tensor",
-            source=POLICY,
-        )
-        for p in params
-    ]
-    steps += [
-        PyStep(
-            "check",
-            expr=f"{p}.device != {first}.device",
-            error="ValueError",
-            message=f"cutile-rs {op}: {p} is on another device than {first}",
-            source=POLICY,
-        )
-        for p in params[1:]
-    ]
-    steps.append(
-        PyStep(
-            "check",
-            expr=f"{first}.dtype not in _DTYPES",
-            error="NotImplementedError",
-            message=f"cutile-rs {op}: dtype {{{first}.dtype}} not supported",
-            source=POLICY,
-        )
-    )
-    steps.append(PyStep("detach", names=params, source=POLICY))
-    return steps
 
 
 _STEP_KEYS = {"let": {"let", "expr"}, "check": {"check", "raise", "message"}, "detach": {"detach"}}

@@ -186,49 +186,7 @@ def _python_plan(
     src_ops = facts.source("python.signature")
     src_cols = facts.source("python.out_cols")
     policy = Source("policy", "P1 row kernel wrapper: flatten to rows, one launch")
-    steps: list[PyStep] = []
-    for p in params:
-        steps.append(
-            PyStep(
-                "check",
-                expr=f"not {p}.is_cuda",
-                error="ValueError",
-                message=f"cutile-rs {op}: {p} must be a CUDA tensor",
-                source=policy,
-            )
-        )
-    for p in params[1:]:
-        steps.append(
-            PyStep(
-                "check",
-                expr=f"{p}.device != {first}.device",
-                error="ValueError",
-                message=f"cutile-rs {op}: {p} is on another device than {first}",
-                source=policy,
-            )
-        )
-    steps.append(
-        PyStep(
-            "check",
-            expr=f"{first}.dtype not in _DTYPES",
-            error="NotImplementedError",
-            message=f"cutile-rs {op}: dtype {{{first}.dtype}} not supported",
-            source=policy,
-        )
-    )
-    for p in params[1:]:
-        steps.append(
-            PyStep(
-                "check",
-                expr=f"{p}.dtype != {first}.dtype",
-                error="NotImplementedError",
-                message=f"cutile-rs {op}: {p}.dtype must equal {first}.dtype",
-                source=policy,
-            )
-        )
-    steps.append(
-        PyStep("detach", names=params, source=Source("policy", "forward only: grad inputs are detached"))
-    )
+    steps = common.wrapper_prologue(op, params, same_dtype=True)
     divisor = _exact_division(out_cols)
     if divisor:
         steps.append(
