@@ -63,8 +63,17 @@ def add_subcommands(sub) -> None:
 
 
 def _event_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--event-name", default=os.environ.get("GITHUB_EVENT_NAME", ""))
-    p.add_argument("--event-path", type=Path, default=os.environ.get("GITHUB_EVENT_PATH") or None)
+    p.add_argument(
+        "--event-name",
+        default=os.environ.get("GITHUB_EVENT_NAME", ""),
+        help="webhook event, e.g. pull_request or issue_comment (default: $GITHUB_EVENT_NAME)",
+    )
+    p.add_argument(
+        "--event-path",
+        type=Path,
+        default=os.environ.get("GITHUB_EVENT_PATH") or None,
+        help="the event payload JSON (default: $GITHUB_EVENT_PATH)",
+    )
 
 
 def _setup() -> tuple[object, str]:
