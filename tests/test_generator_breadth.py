@@ -77,6 +77,9 @@ def test_all_five_generate_build_export_and_smoke(five, cargo_target_dir, capsys
         assert f"{op}: BLOCKED (block_class: env): no CUDA GPU" in section
     so = five / "src/tilegym/ops/cutile_rs/cutile_kernels/target/release/libcutile_kernels.so"
     assert {f"cutile_{op}" for op in OPS} <= set(exported_functions(so))
+    for op in OPS:  # rustc has nothing to say about the generated launchers
+        log = (five / "cutile_kernel_out" / op / "build_cargo.txt").read_text()
+        assert not re.findall(r"--> src/\.\./\.\./\w+_kernel/ffi\.rs", log), log
     lib_rs = (five / "src/tilegym/ops/cutile_rs/cutile_kernels/src/lib.rs").read_text()
     assert all(f"mod {op} {{" in lib_rs for op in OPS)
 
