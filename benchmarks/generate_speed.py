@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bot import apply, checkout, generate
 from bot.demo import assemble_checkout
-from bot.pipeline import _facts
+from bot.pipeline import gather_facts
 from bot.plan import build_plan
 from bot.reader import read_kernel, reader_binary
 from bot.types import Target
@@ -36,7 +36,7 @@ def generate_once(repo: Path, op: str) -> dict[str, float]:
     signature = read_kernel(target.kernel_rs)
     marks["read"] = time.perf_counter()
     co = checkout.inspect(target)
-    plan = build_plan(target, signature, _facts(target, repo / "out" / op), co)
+    plan = build_plan(target, signature, gather_facts(target, repo / "out" / op), co)
     marks["plan"] = time.perf_counter()
     files = generate.generate(target, plan, co)
     marks["render"] = time.perf_counter()

@@ -162,16 +162,16 @@ def cmd_verify(args) -> int:
 
 def cmd_plan(args) -> int:
     from bot import checkout
-    from bot.pipeline import _facts, _read
+    from bot.pipeline import gather_facts, read_signature
     from bot.plan import build_plan
     from bot.targets import find_targets
 
     status = 0
     for target in find_targets(args.repo.resolve(), args.kernel, args.base):
         try:
-            signature = _read(target)
+            signature = read_signature(target)
             co = checkout.inspect(target)
-            facts = _facts(target, PortOptions(repo=target.repo).out_dir(target.op))
+            facts = gather_facts(target, PortOptions(repo=target.repo).out_dir(target.op))
             plan = build_plan(target, signature, facts, co)
         except StageStop as stop:
             print(f"{target.op}: {stop.kind} ({stop.klass}): {stop.reason}")

@@ -160,11 +160,11 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
 def _generate_and_build(target: Target, run: _Run, result: PortResult, out_dir: Path, options: PortOptions):
     signature = run.stage(
         "kernel signature",
-        lambda: _read(target),
+        lambda: read_signature(target),
         lambda s: f"{s.module}: " + ", ".join(e.name for e in s.entries),
     )
     co = run.stage("checkout", lambda: checkout.inspect(target), lambda c: f"ffi style {c.style}")
-    facts = run.stage("facts", lambda: _facts(target, out_dir), lambda f: f"{len(f.items)} facts")
+    facts = run.stage("facts", lambda: gather_facts(target, out_dir), lambda f: f"{len(f.items)} facts")
     plan = run.stage(
         "launch plan",
         lambda: build_plan(target, signature, facts, co),
@@ -217,7 +217,7 @@ def _existing_build(target: Target) -> BuildResult:
     return BuildResult(True, str(so), "(built before verify)", 0.0, "", {}, True, symbols)
 
 
-def _read(target: Target):
+def read_signature(target: Target):
     try:
         return read_kernel(target.kernel_rs)
     except ReaderError as exc:
@@ -228,7 +228,7 @@ def _read(target: Target):
         raise Blocked("env", f"the kernel reader is unavailable: {exc}") from None
 
 
-def _facts(target: Target, out_dir: Path) -> Facts:
+def gather_facts(target: Target, out_dir: Path) -> Facts:
     facts = Facts()
     contract.gather(target, facts)
     contract.gather_agent_b(out_dir / "reports" / "agent_b.md", facts)

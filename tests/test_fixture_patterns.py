@@ -27,7 +27,7 @@ import pytest
 from bot import checkout
 from bot.cli import main
 from bot.demo import assemble_checkout
-from bot.pipeline import _facts
+from bot.pipeline import gather_facts
 from bot.plan import build_plan
 from bot.reader import read_kernel
 from bot.types import Target
@@ -54,7 +54,10 @@ def repo(tmp_path, tilegym_wheel):
 def _plan(repo: Path, op: str):
     target = Target(repo, op)
     return build_plan(
-        target, read_kernel(target.kernel_rs), _facts(target, repo / "out" / op), checkout.inspect(target)
+        target,
+        read_kernel(target.kernel_rs),
+        gather_facts(target, repo / "out" / op),
+        checkout.inspect(target),
     )
 
 
