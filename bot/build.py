@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -40,7 +41,8 @@ def build(
     cmd = [toolchain.cargo, "build", "--release", "--message-format=json-diagnostic-rendered-ansi"]
     shown = "cargo build --release"
     start = time.monotonic()
-    target_dir = cargo_target_dir or crate / "target"
+    # An exported CARGO_TARGET_DIR moves cargo's output too: follow it to find the library.
+    target_dir = cargo_target_dir or Path(os.environ.get("CARGO_TARGET_DIR") or crate / "target")
     with _exclusive(target_dir):
         # Several crates named cutile_kernels may share one target dir: hold it until our copy is made.
         _forget_other_checkout(target_dir, crate, toolchain.cargo, env)
