@@ -106,7 +106,9 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
     python = options.python or testrun.current_python()
     result = PortResult(target, Verdict(VerdictKind.BLOCKED, "host", "not run"), run.stages, str(out_dir))
     pytest_cmd, pytest_rc = "(pytest not run)", None
-    options.echo(f"[agent-d] port {target.op}: {target.kernel_rs.relative_to(target.repo)} -> {out_dir}")
+    options.echo(
+        f"[agent-d] {'verify' if options.verify_only else 'port'} {target.op}: {target.kernel_rs.relative_to(target.repo)} -> {out_dir}"
+    )
     try:
         if not target.kernel_rs.is_file():
             raise Failed(

@@ -71,6 +71,8 @@ class Interpreter:
 
     def env_problem(self) -> str:
         """Why pytest here cannot prove the kernel on a GPU; empty when it can."""
+        if self.error.startswith("cannot run"):
+            return self.error
         if self.gpus == 0:
             return f"no CUDA GPU on this machine ({self.driver or 'the driver reports 0 devices'})"
         if not self.pytest:

@@ -116,3 +116,10 @@ def test_grouped_skip_summary_cites_skips_only_when_it_covers_all_of_them():
     assert classify(r, [], own).kind is VerdictKind.FAIL
     r.skip_groups = [(4, "something nobody cited")]
     assert classify(r, [], own).kind is VerdictKind.FAIL
+
+
+def test_missing_interpreter_is_named_in_the_reason():
+    from bot.testrun import probe
+
+    interp = probe("/nonexistent/python3")
+    assert interp.env_problem().startswith("cannot run /nonexistent/python3")
