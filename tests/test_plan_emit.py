@@ -137,3 +137,13 @@ def test_mut_tensor_output_is_a_kernel_fault(silu):
         build_plan(silu, read_kernel(silu.kernel_rs), Facts(), checkout.inspect(silu))
     assert info.value.klass == "kernel"
     assert "&mut Tensor" in info.value.reason and "partition_full_mut" in info.value.followup
+
+
+def test_every_missing_key_is_a_contract_key(silu):
+    """A filled draft must load as a contract: every MISSING key is one the contract accepts."""
+    from bot.infer.contract import _known
+
+    (silu.repo / "src/tilegym/ops/cutile/silu_and_mul.py").unlink()
+    (silu.repo / "src/tilegym/ops/ops.py").write_text("")  # no declaration either
+    plan, _ = _plan(silu)
+    assert plan.missing and all(_known(m.key) for m in plan.missing), [m.key for m in plan.missing]

@@ -159,7 +159,7 @@ def _python_plan(
     inner = facts.get("python.inner_name") if kind == "getter" else ""
     if kind not in ("direct", "getter") or (kind == "getter" and not inner):
         missing.add(
-            "python.register",
+            "python.register.kind",
             f"how `{op}` is registered (ops.py declares "
             + (f"a getter {facts.get('python.register.name')}()" if kind else "nothing for it")
             + "); give python.register.name/kind and python.signature",
