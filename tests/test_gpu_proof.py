@@ -474,3 +474,18 @@ def test_run_end_to_end_with_a_fake_gpu_interpreter(tmp_path):
     text = table.render(results)
     assert "| Host time ratio agent-d / hand-written | 1.50 | |" in text
     assert "not generated (BLOCKED host: no host pattern)" in text
+
+
+def test_bench_pins_autotuned_wrappers_to_their_first_config():
+    import types
+
+    from scripts.gpu import bench
+
+    module = types.SimpleNamespace(autotune_launch=lambda **kw: None)
+    assert bench.pin_first_config(module)
+    seen = []
+    out = module.autotune_launch(
+        kernel_fn=lambda cfg: seen.append(cfg) or "y", configs=["c1", "c2"], key=(1,)
+    )
+    assert out.output == "y" and seen == ["c1"]
+    assert not bench.pin_first_config(types.SimpleNamespace())

@@ -6,6 +6,11 @@ then ``--calls`` calls are timed with ``time.perf_counter`` without synchronizin
 loop, so the figure is the host time to validate, pack descriptors and enqueue one launch
 (the kernels are tiny, so the launch queue never fills). Median of ``--repeats`` loops.
 
+Both trees must run the same kernel for the ratio to mean anything: matmul is called with an
+explicit ``static_persistent=False`` (wrappers differ in what an omitted flag means), and autotuned
+wrappers are pinned to their first config (``pin_first_config``), which is the same in both trees,
+instead of each process picking its own winner.
+
 Usage: python3 bench.py --tree TREE --ops silu_and_mul swiglu --json out.json
 """
 
@@ -37,11 +42,11 @@ def make_call(op: str, torch, tilegym):
     if op == "matmul":
         a = torch.randn(256, 256, dtype=torch.float16, device=dev, generator=g)
         b = torch.randn(256, 256, dtype=torch.float16, device=dev, generator=g)
-        return (lambda: tilegym.ops.matmul(a, b)), "matmul"
+        return (lambda: tilegym.ops.matmul(a, b, static_persistent=False)), "matmul"
     if op == "bmm":
         a = torch.randn(4, 128, 128, dtype=torch.float16, device=dev, generator=g)
         b = torch.randn(4, 128, 128, dtype=torch.float16, device=dev, generator=g)
-        return (lambda: tilegym.ops.bmm(a, b)), "bmm"
+        return (lambda: tilegym.ops.bmm(a, b, static_persistent=True)), "bmm"
     if op == "attention_sink":
         bf = torch.bfloat16
         q = torch.randn(1, 32, 8, 8, 64, dtype=bf, device=dev, generator=g)
@@ -51,6 +56,23 @@ def make_call(op: str, torch, tilegym):
         start_q = torch.tensor([0], dtype=torch.int32, device=dev)
         return (lambda: tilegym.ops.attention_sink(q, k, v, sinks, 0.125, None, start_q)), "attention_sink"
     raise KeyError(op)
+
+
+class _Pinned:
+    def __init__(self, output):
+        self.output = output
+
+
+def pin_first_config(module) -> bool:
+    """Make ``module``'s ``autotune_launch`` run its first config every call; False if it has none."""
+    if not hasattr(module, "autotune_launch"):
+        return False
+
+    def first_config(kernel_fn, configs, key=None, kernel_name="", **_):
+        return _Pinned(kernel_fn(list(configs)[0]))
+
+    module.autotune_launch = first_config
+    return True
 
 
 def impl_file(name: str) -> str:
@@ -80,6 +102,9 @@ def main(argv=None) -> int:
     results = {}
     for op in args.ops:
         try:
+            import importlib
+
+            pinned = pin_first_config(importlib.import_module(f"tilegym.ops.cutile_rs.{op}"))
             call, name = make_call(op, torch, tilegym)
             for _ in range(args.warmup):
                 call()
@@ -97,6 +122,7 @@ def main(argv=None) -> int:
                 "samples_us": [round(s, 2) for s in samples],
                 "calls": args.calls,
                 "impl": impl_file(name),
+                "config": "first config, pinned" if pinned else "no autotuning",
             }
         except Exception as exc:
             results[op] = {
