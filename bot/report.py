@@ -287,7 +287,7 @@ def render_correctness(result: PortResult, out_dir: Path) -> str:
     lines += ["## Summary", summary_text(result) + ".", ""]
     t = result.tests
     if t is not None and t.command:
-        lines += [f"pytest: `{_one_line(t.command)}` (exit={_rc(t.exit_code if t.ran else None)})", ""]
+        lines += [f"pytest: `{_one_line(t.command)}` (exit={_rc(t.exit_code)})", ""]
     elif t is None:
         lines += ["pytest: not run", ""]
 
@@ -350,7 +350,7 @@ def render_decision_log(result: PortResult, decision_log: list[str], out_dir: Pa
         cmds.append(f"- build: `{_one_line(b.command)}` ({'ok' if b.ok else 'failed'}, {b.seconds:.1f} s)")
     if result.tests is not None and result.tests.command:
         t = result.tests
-        cmds.append(f"- pytest: `{_one_line(t.command)}` (exit={_rc(t.exit_code if t.ran else None)})")
+        cmds.append(f"- pytest: `{_one_line(t.command)}` (exit={_rc(t.exit_code)})")
     lines += cmds or ["- (no build or pytest command ran)"]
     lines.append("")
 
