@@ -161,28 +161,19 @@ def cmd_verify(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from bot import checkout
-    from bot.pipeline import gather_facts, read_signature
-    from bot.plan import build_plan
+    from bot.pipeline import make_plan
+    from bot.plan.show import render_plan
     from bot.targets import find_targets
 
     status = 0
     for target in find_targets(args.repo.resolve(), args.kernel, args.base):
         try:
-            signature = read_signature(target)
-            co = checkout.inspect(target)
-            facts = gather_facts(target, PortOptions(repo=target.repo).out_dir(target.op))
-            plan = build_plan(target, signature, facts, co)
+            plan, _facts, _co = make_plan(target, PortOptions(repo=target.repo).out_dir(target.op))
         except StageStop as stop:
             print(f"{target.op}: {stop.kind} ({stop.klass}): {stop.reason}")
             status = max(status, EXIT_CODES[VerdictKind(stop.kind)])
             continue
-        if args.json:
-            print(json.dumps(asdict(plan), indent=2, default=str))
-        else:
-            from bot.plan.show import render_plan
-
-            print(render_plan(plan))
+        print(json.dumps(asdict(plan), indent=2, default=str) if args.json else render_plan(plan))
         if plan.missing:
             status = max(status, EXIT_CODES[VerdictKind.BLOCKED])
     return status

@@ -230,6 +230,16 @@ def read_signature(target: Target):
         raise Blocked("env", f"the kernel reader is unavailable: {exc}") from None
 
 
+def make_plan(target: Target, out_dir: Path):
+    """Signature, checkout facts and sources merged into the launch plan (what ``agent-d plan`` shows).
+
+    Returns ``(plan, facts, checkout)``; raises ``StageStop`` like the pipeline's stages.
+    """
+    co = checkout.inspect(target)
+    facts = gather_facts(target, out_dir)
+    return build_plan(target, read_signature(target), facts, co), facts, co
+
+
 def gather_facts(target: Target, out_dir: Path) -> Facts:
     facts = Facts()
     contract.gather(target, facts)

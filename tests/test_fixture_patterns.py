@@ -24,12 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from bot import checkout
 from bot.cli import main
 from bot.demo import assemble_checkout
-from bot.pipeline import gather_facts
-from bot.plan import build_plan
-from bot.reader import read_kernel
+from bot.pipeline import make_plan
 from bot.types import Target
 from bot.wheel import default_cache_dir
 
@@ -52,13 +49,7 @@ def repo(tmp_path, tilegym_wheel):
 
 
 def _plan(repo: Path, op: str):
-    target = Target(repo, op)
-    return build_plan(
-        target,
-        read_kernel(target.kernel_rs),
-        gather_facts(target, repo / "out" / op),
-        checkout.inspect(target),
-    )
+    return make_plan(Target(repo, op), repo / "out" / op)[0]
 
 
 def _check_plans(repo: Path) -> None:

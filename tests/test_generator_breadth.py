@@ -15,12 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bot import checkout
 from bot.cli import main
 from bot.demo import assemble_checkout
-from bot.pipeline import gather_facts
-from bot.plan import build_plan
-from bot.reader import read_kernel
+from bot.pipeline import make_plan
 from bot.types import Target
 from bot.validator import exported_functions
 
@@ -42,13 +39,7 @@ def five(tmp_path, tilegym_wheel):
 
 
 def _plan(repo: Path, op: str):
-    target = Target(repo, op)
-    return build_plan(
-        target,
-        read_kernel(target.kernel_rs),
-        gather_facts(target, repo / "out" / op),
-        checkout.inspect(target),
-    )
+    return make_plan(Target(repo, op), repo / "out" / op)[0]
 
 
 def test_contract_lines_and_inferred_abi(five):

@@ -13,7 +13,7 @@ from bot.draft import render_draft
 from bot.emit import cdef, ffi_rs
 from bot.errors import Blocked, Failed
 from bot.infer.facts import Facts
-from bot.pipeline import gather_facts
+from bot.pipeline import make_plan
 from bot.plan import build_plan
 from bot.reader import read_kernel
 from bot.types import Target
@@ -30,8 +30,8 @@ def silu(tmp_path, tilegym_wheel):
 
 
 def _plan(target: Target):
-    facts = gather_facts(target, target.repo / "out" / target.op)
-    return build_plan(target, read_kernel(target.kernel_rs), facts, checkout.inspect(target)), facts
+    plan, facts, _ = make_plan(target, target.repo / "out" / target.op)
+    return plan, facts
 
 
 def test_silu_plan_sources(silu):
