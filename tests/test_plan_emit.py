@@ -147,3 +147,18 @@ def test_every_missing_key_is_a_contract_key(silu):
     (silu.repo / "src/tilegym/ops/ops.py").write_text("")  # no declaration either
     plan, _ = _plan(silu)
     assert plan.missing and all(_known(m.key) for m in plan.missing), [m.key for m in plan.missing]
+
+
+def test_row_kernel_honours_contract_checks_and_grid(silu):
+    """Contract keys shared by every pattern are not ignored by the row planner."""
+    (silu.kernel_dir / "host_contract.yaml").write_text(
+        "contract_version: 1\n"
+        "ffi.checks: [{when: 'dim(inp,1) != 2 * dim(out,1)'}]\n"
+        "ffi.grid.silu_and_mul_kernel: ['dim(inp,0)', 1, 1]\n"
+    )
+    plan, _ = _plan(silu)
+    assert plan.ffi.checks == [{"when": "dim(inp,1) != 2 * dim(out,1)", "rc": "INVALID_ARGS"}]
+    assert plan.ffi.variants[0].grid == ["dim(inp,0)", "1", "1"]
+    assert plan.ffi.variants[0].source.kind == "contract"
+    text = ffi_rs.render(plan)
+    assert "if in_d.dim(1) != (2 * out_d.dim(1)) {" in text

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bot.checkout import Checkout
 from bot.infer import naming
 from bot.infer.facts import Facts
-from bot.types import CScalar, CTensor, Entry, MissingFact, PyStep, Source
+from bot.types import CScalar, CTensor, Entry, MissingFact, PyStep, Source, Target, TestWiring
 
 # cutile generic strings the FFI dispatches, and the torch dtypes the wrapper accepts.
 DEFAULT_DTYPES = ["f32", "f16", "bf16"]
@@ -110,3 +111,29 @@ def wrapper_prologue(op: str, params: list[str], same_dtype: bool) -> list[PySte
                   for p in params[1:]]  # fmt: skip
     steps.append(PyStep("detach", names=params, source=PROLOGUE))
     return steps
+
+
+def contract_checks(facts: Facts) -> list[dict[str, str]]:
+    """Extra argument checks the contract asks the FFI for (``ffi.checks``), for every pattern."""
+    checks = facts.get("ffi.checks") or []
+    return [
+        {"when": str(c["when"]), "rc": str(c.get("rc", "INVALID_ARGS"))}
+        for c in checks
+        if isinstance(c, dict)
+    ]
+
+
+def contract_grid(entry: Entry, facts: Facts) -> tuple[list[str], Source] | None:
+    """The contract's ``ffi.grid.<entry>`` (three FFI expressions), when it gives one."""
+    explicit = facts.get(f"ffi.grid.{entry.name}")
+    if isinstance(explicit, list) and len(explicit) == 3:
+        return [str(g) for g in explicit], facts.source(f"ffi.grid.{entry.name}")
+    return None
+
+
+def test_wiring(target: Target, checkout: Checkout) -> TestWiring:
+    return TestWiring(
+        f"tests/ops/test_{target.op}.py" if checkout.test_file else "",
+        checkout.test_scope,
+        checkout.test_scope_source,
+    )

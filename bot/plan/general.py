@@ -25,7 +25,6 @@ from bot.types import (
     LaunchPlan,
     Source,
     Target,
-    TestWiring,
     Variant,
 )
 
@@ -121,7 +120,7 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
         scalars=scalars,
         derived=derived,
         variants=variants,
-        checks=_checks(facts),
+        checks=common.contract_checks(facts),
         sources={
             "style": checkout.style_source,
             "dtype_from": dtype_src,
@@ -130,11 +129,7 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
         },
     )
     python = python_side.plan(target, ffi, facts, missing)
-    tests = TestWiring(
-        f"tests/ops/test_{target.op}.py" if checkout.test_file else "",
-        checkout.test_scope,
-        checkout.test_scope_source,
-    )
+    tests = common.test_wiring(target, checkout)
     return LaunchPlan(target.op, ffi, python, tests, missing.items, int(facts.get("contract.lines", 0) or 0))
 
 
@@ -241,9 +236,9 @@ def _scalar_value(name, ty, entry, bases, tensors, facts) -> tuple[str | None, S
 
 
 def _grid(entry: Entry, facts: Facts) -> tuple[list[str], Source]:
-    explicit = facts.get(f"ffi.grid.{entry.name}")
-    if isinstance(explicit, list) and len(explicit) == 3:
-        return [str(g) for g in explicit], facts.source(f"ffi.grid.{entry.name}")
+    explicit = common.contract_grid(entry, facts)
+    if explicit:
+        return explicit
     block = entry.block
     if block.axes <= 1:
         why = (
@@ -263,7 +258,7 @@ def _pointer_ranks(
     exprs = (
         [d.expr for d in derived]
         + [g for v in variants for g in v.grid]
-        + [c["when"] for c in _checks(facts)]
+        + [c["when"] for c in common.contract_checks(facts)]
     )
     for t in tensors:
         if t.kind != "ptr":
@@ -272,12 +267,3 @@ def _pointer_ranks(
             int(m.group(1)) for e in exprs for m in re.finditer(rf"\b(?:dim|stride)\({t.name},\s*(\d)\)", e)
         ]
         t.rank = max(used) + 1 if used else 1
-
-
-def _checks(facts: Facts) -> list[dict[str, str]]:
-    checks = facts.get("ffi.checks") or []
-    return [
-        {"when": str(c["when"]), "rc": str(c.get("rc", "INVALID_ARGS"))}
-        for c in checks
-        if isinstance(c, dict)
-    ]

@@ -29,7 +29,6 @@ from bot.types import (
     PyStep,
     Source,
     Target,
-    TestWiring,
     Variant,
 )
 
@@ -104,9 +103,8 @@ def plan(
             py_generic_sources[arg] = Source("policy", "unknown")
     scalars += common.compile_option_scalars()
 
-    variant = Variant(
-        "always", entry.name, generics, args, ["n_rows", "1", "1"], entry.name, KERNEL_SHAPE, entry.unsafe
-    )
+    grid, grid_source = common.contract_grid(entry, facts) or (["n_rows", "1", "1"], KERNEL_SHAPE)
+    variant = Variant("always", entry.name, generics, args, grid, entry.name, grid_source, entry.unsafe)
     ffi = FfiPlan(
         symbol=target.symbol,
         module=signature.module,
@@ -118,14 +116,11 @@ def plan(
         scalars=scalars,
         derived=derived,
         variants=[variant],
+        checks=common.contract_checks(facts),
         sources={"style": checkout.style_source, "dtype_from": dtype_src, "dtypes": dtypes_src},
     )
     python = _python_plan(target, inputs, out, dtypes, py_generics, py_generic_sources, facts, missing)
-    tests = TestWiring(
-        file=f"tests/ops/test_{target.op}.py" if checkout.test_file else "",
-        scope=checkout.test_scope,
-        source=checkout.test_scope_source,
-    )
+    tests = common.test_wiring(target, checkout)
     return LaunchPlan(target.op, ffi, python, tests, missing.items, int(facts.get("contract.lines", 0) or 0))
 
 
