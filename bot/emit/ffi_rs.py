@@ -276,24 +276,24 @@ def _variant_chain(ffi: FfiPlan, rust) -> list[str]:
 
 
 def _launch_block(ffi: FfiPlan, v: Variant, rust) -> list[str]:
-    tensors_used = sorted({t for a in v.args for t in rustexpr.tensors(a) if a.strip().startswith("ten(")})
-    pointers_used = [t for a in v.args for t in rustexpr.tensors(a) if a.strip().startswith("ptr(")]
-    elem = {t.name: t.elem for t in ffi.tensors}
+    binds = {t.name: t.bind for t in ffi.tensors}
+    elem = _elem(ffi)
     out = [f"// {v.tag}: generics <{', '.join(v.generics)}>"]
     for g in v.grid:
         if g.strip() != "1":
             out += [f"if {_atom(rust(g))} <= 0 {{", "    return rc::INVALID_ARGS;", "}"]
     out.append("let launch = std::panic::AssertUnwindSafe(|| -> i32 {")
-    for t in tensors_used:
-        bind = next(x.bind for x in ffi.tensors if x.name == t)
-        ty = "$E" if elem[t] == ffi.dtype_generic else elem[t]
-        out.append(f"    let {t}_t = unsafe {{ borrow_tensor::<{ty}>({bind}) }};")
-    for t in pointers_used:
-        bind = next(x.bind for x in ffi.tensors if x.name == t)
-        ty = "$E" if elem[t] == ffi.dtype_generic else elem[t]
-        out.append(
-            f"    let {t}_dp: DevicePointer<{ty}> = unsafe {{ DevicePointer::from_cu_deviceptr({bind}.ptr) }};"
-        )
+    # Bind each tensor argument once, in argument order: borrowed tensors and device pointers.
+    for a in v.args:
+        kind = a.strip()[:4]
+        for t in rustexpr.tensors(a) if kind in ("ten(", "ptr(") else ():
+            if kind == "ten(":
+                out.append(f"    let {t}_t = unsafe {{ borrow_tensor::<{elem(t)}>({binds[t]}) }};")
+            else:
+                out.append(
+                    f"    let {t}_dp: DevicePointer<{elem(t)}> = "
+                    f"unsafe {{ DevicePointer::from_cu_deviceptr({binds[t]}.ptr) }};"
+                )
     generics = ", ".join(
         "dty.to_string()" if g == "dtype" else f"{_atom(rust(g))}.to_string()" for g in v.generics
     )
