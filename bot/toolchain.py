@@ -21,11 +21,11 @@ from bot.errors import Blocked
 # CUDA 13.0 headers: a driver of the 580 series (CUDA 13.0) accepts code built against them.
 HEADER_WHEELS = ("nvidia-cuda-runtime==13.0.96", "nvidia-cuda-crt==13.0.88", "nvidia-curand==10.4.0.35")
 REQUIRED_HEADERS = ("cuda.h", "curand.h", "crt/host_config.h")
-LIBCLANG_GLOBS = (
-    "/usr/lib/llvm-*/lib/libclang*.so*",
-    "/usr/lib/x86_64-linux-gnu/libclang*.so*",
-    "/usr/lib/aarch64-linux-gnu/libclang*.so*",
-    "/usr/lib64/libclang*.so*",
+# libclang itself, not libclang-cpp (which Debian ships alone with some LLVM packages; bindgen rejects it).
+LIBCLANG_GLOBS = tuple(
+    f"{d}/{name}"
+    for d in ("/usr/lib/llvm-*/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64")
+    for name in ("libclang.so*", "libclang-[0-9]*.so*")
 )
 
 
@@ -91,11 +91,11 @@ def cuda_headers(cache: Path | None = None) -> Path:
     return root
 
 
-def libclang_dir() -> Path | None:
+def libclang_dir(globs: tuple[str, ...] = LIBCLANG_GLOBS) -> Path | None:
     explicit = os.environ.get("LIBCLANG_PATH")
     if explicit:
         return Path(explicit)
-    for pattern in LIBCLANG_GLOBS:
+    for pattern in globs:
         found = sorted(glob.glob(pattern))
         if found:
             return Path(found[-1]).parent

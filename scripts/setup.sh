@@ -9,7 +9,14 @@ want_tests=0
 
 have_libclang() {
   [ -n "${LIBCLANG_PATH:-}" ] && return 0
-  compgen -G "/usr/lib/llvm-*/lib/libclang*.so*" >/dev/null || compgen -G "/usr/lib/x86_64-linux-gnu/libclang*.so*" >/dev/null
+  # libclang itself: libclang-cpp alone does not do for bindgen
+  local dir name
+  for dir in /usr/lib/llvm-*/lib /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu; do
+    for name in 'libclang.so*' 'libclang-[0-9]*.so*'; do
+      compgen -G "$dir/$name" >/dev/null && return 0
+    done
+  done
+  return 1
 }
 if ! have_libclang; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -164,6 +164,13 @@ def test_run_plan_same_pytest_for_both_trees_and_verify_for_agent_d(tmp_path):
         ("pytest", "matmul", "hand_written"),  # blocked at pack time: no agent-d run, baseline only, last
     ]
     assert steps[0].weight == steps[1].weight > steps[-1].weight
+    # an op's two correctness runs go side by side; each benchmark runs alone
+    assert [[(s.kind, s.tree) for s in g] for g in device.groups(steps)] == [
+        [("pytest", "hand_written"), ("verify", "agent_d")],
+        [("bench", "hand_written")],
+        [("bench", "agent_d")],
+        [("pytest", "hand_written")],
+    ]
     hw = steps[0]
     assert hw.argv == ["python3", "-m", "pytest", *MANIFEST["ops"]["silu_and_mul"]["pytest_args"]]
     assert hw.cwd == str(root / "payload" / "hand_written")

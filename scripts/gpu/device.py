@@ -18,6 +18,7 @@ import signal
 import subprocess
 import tarfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -189,6 +190,7 @@ class Step:
     log: str
     weight: float = 1.0  # share of the time budget
     ops: list[str] = field(default_factory=list)
+    group: int = 0  # steps of one group run at the same time (an op's two correctness runs)
 
 
 def plan(manifest: dict, root: Path, site: Path, ops: list[str], python: str, out_logs: Path) -> list[Step]:
@@ -197,6 +199,8 @@ def plan(manifest: dict, root: Path, site: Path, ops: list[str], python: str, ou
     Ops that agent-d generated come first (hand-written pytest, then ``agent-d verify`` on tree B,
     whose pytest run uses the same argv), then one benchmark process per tree, then the
     baseline-only ops (agent-d blocked at pack time). Weights share the time budget.
+    An op's hand-written pytest and its ``agent-d verify`` share a group: they run side by side
+    (correctness only; the benchmark processes run alone, one after the other).
     """
     steps: list[Step] = []
     a, b = root / "payload" / "hand_written", root / "payload" / "agent_d"
@@ -204,26 +208,46 @@ def plan(manifest: dict, root: Path, site: Path, ops: list[str], python: str, ou
     generated = [op for op in ops if manifest["ops"][op]["pack"]["status"] == "generated"]
     baseline_only = [op for op in ops if op not in generated]
 
-    def pytest_step(op: str, weight: float) -> Step:
+    def pytest_step(op: str, weight: float, group: int) -> Step:
         argv = [python, "-m", "pytest", *manifest["ops"][op]["pytest_args"]]
         return Step("pytest", op, "hand_written", argv, str(a), {"PYTHONPATH": f"{a / 'src'}{os.pathsep}{site}"},
-                    str(out_logs / f"{op}.hand_written.txt"), weight)  # fmt: skip
+                    str(out_logs / f"{op}.hand_written.txt"), weight, group=group)  # fmt: skip
 
     for op in generated:
-        steps.append(pytest_step(op, 3.0))
+        group = len(steps)
+        steps.append(pytest_step(op, 3.0, group))
         argv = [python, "-m", "bot.cli", "verify", "--repo", str(b), "--kernel", op, "--out",
                 str(b / "cutile_kernel_out"), "--python", python, "--test-timeout", "{timeout}", "--json"]  # fmt: skip
         steps.append(Step("verify", op, "agent_d", argv, str(b), {"PYTHONPATH": str(site), "AGENT_D_READER": str(reader)},
-                          str(out_logs / f"{op}.agent_d.verify.txt"), 3.0))  # fmt: skip
+                          str(out_logs / f"{op}.agent_d.verify.txt"), 3.0, group=group))  # fmt: skip
     for tree, path in (("hand_written", a), ("agent_d", b)):
         if generated:
             argv = [python, str(BENCH), "--tree", str(path), "--ops", *generated, "--json",
                     str(out_logs / f"bench.{tree}.json")]  # fmt: skip
             steps.append(Step("bench", ",".join(generated), tree, argv, str(path), {"PYTHONPATH": str(site)},
-                              str(out_logs / f"bench.{tree}.txt"), 1.0, list(generated)))  # fmt: skip
+                              str(out_logs / f"bench.{tree}.txt"), 1.0, list(generated), group=len(steps)))  # fmt: skip
     for op in baseline_only:
-        steps.append(pytest_step(op, 1.0))
+        steps.append(pytest_step(op, 1.0, len(steps)))
     return steps
+
+
+def groups(steps: list[Step]) -> list[list[Step]]:
+    """``steps`` cut into their run groups, in order."""
+    out: list[list[Step]] = []
+    for step in steps:
+        if out and out[-1][0].group == step.group:
+            out[-1].append(step)
+        else:
+            out.append([step])
+    return out
+
+
+def run_group(group: list[Step], base_env: dict[str, str], timeout: float) -> list[dict]:
+    """Run the steps of one group side by side, each with ``timeout``; results in step order."""
+    if len(group) == 1:
+        return [run_step(group[0], base_env, timeout)]
+    with ThreadPoolExecutor(max_workers=len(group)) as pool:
+        return list(pool.map(lambda s: run_step(s, base_env, timeout), group))
 
 
 def run_step(step: Step, base_env: dict[str, str], timeout: float) -> dict:
@@ -417,49 +441,16 @@ def run(
         log(f"warning: not importable with the carried wheels: {', '.join(missing)}")
     steps = plan(manifest, root, site, ops, python, logs)
     deadline = t0 + budget
-    for i, step in enumerate(steps):
-        left = sum(s.weight for s in steps[i:])
-        timeout = max(20.0, (deadline - time.monotonic() - 20) * step.weight / left)
-        log(f"{step.kind} {step.op} [{step.tree}] (timeout {timeout:.0f}s)")
-        pylog = root / "payload" / "agent_d" / "cutile_kernel_out" / step.op / "correctness_cutile_rs.txt"
-        if step.kind == "verify":
-            pylog.unlink(missing_ok=True)  # the pack-time log (no GPU there) must not be read as this run's
-        res = run_step(step, env, timeout)
-        text = Path(step.log).read_text(encoding="utf-8", errors="replace")
-        if step.kind == "pytest":
-            res.update(parse_pytest(text))
-            if res["exit"] not in (0, None) and not res["first_failure"]:
-                res["first_failure"] = last_line(text)
-            results["ops"][step.op][step.tree] = res
-        elif step.kind == "verify":
-            res["verdict"] = parse_verify(text)
-            res["verify_exit"] = res["exit"]
-            cmd = re.search(r"^\$ (\S+ -m pytest .*)\nexit=(\S+)$", text, re.M)
-            res["pytest_command"] = cmd.group(1) if cmd else ""
-            res["exit"] = int(cmd.group(2)) if cmd and cmd.group(2).lstrip("-").isdigit() else None
-            if pylog.is_file():
-                ptext = pylog.read_text(encoding="utf-8", errors="replace")
-                res.update(parse_pytest(ptext))
-                res["pytest_log"] = str(pylog)
-                if res["exit"] not in (0, None) and not res["first_failure"]:
-                    res["first_failure"] = last_line(ptext)
-            else:
-                res["first_failure"] = f"pytest not run by verify: {res['verdict'].get('reason', '')}"
-            results["ops"][step.op]["agent_d"] = res
-        else:
-            bench = Path(step.argv[step.argv.index("--json") + 1])
-            data = json.loads(bench.read_text()) if bench.is_file() else {}
-            why = "timed out" if res["timed_out"] else f"no result: {last_line(text)}"
-            for op in step.ops:
-                results["ops"][op].setdefault("host_time", {})[step.tree] = data.get(op, {"error": why})
-        detail = {"pytest": res.get("summary") or res.get("first_failure", ""), "bench": ""}.get(step.kind)
-        if step.kind == "verify":
-            v = res["verdict"]
-            detail = f"pytest exit={res['exit']} ({res.get('summary', '')}); VERDICT: {v.get('verdict')} {v.get('class')}"
-        log(
-            f"  -> exit={res.get('verify_exit', res['exit'])}{' (timed out)' if res['timed_out'] else ''} "
-            f"in {res['seconds']}s" + (f": {detail}" if detail else "")
-        )
+    cut = groups(steps)
+    for i, group in enumerate(cut):
+        left = sum(max(s.weight for s in g) for g in cut[i:])
+        timeout = max(20.0, (deadline - time.monotonic() - 20) * max(s.weight for s in group) / left)
+        for step in group:
+            log(f"{step.kind} {step.op} [{step.tree}] (timeout {timeout:.0f}s)")
+            if step.kind == "verify":  # the pack-time log (no GPU there) must not be read as this run's
+                _pytest_log(root, step.op).unlink(missing_ok=True)
+        for step, res in zip(group, run_group(group, env, timeout), strict=True):
+            _record(step, res, results, root)
     for op in ops:
         r = results["ops"][op]
         if "agent_d" in r and "hand_written" in r:
@@ -470,6 +461,50 @@ def run(
             ht["ratio"] = round(a / b, 3)
     _write_out(results, out, logs, root, state)
     return 0
+
+
+def _pytest_log(root: Path, op: str) -> Path:
+    return root / "payload" / "agent_d" / "cutile_kernel_out" / op / "correctness_cutile_rs.txt"
+
+
+def _record(step: Step, res: dict, results: dict, root: Path) -> None:
+    """Parse one finished step's log into ``results``."""
+    pylog = _pytest_log(root, step.op)
+    text = Path(step.log).read_text(encoding="utf-8", errors="replace")
+    if step.kind == "pytest":
+        res.update(parse_pytest(text))
+        if res["exit"] not in (0, None) and not res["first_failure"]:
+            res["first_failure"] = last_line(text)
+        results["ops"][step.op][step.tree] = res
+    elif step.kind == "verify":
+        res["verdict"] = parse_verify(text)
+        res["verify_exit"] = res["exit"]
+        cmd = re.search(r"^\$ (\S+ -m pytest .*)\nexit=(\S+)$", text, re.M)
+        res["pytest_command"] = cmd.group(1) if cmd else ""
+        res["exit"] = int(cmd.group(2)) if cmd and cmd.group(2).lstrip("-").isdigit() else None
+        if pylog.is_file():
+            ptext = pylog.read_text(encoding="utf-8", errors="replace")
+            res.update(parse_pytest(ptext))
+            res["pytest_log"] = str(pylog)
+            if res["exit"] not in (0, None) and not res["first_failure"]:
+                res["first_failure"] = last_line(ptext)
+        else:
+            res["first_failure"] = f"pytest not run by verify: {res['verdict'].get('reason', '')}"
+        results["ops"][step.op]["agent_d"] = res
+    else:
+        bench = Path(step.argv[step.argv.index("--json") + 1])
+        data = json.loads(bench.read_text()) if bench.is_file() else {}
+        why = "timed out" if res["timed_out"] else f"no result: {last_line(text)}"
+        for op in step.ops:
+            results["ops"][op].setdefault("host_time", {})[step.tree] = data.get(op, {"error": why})
+    detail = {"pytest": res.get("summary") or res.get("first_failure", ""), "bench": ""}.get(step.kind)
+    if step.kind == "verify":
+        v = res["verdict"]
+        detail = f"pytest exit={res['exit']} ({res.get('summary', '')}); VERDICT: {v.get('verdict')} {v.get('class')}"
+    log(
+        f"  {step.kind} {step.op} [{step.tree}] -> exit={res.get('verify_exit', res['exit'])}{' (timed out)' if res['timed_out'] else ''} "
+        f"in {res['seconds']}s" + (f": {detail}" if detail else "")
+    )
 
 
 def _previous(state: Path, manifest: dict) -> dict | None:
