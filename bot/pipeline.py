@@ -34,12 +34,21 @@ from bot import (
 )
 from bot.draft import write_draft
 from bot.errors import Blocked, Failed, StageStop
-from bot.infer import analysis, contract, ops_py, reference
+from bot.infer import analysis, contract, ops_py, reference, reference_launch
 from bot.infer.facts import Facts
 from bot.plan import build_plan
 from bot.reader import ReaderError, ReaderUnavailable, read_kernel
 from bot.targets import find_targets
-from bot.types import BuildResult, PortResult, StageRecord, Target, TestResult, Verdict, VerdictKind
+from bot.types import (
+    BuildResult,
+    KernelSignature,
+    PortResult,
+    StageRecord,
+    Target,
+    TestResult,
+    Verdict,
+    VerdictKind,
+)
 
 T = TypeVar("T")
 
@@ -166,7 +175,9 @@ def _generate_and_build(target: Target, run: _Run, result: PortResult, out_dir: 
         lambda s: f"{s.module}: " + ", ".join(e.name for e in s.entries),
     )
     co = run.stage("checkout", lambda: checkout.inspect(target), lambda c: f"ffi style {c.style}")
-    facts = run.stage("facts", lambda: gather_facts(target, out_dir), lambda f: f"{len(f.items)} facts")
+    facts = run.stage(
+        "facts", lambda: gather_facts(target, out_dir, signature), lambda f: f"{len(f.items)} facts"
+    )
     plan = run.stage(
         "launch plan",
         lambda: build_plan(target, signature, facts, co),
@@ -236,17 +247,19 @@ def make_plan(target: Target, out_dir: Path):
     Returns ``(plan, facts, checkout)``; raises ``StageStop`` like the pipeline's stages.
     """
     co = checkout.inspect(target)
-    facts = gather_facts(target, out_dir)
-    return build_plan(target, read_signature(target), facts, co), facts, co
+    signature = read_signature(target)
+    facts = gather_facts(target, out_dir, signature)
+    return build_plan(target, signature, facts, co), facts, co
 
 
-def gather_facts(target: Target, out_dir: Path) -> Facts:
+def gather_facts(target: Target, out_dir: Path, signature: KernelSignature | None) -> Facts:
     facts = Facts()
     contract.gather(target, facts)
     contract.gather_agent_b(out_dir / "reports" / "agent_b.md", facts)
     analysis.gather(out_dir / "reference" / "analysis.json", facts)
     ops_py.gather(target, facts)
     reference.gather(target, facts)
+    reference_launch.gather(target, signature, facts)
     return facts
 
 

@@ -1,6 +1,6 @@
 """The five cutile-rs ops of tilegym 1.5.1, from a tree where only their kernel.rs is present.
 
-agent-d generates every host side (silu_and_mul and swiglu from inference alone; matmul, bmm and
+agent-d generates every host side (silu_and_mul, swiglu and matmul from inference alone; bmm and
 attention_sink with the host contracts in tests/fixtures/contracts), the aggregated crate with all
 five generated ffi.rs compiles against the real cutile 0.2.0 crates, each symbol is exported and
 each ABI smoke check passes.
@@ -44,12 +44,29 @@ def _plan(repo: Path, op: str):
 
 def test_contract_lines_and_inferred_abi(five):
     lines = {op: _plan(five, op).contract_lines for op in OPS}
-    assert lines["silu_and_mul"] == 0 and lines["swiglu"] == 0
-    assert all(lines[op] > 0 for op in ("matmul", "bmm", "attention_sink"))
+    assert lines["silu_and_mul"] == lines["swiglu"] == lines["matmul"] == 0
+    assert all(lines[op] > 0 for op in ("bmm", "attention_sink"))
     matmul = _plan(five, "matmul")
+    assert not matmul.missing
     assert [n for n, _ in matmul.ffi.c_params()][:3] == ["c", "a", "b"]  # outputs first
     assert {d.name: d.expr for d in matmul.ffi.derived}["cast_tf32"] == "cast_tf32(a)"
     assert [v.when for v in matmul.ffi.variants] == ["persistent != 0", "else"]
+    # the wrapper side read from the cuTile reference ops/cutile/matmul.py
+    py = matmul.python
+    assert {k: s.kind for k, s in py.sources.items()} == {
+        "python.signature": "ops_py",
+        "python.alloc": "reference",
+        "python.configs": "reference",
+        "python.steps": "reference",
+    }
+    assert py.alloc == {"c": "torch.empty((M, N), device=a.device, dtype=a.dtype)"}
+    assert [g["when"].split(" and ")[0] for g in py.configs][-1] == "always"
+    assert all(
+        set(c) >= {"BM", "BN", "BK", "NUM_CTAS", "OCCUPANCY"} for g in py.configs for c in g["configs"]
+    )
+    assert py.ffi_args["bm"] == "cfg.BM" and py.ffi_args["group_size_m"] == "getattr(cfg, 'GROUP_SIZE_M', 0)"
+    assert "cdiv(M, cfg.BM) * cdiv(N, cfg.BN)" in py.ffi_args["num_programs"]
+    assert any(s.kind == "check" and s.expr == "trans_a" for s in py.steps)  # kernel.rs has no transpose
     bmm = _plan(five, "bmm")
     assert {d.name: d.expr for d in bmm.ffi.derived}["rt_m"] == "sel(trans_a != 0, dim(a,2), dim(a,1))"
     attention = _plan(five, "attention_sink")
@@ -79,10 +96,10 @@ def test_all_five_generate_build_export_and_smoke(five, cargo_target_dir, capsys
 
 
 def test_missing_contract_is_blocked_host_with_a_draft(five, capsys):
-    (five / "src/tilegym/ops/cutile_rs/matmul_kernel/host_contract.yaml").unlink()
-    code = main(["port", "--repo", str(five), "--kernel", "matmul"])
+    (five / "src/tilegym/ops/cutile_rs/bmm_kernel/host_contract.yaml").unlink()
+    code = main(["port", "--repo", str(five), "--kernel", "bmm"])
     out = capsys.readouterr().out
     assert code == 3
     assert "BLOCKED (block_class: host): cannot infer: python.alloc" in out
-    draft = (five / "src/tilegym/ops/cutile_rs/matmul_kernel/host_contract.draft.yaml").read_text()
+    draft = (five / "src/tilegym/ops/cutile_rs/bmm_kernel/host_contract.draft.yaml").read_text()
     assert "python.alloc: null  # MISSING" in draft and "python.args.num_programs: null  # MISSING" in draft

@@ -52,8 +52,21 @@ def render(plan: LaunchPlan) -> str:
         "# num_cta_in_cga / occupancy value that leaves the compiler default.",
         "_AUTO_COMPILE_OPTION = -1",
     ]
+    if "_device_capability(" in body_text:
+        lines.append("_CAPABILITY = {}")
     if "cdiv(" in body_text:
         lines += ["", "", "def cdiv(a, b):", "    return -(-a // b)"]
+    if "_device_capability(" in body_text:
+        lines += [
+            "",
+            "",
+            "def _device_capability():",
+            '    """Compute capability of the current device, asked once per device."""',
+            "    index = torch.cuda.current_device()",
+            "    if index not in _CAPABILITY:",
+            "        _CAPABILITY[index] = torch.cuda.get_device_capability(index)",
+            "    return _CAPABILITY[index]",
+        ]
     if "_compile_option(" in body_text:
         lines += [
             "",

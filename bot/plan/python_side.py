@@ -189,7 +189,13 @@ def _arg(
                 )
         return "_AUTO_COMPILE_OPTION", Source("policy", "no config sets it: compiler default")
     if role == "generic" and feeds in fields:
-        return f"cfg.{feeds}", Source("naming", f"config field {feeds} feeds generic {feeds}")
+        everywhere = all(feeds in cfg for group in configs for cfg in group["configs"])
+        if everywhere:
+            return f"cfg.{feeds}", Source("naming", f"config field {feeds} feeds generic {feeds}")
+        # configs of a variant that lacks this generic do not set it; its launch ignores the value
+        return f"getattr(cfg, {feeds!r}, 0)", Source(
+            "naming", f"config field {feeds} feeds generic {feeds} (0 where a config lacks it)"
+        )
     names = [p.split("=")[0].strip().lstrip("*") for p in signature.split(",")]
     if role == "selector" and name == "persistent" and "static_persistent" in names:
         return "1 if static_persistent else 0", Source(

@@ -1,0 +1,603 @@
+"""The wrapper side of an autotuned op, read from its cuTile reference ``ops/cutile/<op>.py`` (``ast``).
+
+TileGym's autotuned references share one shape: the registered function sizes the problem
+(``M, K = a.shape``), allocates the output, then per variant calls a module helper that runs
+``exhaustive_search(configs, stream, grid_fn, kernel, args_fn, hints_fn)``. From that we read,
+for each variant: the condition that selects it, the config generator (expanded statically,
+one group per GPU-capability branch), the grid, the compile hints and how config fields feed the
+kernel's parameters. Reference kernel parameters are matched to kernel.rs generics by name
+(``TILE_SIZE_M``/``TILE_M`` ~ ``BM``); a reference parameter kernel.rs lacks is either a tuning
+hint (dropped from the configs) or a caller feature (``trans_a``), which the wrapper refuses.
+
+Anything outside that shape is not guessed: nothing is offered and ``facts.note_tried`` says why,
+so the plan reports the facts as missing.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import re
+from dataclasses import dataclass
+
+from bot.infer.facts import Facts
+from bot.infer.reference import reference_path
+from bot.types import KernelSignature, Source, Target
+
+KEYS = ("python.steps", "python.alloc", "python.configs", "python.key", "python.args.num_programs")
+_ALLOCATORS = {"empty", "zeros"}
+_HINTS = {"num_ctas": "NUM_CTAS", "occupancy": "OCCUPANCY"}
+_MAX_CONFIGS = 64
+
+
+class NotThisShape(Exception):
+    """The reference does not have the shape this reader understands (the message says where)."""
+
+
+@dataclass
+class Variant:
+    condition: str  # Python condition over the wrapper's names; "" for the last (else) branch
+    kernel: str  # reference kernel name
+    entry: str  # kernel.rs entry it corresponds to
+    grid0: str
+    configs: list[tuple[str, list[dict[str, object]]]]  # (capability condition or "", configs)
+    key: list[str]
+    generator: str  # "<name>():<line>" of the config generator
+    renamed: dict[str, str]  # config field -> kernel.rs generic / compile option
+    line: int  # of the exhaustive_search call
+
+
+@dataclass
+class Reading:
+    function: str  # "<name>():<line>" of the registered function
+    steps: list[dict[str, str]]
+    alloc: dict[str, str]
+    variants: list[Variant]
+    notes: list[str]  # what was dropped or refused, for the plan's sources
+
+
+def gather(target: Target, signature: KernelSignature | None, facts: Facts) -> None:
+    path = reference_path(target)
+    if signature is None or not path.is_file():
+        return
+    rel = path.relative_to(target.repo)
+    try:
+        reading = read(path.read_text(encoding="utf-8"), target.op, signature)
+    except NotThisShape as exc:
+        for key in KEYS:
+            facts.note_tried(key, f"{rel}: {exc}")
+        return
+    except SyntaxError as exc:
+        for key in KEYS:
+            facts.note_tried(key, f"{rel}: does not parse ({exc.msg})")
+        return
+    if reading is None:
+        return
+    launches = ", ".join(f"{v.kernel} -> {v.entry} ({v.condition or 'else'})" for v in reading.variants)
+
+    def where(what: str) -> Source:
+        return Source("reference", f"{rel}: {what}")
+
+    refusals = [n for n in reading.notes if "refused" in n]
+    facts.offer(
+        "python.steps",
+        reading.steps,
+        where(f"{reading.function} before its launches" + "".join(f"; {n}" for n in refusals)),
+    )
+    facts.offer("python.alloc", reading.alloc, where(f"{reading.function} allocation"))
+    groups = []
+    for v in reading.variants:
+        for cap, configs in v.configs:
+            when = " and ".join(f"({c})" for c in (v.condition, cap) if c) or "always"
+            groups.append({"when": when, "configs": configs})
+    renamed = sorted({f"{k}->{n}" for v in reading.variants for k, n in v.renamed.items() if k != n})
+    dropped = [n for n in reading.notes if "dropped" in n]
+    facts.offer(
+        "python.configs",
+        groups,
+        where(
+            "; ".join(f"{v.generator} for {v.entry}" for v in reading.variants)
+            + f"; fields {', '.join(renamed)}"
+            + "".join(f"; {n}" for n in dropped)
+        ),
+    )
+    key: list[str] = []
+    for v in reading.variants:
+        key += [k for k in v.key if k not in key]
+    key += [v.condition for v in reading.variants if v.condition and v.condition not in key]
+    facts.offer(
+        "python.key",
+        "(" + ", ".join(key) + ("," if len(key) == 1 else "") + ")",
+        where(f"cache keys; {launches}"),
+    )
+    grid = reading.variants[-1].grid0
+    for v in reversed(reading.variants[:-1]):
+        grid = f"({v.grid0}) if {v.condition} else ({grid})"
+    where_grid = where(
+        "grid of " + ", ".join(f"exhaustive_search:{v.line} ({v.entry})" for v in reading.variants)
+    )
+    facts.offer("python.args.num_programs", grid, where_grid)
+
+
+def read(source: str, op: str, signature: KernelSignature) -> Reading | None:
+    """The reading of an autotuned reference, None when the op is not autotuned there."""
+    tree = ast.parse(source)
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    fn = _registered(tree, op)
+    if fn is None or not any(_is_call(n, "exhaustive_search") for n in ast.walk(tree)):
+        return None
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
+    reader = _Reader(op, functions, signature, params)
+    return reader.function(fn)
+
+
+class _Reader:
+    def __init__(
+        self, op: str, functions: dict[str, ast.FunctionDef], signature: KernelSignature, params: list[str]
+    ):
+        self.op = op
+        self.functions = functions
+        self.signature = signature
+        self.params = params
+        self.steps: list[dict[str, str]] = []
+        self.refused: list[str] = []  # caller flags kernel.rs cannot honour
+        self.alloc: dict[str, ast.Call] = {}
+        self.variants: list[Variant] = []
+        self.notes: list[str] = []
+        self.launch_asserts: list[tuple[ast.Assert, str]] = []  # asserts beside the helper calls
+
+    # ------------------------------------------------------------------ the registered function
+
+    def function(self, fn: ast.FunctionDef) -> Reading:
+        launches = [s for s in fn.body if self._launches(s)]
+        if not launches:
+            raise NotThisShape(f"{fn.name}() reaches no exhaustive_search helper")
+        first = fn.body.index(launches[0])
+        for stmt in fn.body[:first]:  # outputs first: launch helpers size things by them
+            if (
+                isinstance(stmt, ast.Assign)
+                and isinstance(stmt.targets[0], ast.Name)
+                and _is_allocation(stmt.value)
+            ):
+                self.alloc[stmt.targets[0].id] = stmt.value
+        # Read the launches first: they tell which caller flags kernel.rs cannot honour.
+        for stmt in fn.body[first:]:
+            if isinstance(stmt, ast.Return):
+                continue
+            self._dispatch(stmt, "", "")
+        for stmt in fn.body[:first]:
+            self._prologue(stmt)
+        if not self.alloc:
+            raise NotThisShape(f"{fn.name}() allocates no output with torch.empty/zeros before launching")
+        refusals = [
+            {
+                "check": flag,
+                "raise": "NotImplementedError",
+                "message": f"cutile-rs {self.op}: {flag} is not supported (kernel.rs has no parameter for it)",
+            }
+            for flag in self.refused
+        ]
+        # an assert about refused flags only is already covered by the refusal
+        checks = [
+            _assert_step(stmt, holds, self.op)
+            for stmt, holds in self.launch_asserts
+            if not {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)} <= set(self.refused)
+        ]
+        return Reading(
+            function=f"{fn.name}():{fn.lineno}",
+            steps=refusals + self.steps + checks,
+            alloc={name: ast.unparse(call) for name, call in self.alloc.items()},
+            variants=self.variants,
+            notes=self.notes,
+        )
+
+    def _launches(self, stmt: ast.stmt) -> bool:
+        return any(self._helper(n) is not None for n in ast.walk(stmt) if isinstance(n, ast.Call))
+
+    def _helper(self, call: ast.Call) -> ast.FunctionDef | None:
+        name = getattr(call.func, "id", "")
+        fn = self.functions.get(name)
+        if fn is not None and any(_is_call(n, "exhaustive_search") for n in ast.walk(fn)):
+            return fn
+        return None
+
+    def _prologue(self, stmt: ast.stmt) -> None:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            return  # docstring
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target = stmt.targets[0]
+            if "current_stream" in ast.unparse(stmt.value):
+                return  # the launcher takes the stream of the tensors' device itself
+            if isinstance(target, ast.Name) and _is_allocation(stmt.value):
+                self.alloc[target.id] = stmt.value
+                return
+            if isinstance(target, (ast.Name, ast.Tuple)):
+                names = target.elts if isinstance(target, ast.Tuple) else [target]
+                let = ", ".join(ast.unparse(n) for n in names)
+                self.steps.append({"let": let, "expr": ast.unparse(stmt.value)})
+                return
+        if isinstance(stmt, ast.Assert):
+            self.steps.append(_assert_step(stmt, "", self.op))
+            return
+        if isinstance(stmt, ast.If):
+            default = _none_default(stmt)
+            if default is not None:
+                name, value = default
+                self.steps.append({"let": name, "expr": f"{value} if {name} is None else {name}"})
+                return
+            flag = ast.unparse(stmt.test)
+            if flag in self.refused:  # the wrapper refuses it, so only the else branch runs
+                for inner in stmt.orelse:
+                    self._prologue(inner)
+                return
+        raise NotThisShape(f"line {stmt.lineno}: cannot follow `{ast.unparse(stmt).splitlines()[0]}`")
+
+    def _dispatch(self, stmt: ast.stmt, condition: str, holds: str) -> None:
+        """An ``if flag: helper(...) else: helper(...)``, or one helper call.
+
+        ``condition`` selects the variant ("" for else); ``holds`` is what is true at ``stmt``.
+        """
+        if isinstance(stmt, ast.If):
+            if condition or holds:
+                raise NotThisShape(f"line {stmt.lineno}: nested launch conditions")
+            test = ast.unparse(stmt.test)
+            for inner in stmt.body:
+                self._dispatch(inner, test, test)
+            for inner in stmt.orelse:
+                self._dispatch(inner, "", f"not ({test})")
+            return
+        if isinstance(stmt, ast.Assert):
+            self.launch_asserts.append((stmt, holds))
+            return
+        call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
+        helper = self._helper(call) if isinstance(call, ast.Call) else None
+        if helper is None:
+            raise NotThisShape(f"line {stmt.lineno}: cannot follow `{ast.unparse(stmt).splitlines()[0]}`")
+        variant = self._variant(helper, call, condition)
+        self.variants.append(variant)
+
+    # ------------------------------------------------------------------ one launch helper
+
+    def _variant(self, helper: ast.FunctionDef, call: ast.Call, condition: str) -> Variant:
+        names = [a.arg for a in helper.args.posonlyargs + helper.args.args]
+        bound: dict[str, ast.expr] = dict(zip(names, call.args, strict=False))
+        bound.update({k.arg: k.value for k in call.keywords if k.arg})
+        local: dict[str, ast.expr] = {}
+        search = None
+        key: list[str] = []
+        for node in helper.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                _bind(node.targets[0], node.value, local)
+        for node in ast.walk(helper):
+            if _is_call(node, "exhaustive_search"):
+                search = node
+        assert search is not None
+        if len(search.args) < 6:
+            raise NotThisShape(f"line {search.lineno}: exhaustive_search without its six arguments")
+        configs_arg, _stream, grid_fn, kernel_arg, args_fn, hints_fn = search.args[:6]
+        kernel_name = getattr(kernel_arg, "id", "")
+        kernel = self.functions.get(kernel_name)
+        if kernel is None:
+            raise NotThisShape(
+                f"line {search.lineno}: kernel {ast.unparse(kernel_arg)} is not a module function"
+            )
+        entry = self._entry(kernel_name)
+        generics = {g.name for g in entry.generics if g.kind == "const"}
+        rust_params = {p.name.lower() for p in entry.params}
+
+        def resolve(expr: ast.expr) -> ast.expr:
+            return self._caller_names(_substitute(expr, local, bound))
+
+        rename: dict[str, str] = {}
+        dropped: list[str] = []
+        ref_params = [a.arg for a in kernel.args.args]
+        for ref, arg in zip(ref_params, _lambda_tuple(args_fn), strict=False):
+            field_name = _cfg_field(arg)
+            twin = _generic_twin(ref, generics)
+            if twin is not None:
+                if field_name is None:
+                    raise NotThisShape(f"{kernel_name}: {ref} gets {ast.unparse(arg)}, not a config field")
+                rename[field_name] = twin
+            elif ref.lower() in rust_params:
+                continue  # a tensor or a size kernel.rs takes too: the FFI derives it
+            elif field_name is not None:
+                dropped.append(field_name)
+                self.notes.append(
+                    f"config field {field_name} ({kernel_name}.{ref}) dropped: not in {entry.name}"
+                )
+            else:
+                flag = ast.unparse(resolve(arg))
+                if flag not in self.params:
+                    raise NotThisShape(f"{kernel_name}: {ref} gets {ast.unparse(arg)}, which kernel.rs lacks")
+                if flag not in self.refused:
+                    self.refused.append(flag)
+                    self.notes.append(f"{flag} refused: {entry.name} has no {ref}")
+        hints = _lambda_dict(hints_fn)
+        for hint, value in hints.items():
+            field_name = _cfg_field(value)
+            if hint not in _HINTS or field_name is None:
+                raise NotThisShape(f"{kernel_name}: compile hint {hint}={ast.unparse(value)} not understood")
+            rename[field_name] = _HINTS[hint]
+        grid = _lambda_tuple(grid_fn)
+        if len(grid) != 3 or any(ast.unparse(g) != "1" for g in grid[1:]):
+            raise NotThisShape(f"{kernel_name}: grid {ast.unparse(grid_fn.body)} is not 1-D")
+        grid0 = _rename_fields(_ceil_to_cdiv(_num_sms(resolve(grid[0]))), rename)
+        configs = self._configs(configs_arg, rename, dropped)
+        for node in ast.walk(helper):
+            if isinstance(node, ast.Assign) and any(
+                getattr(t, "id", "") == "cache_key" for t in node.targets
+            ):
+                key = [ast.unparse(resolve(e)) for e in getattr(node.value, "elts", [])]
+        generator = ast.unparse(configs_arg)
+        return Variant(
+            condition,
+            kernel_name,
+            entry.name,
+            ast.unparse(grid0),
+            configs,
+            key,
+            generator,
+            rename,
+            search.lineno,
+        )
+
+    def _entry(self, kernel_name: str):
+        bare = kernel_name.lstrip("_")
+        exact = [e for e in self.signature.entries if e.name == bare]
+        # entries named exactly after another reference function belong to that one
+        claimed = {name.lstrip("_") for name in self.functions} - {bare}
+        suffix = [e for e in self.signature.entries if e.name.endswith("_" + bare) and e.name not in claimed]
+        found = exact or suffix
+        if len(found) != 1:
+            raise NotThisShape(f"reference kernel {kernel_name} matches {len(found)} kernel.rs entries")
+        return found[0]
+
+    def _caller_names(self, expr: ast.expr) -> ast.expr:
+        """``c.shape[0]`` of an output allocated as ``torch.empty((M, N), ...)`` is ``M``."""
+
+        class Through(ast.NodeTransformer):
+            def visit_Subscript(inner, node: ast.Subscript) -> ast.AST:
+                inner.generic_visit(node)
+                base = node.value
+                if (
+                    isinstance(base, ast.Attribute)
+                    and base.attr == "shape"
+                    and isinstance(base.value, ast.Name)
+                    and base.value.id in self.alloc
+                    and isinstance(node.slice, ast.Constant)
+                ):
+                    dims = self.alloc[base.value.id].args[0]
+                    if isinstance(dims, ast.Tuple) and isinstance(node.slice.value, int):
+                        return copy.deepcopy(dims.elts[node.slice.value])
+                return node
+
+        return Through().visit(copy.deepcopy(expr))
+
+    def _configs(
+        self, configs_arg: ast.expr, rename: dict[str, str], dropped: list[str]
+    ) -> list[tuple[str, list[dict[str, object]]]]:
+        call = configs_arg
+        if _is_call(call, "list") and call.args:
+            call = call.args[0]
+        gen = self.functions.get(getattr(getattr(call, "func", None), "id", ""))
+        if gen is None:
+            raise NotThisShape(f"configs {ast.unparse(configs_arg)} do not come from a module generator")
+        local: dict[str, ast.expr] = {}
+        branches: list[tuple[str, list[ast.stmt]]] = []
+        for stmt in gen.body:
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+                continue
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                _bind(stmt.targets[0], stmt.value, local)
+                continue
+            if isinstance(stmt, ast.If):
+                branches += _branches(stmt)
+                continue
+            branches.append(("", [stmt]))
+        out = []
+        for cond, body in branches:
+            text = ast.unparse(_substitute(ast.parse(cond, mode="eval").body, local, {})) if cond else ""
+            text = text.replace("torch.cuda.get_device_capability()", "_device_capability()")
+            configs = [
+                {rename.get(k, k): v for k, v in cfg.items() if k not in dropped} for cfg in _expand(body, {})
+            ]
+            if len(configs) > _MAX_CONFIGS:
+                raise NotThisShape(f"{gen.name}() yields {len(configs)} configs in one branch")
+            out.append((text, configs))
+        return out
+
+
+# ---------------------------------------------------------------------------- small ast helpers
+
+
+def _registered(tree: ast.Module, op: str) -> ast.FunctionDef | None:
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for deco in node.decorator_list:
+            if _is_call(deco, "register_impl") and deco.args and getattr(deco.args[0], "value", None) == op:
+                backend = [k.value for k in deco.keywords if k.arg == "backend"]
+                if backend and getattr(backend[0], "value", None) == "cutile":
+                    return node
+    return None
+
+
+def _is_call(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Call) and (
+        getattr(node.func, "id", None) == name or getattr(node.func, "attr", None) == name
+    )
+
+
+def _is_allocation(value: ast.expr) -> bool:
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in _ALLOCATORS
+        and getattr(value.func.value, "id", "") == "torch"
+        and bool(value.args)
+        and isinstance(value.args[0], ast.Tuple)
+    )
+
+
+def _none_default(stmt: ast.If) -> tuple[str, str] | None:
+    """``if x is None: x = <const>`` as (x, const)."""
+    test = stmt.test
+    if (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Is)
+        and ast.unparse(test.comparators[0]) == "None"
+        and not stmt.orelse
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], ast.Assign)
+        and ast.unparse(stmt.body[0].targets[0]) == test.left.id
+        and isinstance(stmt.body[0].value, ast.Constant)
+    ):
+        return test.left.id, ast.unparse(stmt.body[0].value)
+    return None
+
+
+def _assert_step(stmt: ast.Assert, condition: str, op: str) -> dict[str, str]:
+    failed = f"not ({ast.unparse(stmt.test)})"
+    if condition:
+        failed = f"({condition}) and {failed}"
+    message = stmt.msg.value if isinstance(stmt.msg, ast.Constant) else f"requires {ast.unparse(stmt.test)}"
+    return {"check": failed, "raise": "ValueError", "message": f"cutile-rs {op}: {message}"}
+
+
+def _bind(target: ast.expr, value: ast.expr, into: dict[str, ast.expr]) -> None:
+    if isinstance(target, ast.Name):
+        into[target.id] = value
+    elif isinstance(target, ast.Tuple):
+        for i, elt in enumerate(target.elts):
+            if isinstance(elt, ast.Name):
+                into[elt.id] = ast.Subscript(
+                    value=copy.deepcopy(value), slice=ast.Constant(i), ctx=ast.Load()
+                )
+
+
+def _substitute(expr: ast.expr, local: dict[str, ast.expr], bound: dict[str, ast.expr]) -> ast.expr:
+    class Sub(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if node.id in local:
+                return _substitute(local[node.id], {k: v for k, v in local.items() if k != node.id}, bound)
+            if node.id in bound:
+                return copy.deepcopy(bound[node.id])
+            return node
+
+    return Sub().visit(copy.deepcopy(expr))
+
+
+def _lambda_tuple(fn: ast.expr) -> list[ast.expr]:
+    if not isinstance(fn, ast.Lambda) or not isinstance(fn.body, ast.Tuple):
+        raise NotThisShape(f"expected `lambda cfg: (...)`, got {ast.unparse(fn)}")
+    return list(fn.body.elts)
+
+
+def _lambda_dict(fn: ast.expr) -> dict[str, ast.expr]:
+    if not isinstance(fn, ast.Lambda) or not isinstance(fn.body, ast.Dict):
+        raise NotThisShape(f"expected `lambda cfg: {{...}}`, got {ast.unparse(fn)}")
+    return {getattr(k, "value", ""): v for k, v in zip(fn.body.keys, fn.body.values, strict=True)}
+
+
+def _cfg_field(expr: ast.expr) -> str | None:
+    if isinstance(expr, ast.Attribute) and getattr(expr.value, "id", "") == "cfg":
+        return expr.attr
+    return None
+
+
+_PREFIX = re.compile(r"^(TILE_SIZE_|TILE_|BLOCK_SIZE_|BLOCK_)")
+
+
+def _generic_twin(ref: str, generics: set[str]) -> str | None:
+    """The kernel.rs const generic a reference parameter corresponds to (``TILE_SIZE_M`` ~ ``BM``)."""
+    if ref in generics:
+        return ref
+    if not _PREFIX.match(ref):
+        return None
+    axis = _PREFIX.sub("", ref)
+    for name in (f"B{axis}", f"T{axis}", f"TILE_{axis}", f"BLOCK_{axis}", f"TILE_SIZE_{axis}"):
+        if name in generics:
+            return name
+    return None
+
+
+def _rename_fields(expr: ast.expr, rename: dict[str, str]) -> ast.expr:
+    class Rename(ast.NodeTransformer):
+        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+            self.generic_visit(node)
+            if getattr(node.value, "id", "") == "cfg" and node.attr in rename:
+                node.attr = rename[node.attr]
+            return node
+
+    return Rename().visit(expr)
+
+
+def _ceil_to_cdiv(expr: ast.expr) -> ast.expr:
+    """``ceil(x / y)`` -> ``cdiv(x, y)``: integer arithmetic, exact for any size."""
+
+    class Cdiv(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            if (
+                getattr(node.func, "id", "") == "ceil"
+                and len(node.args) == 1
+                and isinstance(node.args[0], ast.BinOp)
+                and isinstance(node.args[0].op, ast.Div)
+            ):
+                div = node.args[0]
+                return ast.Call(func=ast.Name("cdiv", ast.Load()), args=[div.left, div.right], keywords=[])
+            return node
+
+    return Cdiv().visit(expr)
+
+
+def _num_sms(expr: ast.expr) -> ast.expr:
+    """The SM count query -> TileGym's cached ``get_num_sm()``."""
+
+    class Sms(ast.NodeTransformer):
+        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+            self.generic_visit(node)
+            if node.attr == "multi_processor_count" and _is_call(node.value, "get_device_properties"):
+                return ast.Call(func=ast.Name("get_num_sm", ast.Load()), args=[], keywords=[])
+            return node
+
+    return Sms().visit(expr)
+
+
+def _branches(stmt: ast.If) -> list[tuple[str, list[ast.stmt]]]:
+    """An if/elif/else chain as (condition, body) pairs, the final else with condition ""."""
+    out = [(ast.unparse(stmt.test), stmt.body)]
+    rest = stmt.orelse
+    if len(rest) == 1 and isinstance(rest[0], ast.If):
+        return out + _branches(rest[0])
+    if rest:
+        out.append(("", rest))
+    return out
+
+
+def _expand(body: list[ast.stmt], env: dict[str, object]) -> list[dict[str, object]]:
+    """The configs a generator body yields: ``yield SimpleNamespace(...)`` under literal for-loops."""
+    out: list[dict[str, object]] = []
+    for stmt in body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Yield):
+            value = stmt.value.value
+            if not (isinstance(value, ast.Call) and getattr(value.func, "id", "") == "SimpleNamespace"):
+                raise NotThisShape(f"line {stmt.lineno}: yields {ast.unparse(value)}, not a SimpleNamespace")
+            out.append({k.arg: _literal(k.value, env) for k in value.keywords if k.arg})
+        elif isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and not stmt.orelse:
+            for item in _literal(stmt.iter, env):
+                out += _expand(stmt.body, {**env, stmt.target.id: item})
+        else:
+            raise NotThisShape(f"line {stmt.lineno}: cannot expand `{ast.unparse(stmt).splitlines()[0]}`")
+    return out
+
+
+def _literal(expr: ast.expr, env: dict[str, object]) -> object:
+    if isinstance(expr, ast.Name) and expr.id in env:
+        return env[expr.id]
+    try:
+        return ast.literal_eval(expr)
+    except ValueError:
+        raise NotThisShape(f"line {expr.lineno}: {ast.unparse(expr)} is not a literal") from None

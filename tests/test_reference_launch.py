@@ -1,0 +1,167 @@
+"""Reading an autotuned cuTile reference op (tests/fixtures/reference, written by us) into wrapper facts."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from bot.infer import reference_launch
+from bot.infer.facts import Facts
+from bot.types import BlockUse, Entry, Generic, KernelSignature, Param, Target
+
+REFERENCE = Path(__file__).parent / "fixtures" / "reference" / "tiled_gemm.py"
+
+
+def _entry(name: str, generics: list[str], params: list[str]) -> Entry:
+    return Entry(
+        name=name,
+        unsafe=True,
+        public=True,
+        attr_args={},
+        generics=(Generic("E", "type"), *(Generic(g, "const", "i32") for g in generics)),
+        params=tuple(
+            Param(p, "tensor", "E", 2) if p in ("x", "y", "z") else Param(p, "scalar", ty="i32")
+            for p in params
+        ),
+        outputs=("z",),
+        output_evidence={},
+        block=BlockUse(1, name.startswith("looping")),
+    )
+
+
+SIGNATURE = KernelSignature(
+    "tiled_gemm",
+    (
+        _entry("looping_gemm_kernel", ["BM", "BN", "BK", "GROUP"], ["x", "y", "z", "rows"]),
+        _entry("flat_gemm_kernel", ["BM", "BN", "BK"], ["x", "y", "z"]),
+    ),
+)
+
+
+def _read(source: str | None = None):
+    return reference_launch.read(source or REFERENCE.read_text(), "tiled_gemm", SIGNATURE)
+
+
+def test_variants_matched_to_entries_by_name_then_by_suffix():
+    reading = _read()
+    assert [(v.condition, v.kernel, v.entry) for v in reading.variants] == [
+        ("looping", "_looping_gemm_kernel", "looping_gemm_kernel"),
+        # `_gemm_kernel` ends both entry names; the other one is taken by `_looping_gemm_kernel`
+        ("", "_gemm_kernel", "flat_gemm_kernel"),
+    ]
+
+
+def test_config_fields_renamed_to_generics_hints_to_compile_options_and_extras_dropped():
+    looping, flat = _read().variants
+    assert looping.configs == [
+        ("", [{"BM": 128, "BN": 256, "BK": 64, "GROUP": 4, "NUM_CTAS": 1, "OCCUPANCY": 1}])
+    ]  # PIPELINE has no generic in looping_gemm_kernel: dropped
+    cap, small = flat.configs[0]
+    assert cap == "_device_capability()[0] < 9"  # the generator's local `cap` resolved, asked once per device
+    assert [(c["BM"], c["OCCUPANCY"]) for c in small] == [
+        (32, 1),
+        (32, 2),
+        (64, 1),
+        (64, 2),
+    ]  # loops expanded
+    assert flat.configs[1] == ("", [{"BM": 128, "BN": 128, "BK": 64, "NUM_CTAS": 2, "OCCUPANCY": 1}])
+
+
+def test_grid_in_the_callers_names_with_integer_cdiv_and_cached_sm_count():
+    looping, flat = _read().variants
+    assert looping.grid0 == "min(get_num_sm() // cfg.NUM_CTAS, cdiv(rows, cfg.BM)) * cfg.OCCUPANCY"
+    # the helper's `R, C = z.shape` read through the allocation torch.empty((rows, cols), ...)
+    assert flat.grid0 == "cdiv(rows, cfg.BM) * cdiv(cols, cfg.BN)"
+
+
+def test_prologue_refuses_what_the_kernel_cannot_do_and_keeps_the_rest():
+    reading = _read()
+    assert reading.steps[0] == {
+        "check": "flip_x",
+        "raise": "NotImplementedError",
+        "message": "cutile-rs tiled_gemm: flip_x is not supported (kernel.rs has no parameter for it)",
+    }
+    lets = [(s["let"], s["expr"]) for s in reading.steps if "let" in s]
+    assert lets == [
+        ("looping", "True if looping is None else looping"),
+        ("rows, inner", "x.shape"),  # flip_x is refused, so only its else branch is kept
+        ("inner_y, cols", "y.shape"),
+    ]
+    checks = [s for s in reading.steps[1:] if "check" in s]
+    assert checks == [
+        {
+            "check": "not (inner == inner_y)",
+            "raise": "ValueError",
+            "message": "cutile-rs tiled_gemm: inner sizes differ",
+        }
+    ]  # `assert not flip_x` beside the launch is covered by the refusal
+    assert reading.alloc == {"z": "torch.empty((rows, cols), device=x.device, dtype=x.dtype)"}
+    assert any("PIPELINE" in n and "dropped" in n for n in reading.notes)
+
+
+def test_facts_offered_with_reference_sources(tmp_path):
+    target = _target(tmp_path, REFERENCE.read_text())
+    facts = Facts()
+    reference_launch.gather(target, SIGNATURE, facts)
+    assert facts.get("python.key") == "(rows, cols, flip_x, x.dtype, looping)"
+    assert facts.get("python.args.num_programs") == (
+        "(min(get_num_sm() // cfg.NUM_CTAS, cdiv(rows, cfg.BM)) * cfg.OCCUPANCY) if looping "
+        "else (cdiv(rows, cfg.BM) * cdiv(cols, cfg.BN))"
+    )
+    whens = [g["when"] for g in facts.get("python.configs")]
+    assert whens == ["(looping)", "(_device_capability()[0] < 9)", "always"]
+    for key in reference_launch.KEYS:
+        assert facts.source(key).kind == "reference", key
+    assert "TILE_M->BM" in facts.source("python.configs").detail
+    for expr in [facts.get("python.key"), facts.get("python.args.num_programs"), *whens[:-1]]:
+        ast.parse(expr, mode="eval")
+
+
+def test_a_contract_still_wins(tmp_path):
+    target = _target(tmp_path, REFERENCE.read_text())
+    facts = Facts()
+    from bot.types import Source
+
+    facts.offer("python.key", "(rows,)", Source("contract", "host_contract.yaml"))
+    reference_launch.gather(target, SIGNATURE, facts)
+    assert facts.get("python.key") == "(rows,)"
+
+
+@pytest.mark.parametrize(
+    ("edit", "why"),
+    [
+        ("yield SimpleNamespace(TILE_M=128, TILE_N=256", "yield SimpleNamespace(TILE_M=pick(), TILE_N=256"),
+        ("cfg.TILE_M, cfg.TILE_N, cfg.TILE_K, cfg.GROUP", "64, cfg.TILE_N, cfg.TILE_K, cfg.GROUP"),
+        (
+            "(ceil(R / cfg.TILE_M) * ceil(C / cfg.TILE_N), 1, 1)",
+            "(ceil(R / cfg.TILE_M), ceil(C / cfg.TILE_N), 1)",
+        ),
+        (
+            "    stream = torch.cuda.current_stream()\n",
+            "    stream = torch.cuda.current_stream()\n    log(x)\n",
+        ),
+    ],
+)
+def test_other_shapes_are_reported_not_guessed(tmp_path, edit, why):
+    source = REFERENCE.read_text()
+    assert edit in source
+    target = _target(tmp_path, source.replace(edit, why))
+    facts = Facts()
+    reference_launch.gather(target, SIGNATURE, facts)
+    for key in reference_launch.KEYS:
+        assert not facts.has(key)
+        assert any("tiled_gemm.py" in t for t in facts.tried[key]), facts.tried
+
+
+def test_references_without_autotuning_are_left_to_other_readers():
+    source = "from tilegym.backend import register_impl\n\n@register_impl('tiled_gemm', backend='cutile')\ndef f(x):\n    return x\n"
+    assert _read(source) is None
+
+
+def _target(tmp_path: Path, source: str) -> Target:
+    path = tmp_path / "src" / "tilegym" / "ops" / "cutile" / "tiled_gemm.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(source)
+    return Target(tmp_path, "tiled_gemm")
