@@ -52,6 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     s.add_argument("--budget", type=float, default=510.0, help="seconds for the whole command (default 510)")
     s.add_argument("--python", default="python3", help="interpreter with torch and pytest")
+    s.add_argument(
+        "--cross",
+        nargs="*",
+        default=[],
+        help="ops whose C signatures agree in both trees: also time each wrapper over the other tree's library",
+    )
     s.add_argument("--state", type=Path, default=Path("/tmp/agent-d-gpu"), help="kept between warm calls")
 
     s = sub.add_parser("table", help="render docs/gpu.md from results.json")
@@ -71,7 +77,14 @@ def main(argv: list[str] | None = None) -> int:
         from gpu.device import run
 
         return run(
-            args.bundle, args.out.resolve(), args.ops, args.stage, args.budget, args.python, args.state
+            args.bundle,
+            args.out.resolve(),
+            args.ops,
+            args.stage,
+            args.budget,
+            args.python,
+            args.state,
+            args.cross,
         )
     if args.cmd == "table":
         from gpu.table import table

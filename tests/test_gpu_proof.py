@@ -195,6 +195,26 @@ def test_run_plan_same_pytest_for_both_trees_and_verify_for_agent_d(tmp_path):
     assert env["CUTILE_RS_AUTOBUILD"] == "0"
 
 
+def test_crossed_benchmarks_swap_the_libraries_of_the_two_trees(tmp_path):
+    root, site, logs = tmp_path / "root", tmp_path / "site", tmp_path / "logs"
+    steps = device.plan(
+        MANIFEST, root, site, ["silu_and_mul", "matmul"], "python3", logs, cross=["silu_and_mul", "matmul"]
+    )
+    crossed = [s for s in steps if "+" in s.tree]
+    assert [s.tree for s in crossed] == [
+        "hand_written_py+agent_d_so",
+        "agent_d_py+hand_written_so",
+    ]  # matmul: not generated
+    a, b = root / "payload" / "hand_written", root / "payload" / "agent_d"
+    crate = "src/tilegym/ops/cutile_rs/cutile_kernels"
+    hw_over_ad, ad_over_hw = crossed
+    assert hw_over_ad.argv[hw_over_ad.argv.index("--tree") + 1] == str(a)
+    assert hw_over_ad.env["CUTILE_RS_KERNELS_DIR"] == str(b / crate)
+    assert ad_over_hw.argv[ad_over_hw.argv.index("--tree") + 1] == str(b)
+    assert ad_over_hw.env["CUTILE_RS_KERNELS_DIR"] == str(a / crate)
+    assert all(len(g) == 1 for g in device.groups(crossed))  # timed alone, never beside another process
+
+
 PYTEST_LOG = """\
 ============================= test session starts ==============================
 platform linux -- Python 3.12.3, pytest-8.3.5, pluggy-1.5.0 -- /usr/bin/python3

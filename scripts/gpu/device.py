@@ -193,7 +193,15 @@ class Step:
     group: int = 0  # steps of one group run at the same time (an op's two correctness runs)
 
 
-def plan(manifest: dict, root: Path, site: Path, ops: list[str], python: str, out_logs: Path) -> list[Step]:
+def plan(
+    manifest: dict,
+    root: Path,
+    site: Path,
+    ops: list[str],
+    python: str,
+    out_logs: Path,
+    cross: list[str] | None = None,
+) -> list[Step]:
     """The commands of ``run --stage test``, in order (pure: no process is started).
 
     Ops that agent-d generated come first (hand-written pytest, then ``agent-d verify`` on tree B,
@@ -225,7 +233,28 @@ def plan(manifest: dict, root: Path, site: Path, ops: list[str], python: str, ou
             argv = [python, str(BENCH), "--tree", str(path), "--ops", *generated, "--json",
                     str(out_logs / f"bench.{tree}.json")]  # fmt: skip
             steps.append(Step("bench", ",".join(generated), tree, argv, str(path), {"PYTHONPATH": str(site)},
-                              str(out_logs / f"bench.{tree}.txt"), 1.0, list(generated), group=len(steps)))  # fmt: skip
+                              str(out_logs / f"bench.{tree}.txt"), 0.5, list(generated), group=len(steps)))  # fmt: skip
+    # Where a host-time gap comes from: each tree's wrapper over the other tree's library
+    # (only for ops whose two C signatures are identical; the caller says which).
+    crate = "src/tilegym/ops/cutile_rs/cutile_kernels"
+    for op in [o for o in (cross or []) if o in generated]:
+        for label, tree, other in (
+            ("hand_written_py+agent_d_so", a, b),
+            ("agent_d_py+hand_written_so", b, a),
+        ):
+            argv = [
+                python,
+                str(BENCH),
+                "--tree",
+                str(tree),
+                "--ops",
+                op,
+                "--json",
+                str(out_logs / f"bench.{op}.{label}.json"),
+            ]
+            env = {"PYTHONPATH": str(site), "CUTILE_RS_KERNELS_DIR": str(other / crate)}
+            steps.append(Step("bench", op, label, argv, str(tree), env, str(out_logs / f"bench.{op}.{label}.txt"),
+                              0.25, [op], group=len(steps)))  # fmt: skip
     for op in baseline_only:
         steps.append(pytest_step(op, 1.0, len(steps)))
     return steps
@@ -388,6 +417,7 @@ def run(
     budget: float,
     python: str,
     state: Path = STATE,
+    cross: list[str] | None = None,
 ) -> int:
     t0 = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
@@ -439,7 +469,7 @@ def run(
     missing = [m for m in ("cffi", "cuda.tile", "pytest", "pytest_timeout", "bot") if not info.get(m)]
     if missing:
         log(f"warning: not importable with the carried wheels: {', '.join(missing)}")
-    steps = plan(manifest, root, site, ops, python, logs)
+    steps = plan(manifest, root, site, ops, python, logs, cross)
     deadline = t0 + budget
     cut = groups(steps)
     for i, group in enumerate(cut):

@@ -102,6 +102,13 @@ def render(results: dict) -> str:
                 if ratio
                 else "| Host time ratio agent-d / hand-written | - | |"
             )
+            crossed = [k for k in ("agent_d_py+hand_written_so", "hand_written_py+agent_d_so") if k in ht]
+            if crossed:
+                out.append(
+                    "| Host time, wrapper over the other tree's library | "
+                    + " | ".join(f"{_us(ht.get(k))} (over {k.split('+')[1][:-3]}'s .so)" for k in crossed)
+                    + " |"
+                )
         else:
             why = f"not generated (BLOCKED host: {pack.get('reason', '?')})".replace("|", "\\|")
             out.append(f"| Tests passed / failed / skipped | {why} | {_cell_counts(hw)} |")
