@@ -46,9 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--ops", nargs="+", help="default: every op of the bundle")
     s.add_argument(
         "--stage",
-        choices=("unpack", "test", "all"),
+        choices=("unpack", "test", "all", "bench"),
         default="all",
-        help="unpack: keep/extract the parts present (idempotent); test/all: unpack what is there, then test",
+        help="unpack: keep/extract the parts present (idempotent); test/all: unpack what is there, then test "
+        "and time; bench: unpack, then only time the wrappers",
     )
     s.add_argument("--budget", type=float, default=510.0, help="seconds for the whole command (default 510)")
     s.add_argument("--python", default="python3", help="interpreter with torch and pytest")
@@ -61,7 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--state", type=Path, default=Path("/tmp/agent-d-gpu"), help="kept between warm calls")
 
     s = sub.add_parser("table", help="render docs/gpu.md from results.json")
-    s.add_argument("--results", type=Path, required=True)
+    s.add_argument(
+        "--results",
+        type=Path,
+        nargs="+",
+        required=True,
+        help="results.json of one or more runs of one bundle; a later file's op entries override an earlier one's",
+    )
     s.add_argument("--out", type=Path, default=Path("docs/gpu.md"))
 
     s = sub.add_parser("carry", help="print the carry plan of an existing bundle")

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import tarfile
+import types
 from pathlib import Path
 
 import pytest
@@ -159,16 +160,14 @@ def test_run_plan_same_pytest_for_both_trees_and_verify_for_agent_d(tmp_path):
     assert kinds == [
         ("pytest", "silu_and_mul", "hand_written"),
         ("verify", "silu_and_mul", "agent_d"),
-        ("bench", "silu_and_mul", "hand_written"),
-        ("bench", "silu_and_mul", "agent_d"),
+        ("bench", "silu_and_mul", "both"),
         ("pytest", "matmul", "hand_written"),  # blocked at pack time: no agent-d run, baseline only, last
     ]
     assert steps[0].weight == steps[1].weight > steps[-1].weight
     # an op's two correctness runs go side by side; each benchmark runs alone
     assert [[(s.kind, s.tree) for s in g] for g in device.groups(steps)] == [
         [("pytest", "hand_written"), ("verify", "agent_d")],
-        [("bench", "hand_written")],
-        [("bench", "agent_d")],
+        [("bench", "both")],
         [("pytest", "hand_written")],
     ]
     hw = steps[0]
@@ -186,7 +185,10 @@ def test_run_plan_same_pytest_for_both_trees_and_verify_for_agent_d(tmp_path):
     assert verify.argv[verify.argv.index("--python") + 1] == "python3"
     assert verify.env["AGENT_D_READER"] == str(root / "payload" / "reader" / "kernel-reader")
     assert verify.cwd == str(b)
-    assert steps[2].argv[steps[2].argv.index("--tree") + 1] == str(root / "payload" / "hand_written")
+    bench = steps[2]
+    assert bench.argv[bench.argv.index("--hand-written") + 1] == str(root / "payload" / "hand_written")
+    assert bench.argv[bench.argv.index("--agent-d") + 1] == str(root / "payload" / "agent_d")
+    assert bench.argv[bench.argv.index("--ops") + 1 : bench.argv.index("--cross")] == ["silu_and_mul"]
     env = device.cuda_env(root)
     home = root / "toolchain" / "cuda"
     assert env["CUDA_HOME"] == str(home)
@@ -195,24 +197,15 @@ def test_run_plan_same_pytest_for_both_trees_and_verify_for_agent_d(tmp_path):
     assert env["CUTILE_RS_AUTOBUILD"] == "0"
 
 
-def test_crossed_benchmarks_swap_the_libraries_of_the_two_trees(tmp_path):
+def test_crossed_benchmarks_only_for_generated_ops(tmp_path):
     root, site, logs = tmp_path / "root", tmp_path / "site", tmp_path / "logs"
     steps = device.plan(
         MANIFEST, root, site, ["silu_and_mul", "matmul"], "python3", logs, cross=["silu_and_mul", "matmul"]
     )
-    crossed = [s for s in steps if "+" in s.tree]
-    assert [s.tree for s in crossed] == [
-        "hand_written_py+agent_d_so",
-        "agent_d_py+hand_written_so",
+    (bench,) = [s for s in steps if s.kind == "bench"]
+    assert bench.argv[bench.argv.index("--cross") + 1 : bench.argv.index("--json")] == [
+        "silu_and_mul"
     ]  # matmul: not generated
-    a, b = root / "payload" / "hand_written", root / "payload" / "agent_d"
-    crate = "src/tilegym/ops/cutile_rs/cutile_kernels"
-    hw_over_ad, ad_over_hw = crossed
-    assert hw_over_ad.argv[hw_over_ad.argv.index("--tree") + 1] == str(a)
-    assert hw_over_ad.env["CUTILE_RS_KERNELS_DIR"] == str(b / crate)
-    assert ad_over_hw.argv[ad_over_hw.argv.index("--tree") + 1] == str(b)
-    assert ad_over_hw.env["CUTILE_RS_KERNELS_DIR"] == str(a / crate)
-    assert all(len(g) == 1 for g in device.groups(crossed))  # timed alone, never beside another process
 
 
 PYTEST_LOG = """\
@@ -331,7 +324,7 @@ RESULTS = {
 def test_table_renders_both_columns_verdict_ratio_and_marks(tmp_path):
     results = tmp_path / "results.json"
     results.write_text(json.dumps(RESULTS))
-    text = table.table(results, tmp_path / "docs" / "gpu.md")
+    text = table.table([results], tmp_path / "docs" / "gpu.md")
     assert (tmp_path / "docs" / "gpu.md").read_text() == text
     assert "TileGym commit: `75a14307776188ff0baf451cd9b9fc9fa3a87233`" in text
     assert "Device: NVIDIA H200 (sm_90)" in text and "2026-12-02" in text
@@ -461,10 +454,9 @@ elif args[:3] == ["-m", "bot.cli", "verify"]:
     print(json.dumps([{{"op": op, "verdict": "FAIL", "class": "kernel", "reason": "1 failed"}}], indent=2))
     sys.exit(1)
 elif args[0].endswith("bench.py"):
-    tree = args[args.index("--tree") + 1]
-    ops = args[args.index("--ops") + 1 : args.index("--json")]
-    us = 30.0 if tree.endswith("agent_d") else 20.0
-    Path(args[args.index("--json") + 1]).write_text(json.dumps({{op: {{"us_per_call": us}} for op in ops}}))
+    ops = args[args.index("--ops") + 1 : args.index("--cross")]
+    one = {{"hand_written": {{"us_per_call": 20.0}}, "agent_d": {{"us_per_call": 30.0}}, "ratio": 1.4}}
+    Path(args[args.index("--json") + 1]).write_text(json.dumps({{op: one for op in ops}}))
 '''
 
 
@@ -492,14 +484,14 @@ def test_run_end_to_end_with_a_fake_gpu_interpreter(tmp_path):
     )  # pytest's exit, verify's exit
     assert silu["agent_d"]["verdict"]["verdict"] == "FAIL"
     assert silu["agent_d"]["compared"][0]["mark"] == "also fails with hand-written code"
-    assert silu["host_time"]["ratio"] == 1.5
+    assert silu["host_time"]["ratio"] == 1.4  # the bench's median of per-round ratios, not 30/20
     matmul = results["ops"]["matmul"]
     assert "agent_d" not in matmul and matmul["hand_written"]["failed"] == 1
     with tarfile.open(out / "logs.tar.gz") as tf:
         names = tf.getnames()
     assert "logs/silu_and_mul.agent_d.verify.txt" in names and "logs/matmul.hand_written.txt" in names
     text = table.render(results)
-    assert "| Host time ratio agent-d / hand-written | 1.50 | |" in text
+    assert "| Host time ratio agent-d / hand-written | 1.40 | |" in text
     assert "not generated (BLOCKED host: no host pattern)" in text
 
 
@@ -516,3 +508,100 @@ def test_bench_pins_autotuned_wrappers_to_their_first_config():
     )
     assert out.output == "y" and seen == ["c1"]
     assert not bench.pin_first_config(types.SimpleNamespace())
+
+
+def test_table_merges_a_later_bench_run_of_the_same_bundle(tmp_path):
+    tested = dict(RESULTS, bundle="b1", time_utc="T1", stage="all")
+    timed = {
+        "bundle": "b1",
+        "time_utc": "T2",
+        "stage": "bench",
+        "ops": {
+            "silu_and_mul": {
+                "host_time": {
+                    "hand_written": {"us_per_call": 50.0},
+                    "agent_d": {"us_per_call": 45.0},
+                    "ratio": 0.91,
+                }
+            }
+        },
+    }
+    paths = []
+    for i, r in enumerate((tested, timed)):
+        paths.append(tmp_path / f"r{i}.json")
+        paths[-1].write_text(json.dumps(r))
+    text = table.table(paths, tmp_path / "gpu.md")
+    silu = text.split("## silu_and_mul")[1].split("## bmm")[0]
+    assert "| Tests passed / failed / skipped | 33 / 1 / 0 | 33 / 1 / 0 |" in silu  # from the first run
+    assert "| Host time ratio agent-d / hand-written | 0.91 | |" in silu  # from the second
+    assert "Runs of this bundle: T1 (all: " in text and "T2 (bench: silu_and_mul)" in text
+    timed["bundle"] = "b2"
+    paths[1].write_text(json.dumps(timed))
+    with pytest.raises(ValueError, match="different bundles"):
+        table.table(paths, tmp_path / "gpu.md")
+
+
+def test_bench_rotates_the_order_and_reports_the_median_round_ratio():
+    from scripts.gpu import bench
+
+    order = []
+    fake_torch = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: None))
+    calls = {"hand_written": lambda: order.append("h"), "agent_d": lambda: order.append("a")}
+    samples = bench.measure(calls, fake_torch, 1, 4)
+    assert order == ["h", "a", "a", "h", "h", "a", "a", "h"]  # who goes first alternates
+    assert {k: len(v) for k, v in samples.items()} == {"hand_written": 4, "agent_d": 4}
+    summary = bench.summarise({"hand_written": [10.0, 20.0, 10.0], "agent_d": [11.0, 40.0, 12.0]}, 100)
+    assert summary["round_ratios"] == [1.1, 2.0, 1.2]
+    assert summary["ratio"] == 1.2  # the median round, not 12/10 of the medians or the noisy round
+    assert summary["agent_d"]["us_per_call"] == 12.0
+
+
+_LIBC = next(
+    p
+    for p in (
+        "/lib/x86_64-linux-gnu/libc.so.6",
+        "/lib/aarch64-linux-gnu/libc.so.6",
+        "/lib64/libc.so.6",
+        "/usr/lib/libc.so.6",
+    )
+    if os.path.exists(p)
+)
+
+
+def test_bench_loads_each_wrapper_over_the_library_it_is_told(tmp_path, monkeypatch):
+    from scripts.gpu import bench
+
+    runtime = tmp_path / "a" / "src" / "tilegym"
+    (runtime / "backend" / "cutile_rs").mkdir(parents=True)
+    for pkg in (runtime, runtime / "backend", runtime / "backend" / "cutile_rs"):
+        (pkg / "__init__.py").write_text("")
+    (runtime / "backend" / "cutile_rs" / "utils.py").write_text(
+        '_TENSORDESC_CDEF = "typedef struct { int x; } TensorDesc;\\n"\n'
+        "def bind_kernel_function_cffi(kernel, cdef):\n    raise AssertionError('the default binding must not be used')\n"
+    )
+    for tree in ("a", "b"):
+        wrapper = tmp_path / tree / "src" / "tilegym" / "ops" / "cutile_rs" / "absval.py"
+        wrapper.parent.mkdir(parents=True, exist_ok=True)
+        wrapper.write_text(
+            "from tilegym.backend.cutile_rs.utils import bind_kernel_function_cffi\n"
+            f"TREE = {tree!r}\n"
+            "def autotune_launch(**kw):\n    raise AssertionError('not pinned')\n"
+            "def absval(x):\n    ffi, lib = bind_kernel_function_cffi('absval', 'int abs(int);')\n    return lib.abs(x)\n"
+        )
+        so = tmp_path / tree / bench.SO_REL
+        so.parent.mkdir(parents=True, exist_ok=True)
+        so.symlink_to(_LIBC)  # any real library with a C symbol will do
+    monkeypatch.syspath_prepend(str(tmp_path / "a" / "src"))
+    for name in [m for m in sys.modules if m == "tilegym" or m.startswith("tilegym.")]:
+        monkeypatch.delitem(sys.modules, name)
+    module_b, pinned, wrapper, so_path = bench.load_wrapper(
+        "absval", tmp_path / "b", tmp_path / "a", "agent_d_py+hand_written_so"
+    )
+    assert module_b.TREE == "b" and pinned and wrapper.endswith("b/src/tilegym/ops/cutile_rs/absval.py")
+    assert so_path == str(tmp_path / "a" / bench.SO_REL)
+    assert module_b.absval(-7) == 7  # through cffi over the library it was told to open
+    module_a = bench.load_wrapper("absval", tmp_path / "a", tmp_path / "a", "hand_written")[0]
+    assert module_a.TREE == "a" and module_a is not module_b
+    assert module_a.autotune_launch(kernel_fn=lambda cfg: cfg, configs=[3, 4]).output == 3
+    for name in [m for m in sys.modules if m == "tilegym" or m.startswith("tilegym.")]:
+        del sys.modules[name]  # the fake runtime must not outlive this test

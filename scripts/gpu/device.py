@@ -205,7 +205,7 @@ def plan(
     """The commands of ``run --stage test``, in order (pure: no process is started).
 
     Ops that agent-d generated come first (hand-written pytest, then ``agent-d verify`` on tree B,
-    whose pytest run uses the same argv), then one benchmark process per tree, then the
+    whose pytest run uses the same argv), then one benchmark process for both trees, then the
     baseline-only ops (agent-d blocked at pack time). Weights share the time budget.
     An op's hand-written pytest and its ``agent-d verify`` share a group: they run side by side
     (correctness only; the benchmark processes run alone, one after the other).
@@ -228,33 +228,13 @@ def plan(
                 str(b / "cutile_kernel_out"), "--python", python, "--test-timeout", "{timeout}", "--json"]  # fmt: skip
         steps.append(Step("verify", op, "agent_d", argv, str(b), {"PYTHONPATH": str(site), "AGENT_D_READER": str(reader)},
                           str(out_logs / f"{op}.agent_d.verify.txt"), 3.0, group=group))  # fmt: skip
-    for tree, path in (("hand_written", a), ("agent_d", b)):
-        if generated:
-            argv = [python, str(BENCH), "--tree", str(path), "--ops", *generated, "--json",
-                    str(out_logs / f"bench.{tree}.json")]  # fmt: skip
-            steps.append(Step("bench", ",".join(generated), tree, argv, str(path), {"PYTHONPATH": str(site)},
-                              str(out_logs / f"bench.{tree}.txt"), 0.5, list(generated), group=len(steps)))  # fmt: skip
-    # Where a host-time gap comes from: each tree's wrapper over the other tree's library
-    # (only for ops whose two C signatures are identical; the caller says which).
-    crate = "src/tilegym/ops/cutile_rs/cutile_kernels"
-    for op in [o for o in (cross or []) if o in generated]:
-        for label, tree, other in (
-            ("hand_written_py+agent_d_so", a, b),
-            ("agent_d_py+hand_written_so", b, a),
-        ):
-            argv = [
-                python,
-                str(BENCH),
-                "--tree",
-                str(tree),
-                "--ops",
-                op,
-                "--json",
-                str(out_logs / f"bench.{op}.{label}.json"),
-            ]
-            env = {"PYTHONPATH": str(site), "CUTILE_RS_KERNELS_DIR": str(other / crate)}
-            steps.append(Step("bench", op, label, argv, str(tree), env, str(out_logs / f"bench.{op}.{label}.txt"),
-                              0.25, [op], group=len(steps)))  # fmt: skip
+    if generated:
+        # One process times both trees' wrappers, interleaved (bench.py); ``cross`` ops are also
+        # timed over the other tree's library (only for ops whose two C signatures agree).
+        argv = [python, str(BENCH), "--hand-written", str(a), "--agent-d", str(b), "--ops", *generated,
+                "--cross", *[o for o in (cross or []) if o in generated], "--json", str(out_logs / "bench.json")]  # fmt: skip
+        steps.append(Step("bench", ",".join(generated), "both", argv, str(a), {"PYTHONPATH": str(site)},
+                          str(out_logs / "bench.txt"), 1.0, list(generated), group=len(steps)))  # fmt: skip
     for op in baseline_only:
         steps.append(pytest_step(op, 1.0, len(steps)))
     return steps
@@ -470,6 +450,9 @@ def run(
     if missing:
         log(f"warning: not importable with the carried wheels: {', '.join(missing)}")
     steps = plan(manifest, root, site, ops, python, logs, cross)
+    if stage == "bench":  # host time only, e.g. on a later machine for a bundle already tested
+        steps = [s for s in steps if s.kind == "bench"]
+    results["stage"] = stage
     deadline = t0 + budget
     cut = groups(steps)
     for i, group in enumerate(cut):
@@ -487,7 +470,7 @@ def run(
             r["agent_d"]["compared"] = compare(r["agent_d"], r["hand_written"])
         ht = r.get("host_time", {})
         a, b = ht.get("agent_d", {}).get("us_per_call"), ht.get("hand_written", {}).get("us_per_call")
-        if a and b:
+        if a and b and "ratio" not in ht:
             ht["ratio"] = round(a / b, 3)
     _write_out(results, out, logs, root, state)
     return 0
@@ -526,7 +509,10 @@ def _record(step: Step, res: dict, results: dict, root: Path) -> None:
         data = json.loads(bench.read_text()) if bench.is_file() else {}
         why = "timed out" if res["timed_out"] else f"no result: {last_line(text)}"
         for op in step.ops:
-            results["ops"][op].setdefault("host_time", {})[step.tree] = data.get(op, {"error": why})
+            got = data.get(op) or {"hand_written": {"error": why}, "agent_d": {"error": why}}
+            if "error" in got:
+                got = {"hand_written": {"error": got["error"]}, "agent_d": {"error": got["error"]}}
+            results["ops"][op]["host_time"] = got
     detail = {"pytest": res.get("summary") or res.get("first_failure", ""), "bench": ""}.get(step.kind)
     if step.kind == "verify":
         v = res["verdict"]

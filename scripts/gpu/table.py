@@ -41,12 +41,41 @@ def _us(d: dict | None) -> str:
     return "error: " + str(d.get("error", "?")).replace("|", "\\|")[:80]
 
 
+def merge(runs: list[dict]) -> dict:
+    """Results of several runs of one bundle as one: per op, a later run's entries (its tests, its
+    host times) replace an earlier run's; ``runs`` lists when each ran and what it covered."""
+    bundles = {r.get("bundle") for r in runs}
+    if len(bundles) > 1:
+        raise ValueError(f"results of different bundles cannot be merged: {sorted(map(str, bundles))}")
+    merged = dict(runs[-1])
+    merged["ops"] = {}
+    merged["runs"] = []
+    for r in runs:
+        for op, entry in r.get("ops", {}).items():
+            merged["ops"].setdefault(op, {}).update(entry)
+        merged["runs"].append(
+            {
+                "time_utc": r.get("time_utc", "?"),
+                "stage": r.get("stage", "all"),
+                "ops": sorted(r.get("ops", {})),
+            }
+        )
+    merged["time_utc"] = runs[0].get("time_utc", "?")
+    merged["date"] = runs[0].get("date", "?")
+    return merged
+
+
 def render(results: dict) -> str:
     out = ["# agent-d on a GPU: TileGym's cutile-rs correctness tests", ""]
     out.append(
         f"- Date: {results.get('date', '?')} (run at {results.get('time_utc', '?')}, bundle packed "
         f"{results.get('packed', '?')})"
     )
+    if len(results.get("runs", [])) > 1:
+        out.append(
+            "- Runs of this bundle: "
+            + "; ".join(f"{r['time_utc']} ({r['stage']}: {', '.join(r['ops'])})" for r in results["runs"])
+        )
     out.append(f"- TileGym commit: `{results.get('tilegym_commit', '?')}`")
     dirty = " (with uncommitted changes)" if results.get("agent_d_dirty") else ""
     out.append(f"- agent-d commit: `{results.get('agent_d_commit', '?')}`{dirty}")
@@ -63,7 +92,7 @@ def render(results: dict) -> str:
     out.append(
         "- Reproduce: `python scripts/gpu_proof.py pack --tilegym <checkout>` on a CPU machine, "
         "`python3 scripts/gpu_proof.py run --bundle gpu_bundle --out OUT` on the GPU machine, "
-        "`python scripts/gpu_proof.py table --results OUT/results.json --out docs/gpu.md` "
+        "`python scripts/gpu_proof.py table --results OUT/results.json [MORE.json ...] --out docs/gpu.md` "
         "(docs/gpu-proof.md)."
     )
     out.append("")
@@ -73,8 +102,10 @@ def render(results: dict) -> str:
         "hand-written host code (column *hand-written*). Same pytest command for both "
         "(domain.md section 7: `-x --timeout=60 --tb=short -v`, so a run stops at its first failure); "
         "the agent-d column is the pytest run of `agent-d verify`, whose verdict is shown. "
-        "Host time: median host time per call of the op through TileGym's dispatch, same kernel and "
-        "inputs; ratio = agent-d / hand-written."
+        "Host time: median host time per call of each tree's wrapper, called directly on the same "
+        "inputs and running the same kernel (autotuning pinned to the first config), both wrappers "
+        "timed in one process, interleaved round by round; ratio = median over rounds of "
+        "agent-d / hand-written (`scripts/gpu/bench.py`)."
     )
     if results.get("blocked"):
         out += ["", f"**Nothing was tested: {results['blocked']}**"]
@@ -127,8 +158,9 @@ def render(results: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def table(results_path: Path, out_path: Path) -> str:
-    text = render(json.loads(Path(results_path).read_text(encoding="utf-8")))
+def table(results_paths: list[Path], out_path: Path) -> str:
+    runs = [json.loads(Path(p).read_text(encoding="utf-8")) for p in results_paths]
+    text = render(merge(runs) if len(runs) > 1 else runs[0])
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     Path(out_path).write_text(text, encoding="utf-8")
     return text
