@@ -510,12 +510,14 @@ def test_bench_pins_autotuned_wrappers_to_their_first_config():
     assert not bench.pin_first_config(types.SimpleNamespace())
 
 
-def test_table_merges_a_later_bench_run_of_the_same_bundle(tmp_path):
-    tested = dict(RESULTS, bundle="b1", time_utc="T1", stage="all")
+def test_table_merges_later_runs_and_says_where_each_figure_comes_from(tmp_path):
+    tested = dict(RESULTS, bundle="b1", time_utc="T1", stage="all", agent_d_commit="1111111aaa")
     timed = {
-        "bundle": "b1",
+        "bundle": "b2",
         "time_utc": "T2",
         "stage": "bench",
+        "agent_d_commit": "2222222bbb",
+        "tilegym_commit": RESULTS["tilegym_commit"],
         "ops": {
             "silu_and_mul": {
                 "host_time": {
@@ -534,10 +536,11 @@ def test_table_merges_a_later_bench_run_of_the_same_bundle(tmp_path):
     silu = text.split("## silu_and_mul")[1].split("## bmm")[0]
     assert "| Tests passed / failed / skipped | 33 / 1 / 0 | 33 / 1 / 0 |" in silu  # from the first run
     assert "| Host time ratio agent-d / hand-written | 0.91 | |" in silu  # from the second
-    assert "Runs of this bundle: T1 (all: " in text and "T2 (bench: silu_and_mul)" in text
-    timed["bundle"] = "b2"
+    assert "| Tests run / host time measured | T1, agent-d `1111111` | T2, agent-d `2222222` |" in silu
+    assert "T2 (bench: silu_and_mul; agent-d `2222222`)" in text
+    timed["tilegym_commit"] = "other"
     paths[1].write_text(json.dumps(timed))
-    with pytest.raises(ValueError, match="different bundles"):
+    with pytest.raises(ValueError, match="different TileGym commits"):
         table.table(paths, tmp_path / "gpu.md")
 
 

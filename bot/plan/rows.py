@@ -180,6 +180,7 @@ def _python_plan(
     first = params[0]
     src_ops = facts.source("python.signature")
     src_cols = facts.source("python.out_cols")
+    # contiguous() then view(), new_empty() from the first input: the cheapest torch calls that do it
     policy = Source("policy", "P1 row kernel wrapper: flatten to rows, one launch")
     steps = common.wrapper_prologue(op, params, same_dtype=True)
     divisor = _exact_division(out_cols)
@@ -197,12 +198,12 @@ def _python_plan(
     for p in params:
         steps.append(
             PyStep(
-                "let", target=f"{p}_rows", expr=f"{p}.contiguous().reshape(-1, {p}.shape[-1])", source=policy
+                "let", target=f"{p}_rows", expr=f"{p}.contiguous().view(-1, {p}.shape[-1])", source=policy
             )
         )
-    steps.append(PyStep("let", target="n_rows", expr=f"int({first}_rows.shape[0])", source=policy))
+    steps.append(PyStep("let", target="n_rows", expr=f"{first}_rows.shape[0]", source=policy))
     steps.append(
-        PyStep("let", target="out_shape", expr=f"tuple({first}.shape[:-1]) + (out_cols,)", source=policy)
+        PyStep("let", target="out_shape", expr=f"{first}.shape[:-1] + (out_cols,)", source=policy)
     )
     for arg, value in py_generics.items():
         steps.append(PyStep("let", target=arg, expr=value, source=py_generic_sources[arg]))
@@ -219,7 +220,7 @@ def _python_plan(
         inner_name=str(inner or ""),
         dtypes=[common.TORCH_DTYPES[d] for d in dtypes if d in common.TORCH_DTYPES],
         steps=steps,
-        alloc={out_var: f"torch.empty((n_rows, out_cols), device={first}.device, dtype={first}.dtype)"},
+        alloc={out_var: f"{first}_rows.new_empty((n_rows, out_cols))"},
         launch_mode="direct",
         configs=[],
         autotune_key="",
@@ -227,7 +228,7 @@ def _python_plan(
         device_of=f"{first}_rows",
         tensors_py=tensors_py,
         ffi_args=ffi_args,
-        result=f"{out_var}.reshape(out_shape)",
+        result=f"{out_var}.view(out_shape)",
         out_param=str(facts.get("python.out_param") or ""),
         sources={
             k: v

@@ -42,27 +42,39 @@ def _us(d: dict | None) -> str:
 
 
 def merge(runs: list[dict]) -> dict:
-    """Results of several runs of one bundle as one: per op, a later run's entries (its tests, its
-    host times) replace an earlier run's; ``runs`` lists when each ran and what it covered."""
-    bundles = {r.get("bundle") for r in runs}
-    if len(bundles) > 1:
-        raise ValueError(f"results of different bundles cannot be merged: {sorted(map(str, bundles))}")
+    """Results of several runs against one TileGym commit as one. Per op, a later run's entries
+    (its tests, its host times) replace an earlier run's, and the op records which run (bundle,
+    agent-d commit, time) its tests and its host times come from."""
+    commits = {r.get("tilegym_commit") for r in runs}
+    if len(commits) > 1:
+        raise ValueError(
+            f"results of different TileGym commits cannot be merged: {sorted(map(str, commits))}"
+        )
     merged = dict(runs[-1])
     merged["ops"] = {}
     merged["runs"] = []
     for r in runs:
+        origin = {
+            "time_utc": r.get("time_utc", "?"),
+            "agent_d_commit": r.get("agent_d_commit", "?"),
+            "bundle": str(r.get("bundle", "?")),
+            "stage": r.get("stage", "all"),
+        }
         for op, entry in r.get("ops", {}).items():
-            merged["ops"].setdefault(op, {}).update(entry)
-        merged["runs"].append(
-            {
-                "time_utc": r.get("time_utc", "?"),
-                "stage": r.get("stage", "all"),
-                "ops": sorted(r.get("ops", {})),
-            }
-        )
+            into = merged["ops"].setdefault(op, {})
+            into.update(entry)
+            if "agent_d" in entry or "hand_written" in entry:
+                into["tests_from"] = origin
+            if "host_time" in entry:
+                into["host_time_from"] = origin
+        merged["runs"].append({**origin, "ops": sorted(r.get("ops", {}))})
     merged["time_utc"] = runs[0].get("time_utc", "?")
     merged["date"] = runs[0].get("date", "?")
     return merged
+
+
+def _origin(o: dict | None) -> str:
+    return f"{o['time_utc']}, agent-d `{o['agent_d_commit'][:7]}`" if o else "-"
 
 
 def render(results: dict) -> str:
@@ -73,12 +85,16 @@ def render(results: dict) -> str:
     )
     if len(results.get("runs", [])) > 1:
         out.append(
-            "- Runs of this bundle: "
-            + "; ".join(f"{r['time_utc']} ({r['stage']}: {', '.join(r['ops'])})" for r in results["runs"])
+            "- Runs merged here (each op's table says which run its figures come from): "
+            + "; ".join(
+                f"{r['time_utc']} ({r['stage']}: {', '.join(r['ops'])}; agent-d `{r['agent_d_commit'][:7]}`)"
+                for r in results["runs"]
+            )
         )
     out.append(f"- TileGym commit: `{results.get('tilegym_commit', '?')}`")
     dirty = " (with uncommitted changes)" if results.get("agent_d_dirty") else ""
-    out.append(f"- agent-d commit: `{results.get('agent_d_commit', '?')}`{dirty}")
+    if len(results.get("runs", [])) <= 1:
+        out.append(f"- agent-d commit: `{results.get('agent_d_commit', '?')}`{dirty}")
     device = results.get("device") or "no GPU"
     extra = ", ".join(
         x
@@ -133,6 +149,10 @@ def render(results: dict) -> str:
                 if ratio
                 else "| Host time ratio agent-d / hand-written | - | |"
             )
+            if "tests_from" in r or "host_time_from" in r:
+                out.append(
+                    f"| Tests run / host time measured | {_origin(r.get('tests_from'))} | {_origin(r.get('host_time_from'))} |"
+                )
             crossed = [k for k in ("agent_d_py+hand_written_so", "hand_written_py+agent_d_so") if k in ht]
             if crossed:
                 out.append(
