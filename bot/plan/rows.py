@@ -220,7 +220,7 @@ def _python_plan(
         inner_name=str(inner or ""),
         dtypes=[common.TORCH_DTYPES[d] for d in dtypes if d in common.TORCH_DTYPES],
         steps=steps,
-        alloc={out_var: f"{first}_rows.new_empty((n_rows, out_cols))"},
+        alloc={out_var: _allocation(first, out_cols)},
         launch_mode="direct",
         configs=[],
         autotune_key="",
@@ -265,3 +265,11 @@ def _exact_division(expr: str) -> tuple[str, int] | None:
         if isinstance(node.right.value, int) and node.right.value > 1:
             return ast.unparse(node.left), node.right.value
     return None
+
+
+def _allocation(first: str, out_cols: str) -> str:
+    """The output rows: ``empty_like`` when they are shaped like the first input's (the cheapest
+    allocation call), otherwise ``new_empty`` with the first input's dtype and device."""
+    if out_cols.replace(" ", "") == f"{first}.shape[-1]":
+        return f"torch.empty_like({first}_rows)"
+    return f"{first}_rows.new_empty((n_rows, out_cols))"

@@ -144,16 +144,52 @@ def summarise(samples: dict[str, list[float]], n: int) -> dict[str, object]:
     return out
 
 
+# Host-side building blocks of the row wrappers, timed alone: where a few microseconds go.
+SNIPPETS = {
+    "shape slice + tuple": "a.shape[:-1] + (256,)",
+    "contiguous().view": "a.contiguous().view(-1, 256)",
+    "contiguous().reshape": "a.contiguous().reshape(-1, 256)",
+    "empty_like": "torch.empty_like(a2)",
+    "new_empty": "a2.new_empty((128, 256))",
+    "empty(size, device, dtype)": "torch.empty((128, 256), device=a.device, dtype=a.dtype)",
+    "view(size)": "c2.view(shape)",
+    "view(*size)": "c2.view(*shape)",
+    "numel guard": "c2.numel() > 0",
+    "current_stream": "torch.cuda.current_stream(device=a.device).cuda_stream",
+    "make_tensor_desc": "make_tensor_desc(ffi, a2)",
+    "is_cuda x2 + device compare": "not a.is_cuda or not b.is_cuda or a.device != b.device",
+}
+
+
+def snippet_costs(torch, number: int = 5000) -> dict[str, float]:
+    """µs per evaluation of each snippet (best of 7), on the bench's swiglu-sized inputs."""
+    import timeit
+
+    from cffi import FFI
+    from tilegym.backend.cutile_rs.utils import _TENSORDESC_CDEF, make_tensor_desc
+
+    ffi = FFI()
+    ffi.cdef(_TENSORDESC_CDEF)
+    a = torch.randn(2, 64, 256, device="cuda")
+    names = {"torch": torch, "ffi": ffi, "make_tensor_desc": make_tensor_desc, "a": a, "b": a.clone()}
+    names |= {"a2": a.view(-1, 256), "c2": torch.empty(128, 256, device="cuda"), "shape": a.shape}
+    return {
+        label: round(min(timeit.Timer(stmt, globals=names).repeat(7, number)) / number * 1e6, 3)
+        for label, stmt in SNIPPETS.items()
+    }
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--hand-written", type=Path, required=True, help="tree A")
     p.add_argument("--agent-d", type=Path, required=True, help="tree B")
-    p.add_argument("--ops", nargs="+", required=True)
+    p.add_argument("--ops", nargs="*", default=[])
     p.add_argument("--cross", nargs="*", default=[], help="ops to also time over the other tree's library")
     p.add_argument("--json", required=True)
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--repeats", type=int, default=31)
     p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--snippets", action="store_true", help="also time the wrappers' building blocks alone")
     args = p.parse_args(argv)
     a, b = args.hand_written.resolve(), args.agent_d.resolve()
     sys.path.insert(0, str(a / "src"))  # one TileGym runtime; only the op wrappers and libraries differ
@@ -191,6 +227,12 @@ def main(argv=None) -> int:
                 "traceback": traceback.format_exc()[-2000:],
             }
         print(op, json.dumps({k: v for k, v in results[op].items() if k != "round_ratios"})[:600], flush=True)
+    if args.snippets:
+        try:
+            results["_snippets_us"] = snippet_costs(torch)
+        except Exception as exc:
+            results["_snippets_us"] = {"error": f"{type(exc).__name__}: {exc}"}
+        print("snippets", json.dumps(results["_snippets_us"]), flush=True)
     with open(args.json, "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2)
     return 0
