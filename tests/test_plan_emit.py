@@ -69,6 +69,19 @@ def test_silu_rendered_files_follow_the_abi(silu):
     assert cdef.cross_check(text, cdef.render(plan.ffi)) == []
 
 
+def test_row_wrapper_uses_the_cheap_torch_calls(silu):
+    from bot.emit import wrapper_py
+    from bot.plan import rows
+
+    text = wrapper_py.render(_plan(silu)[0])
+    assert "input_rows = input.contiguous().view(-1, input.shape[-1])" in text  # view, not reshape
+    assert "out_rows = input_rows.new_empty((n_rows, out_cols))" in text  # half the row: its own shape
+    assert "result = out_rows.view(*out_shape)" in text  # view(Size) costs ~2.5 µs more per call
+    # an output shaped like the first input (swiglu) is allocated like it and viewed back to its shape
+    assert rows._allocation("a", "a.shape[-1]") == "torch.empty_like(a_rows)"
+    assert rows._allocation("a", "a.shape[-1] // 2") == "a_rows.new_empty((n_rows, out_cols))"
+
+
 def test_cross_check_catches_drift(silu):
     plan, _ = _plan(silu)
     text = ffi_rs.render(plan)
