@@ -326,6 +326,9 @@ def test_table_renders_both_columns_verdict_ratio_and_marks(tmp_path):
     results.write_text(json.dumps(RESULTS))
     text = table.table([results], tmp_path / "docs" / "gpu.md")
     assert (tmp_path / "docs" / "gpu.md").read_text() == text
+    notes = "\n## What these runs show\n\nWritten by hand.\n"
+    (tmp_path / "docs" / "gpu.md").write_text(text + notes)
+    assert table.table([results], tmp_path / "docs" / "gpu.md") == text + notes  # tables redone, notes kept
     assert "TileGym commit: `75a14307776188ff0baf451cd9b9fc9fa3a87233`" in text
     assert "Device: NVIDIA H200 (sm_90)" in text and "2026-12-02" in text
     silu = text.split("## silu_and_mul")[1].split("## bmm")[0]
@@ -493,6 +496,16 @@ def test_run_end_to_end_with_a_fake_gpu_interpreter(tmp_path):
     text = table.render(results)
     assert "| Host time ratio agent-d / hand-written | 1.40 | |" in text
     assert "not generated (BLOCKED host: no host pattern)" in text
+    # a later bench-only run of the same bundle keeps the tests and replaces the host time
+    assert (
+        device.run(
+            bundle_dir, tmp_path / "out2", ["silu_and_mul"], "bench", 120, str(fake), tmp_path / "state"
+        )
+        == 0
+    )
+    again = json.loads((tmp_path / "out2" / "results.json").read_text())
+    assert again["stage"] == "bench" and again["ops"]["silu_and_mul"]["hand_written"]["failed"] == 1
+    assert again["ops"]["silu_and_mul"]["host_time"]["ratio"] == 1.4
 
 
 def test_bench_pins_autotuned_wrappers_to_their_first_config():
@@ -536,7 +549,8 @@ def test_table_merges_later_runs_and_says_where_each_figure_comes_from(tmp_path)
     silu = text.split("## silu_and_mul")[1].split("## bmm")[0]
     assert "| Tests passed / failed / skipped | 33 / 1 / 0 | 33 / 1 / 0 |" in silu  # from the first run
     assert "| Host time ratio agent-d / hand-written | 0.91 | |" in silu  # from the second
-    assert "| Tests run / host time measured | T1, agent-d `1111111` | T2, agent-d `2222222` |" in silu
+    assert "| Tests run in | T1, agent-d `1111111` | the same run |" in silu
+    assert "| Host time measured in | T2, agent-d `2222222` | the same process |" in silu
     assert "T2 (bench: silu_and_mul; agent-d `2222222`)" in text
     timed["tilegym_commit"] = "other"
     paths[1].write_text(json.dumps(timed))

@@ -432,10 +432,10 @@ def run(
     logs = state / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     for op in ops:
-        results["ops"][op] = {
-            "pack": manifest["ops"][op]["pack"],
-            "pytest_args": manifest["ops"][op]["pytest_args"],
-        }
+        # a bench-only run keeps the op's test results from an earlier run of this bundle
+        entry = results["ops"].get(op, {}) if stage == "bench" else {}
+        entry.update({"pack": manifest["ops"][op]["pack"], "pytest_args": manifest["ops"][op]["pytest_args"]})
+        results["ops"][op] = entry
     if not info.get("cuda"):
         why = info.get("error") or "torch sees no CUDA device"
         log(f"no GPU here ({why}): the tests cannot run on this machine (BLOCKED env); nothing was tested")

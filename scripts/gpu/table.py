@@ -150,14 +150,18 @@ def render(results: dict) -> str:
                 else "| Host time ratio agent-d / hand-written | - | |"
             )
             if "tests_from" in r or "host_time_from" in r:
+                out.append(f"| Tests run in | {_origin(r.get('tests_from'))} | the same run |")
                 out.append(
-                    f"| Tests run / host time measured | {_origin(r.get('tests_from'))} | {_origin(r.get('host_time_from'))} |"
+                    f"| Host time measured in | {_origin(r.get('host_time_from'))} | the same process |"
                 )
             crossed = [k for k in ("agent_d_py+hand_written_so", "hand_written_py+agent_d_so") if k in ht]
             if crossed:
                 out.append(
-                    "| Host time, wrapper over the other tree's library | "
-                    + " | ".join(f"{_us(ht.get(k))} (over {k.split('+')[1][:-3]}'s .so)" for k in crossed)
+                    "| Host time, this wrapper over the other tree's library | "
+                    + " | ".join(
+                        f"{_us(ht.get(k))} (over the {k.split('+')[1][:-3].replace('_', '-')} .so)"
+                        for k in crossed
+                    )
                     + " |"
                 )
         else:
@@ -178,9 +182,15 @@ def render(results: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+NOTES = "\n## What these runs show"  # a hand-written section after the tables, kept across renders
+
+
 def table(results_paths: list[Path], out_path: Path) -> str:
     runs = [json.loads(Path(p).read_text(encoding="utf-8")) for p in results_paths]
     text = render(merge(runs) if len(runs) > 1 else runs[0])
+    old = Path(out_path).read_text(encoding="utf-8") if Path(out_path).is_file() else ""
+    if NOTES in old:
+        text += old[old.index(NOTES) :]
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     Path(out_path).write_text(text, encoding="utf-8")
     return text
