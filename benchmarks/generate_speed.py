@@ -36,7 +36,7 @@ def generate_once(repo: Path, op: str) -> dict[str, float]:
     signature = read_kernel(target.kernel_rs)
     marks["read"] = time.perf_counter()
     co = checkout.inspect(target)
-    plan = build_plan(target, signature, gather_facts(target, repo / "out" / op), co)
+    plan = build_plan(target, signature, gather_facts(target, repo / "out" / op, signature), co)
     marks["plan"] = time.perf_counter()
     files = generate.generate(target, plan, co)
     marks["render"] = time.perf_counter()
