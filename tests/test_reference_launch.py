@@ -155,6 +155,24 @@ def test_other_shapes_are_reported_not_guessed(tmp_path, edit, why):
         assert any("tiled_gemm.py" in t for t in facts.tried[key]), facts.tried
 
 
+def test_a_returned_helper_call_is_a_launch_too():
+    source = (
+        REFERENCE.read_text()
+        .replace(
+            "    if looping:\n        _run_looping(stream, x, y, z, rows, cols, flip_x)\n"
+            '    else:\n        assert not flip_x, "flip_x needs the looping kernel"\n        _run_flat(stream, x, y, z)\n    return z\n',
+            "    return _run_flat(stream, x, y, z)\n",
+        )
+        .replace(
+            "    if flip_x:\n        inner, rows = x.shape\n    else:\n        rows, inner = x.shape\n",
+            "    rows, inner = x.shape\n",
+        )
+    )
+    assert "return _run_flat" in source and "if flip_x" not in source
+    reading = _read(source)
+    assert [(v.condition, v.entry) for v in reading.variants] == [("", "flat_gemm_kernel")]
+
+
 def test_references_without_autotuning_are_left_to_other_readers():
     source = "from tilegym.backend import register_impl\n\n@register_impl('tiled_gemm', backend='cutile')\ndef f(x):\n    return x\n"
     assert _read(source) is None

@@ -36,7 +36,7 @@ def gather(target: Target, facts: Facts) -> None:
         return
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     index = _ModuleIndex(tree)
-    fn = _registered_function(tree, target.op)
+    fn = registered_function(tree, target.op)
     if fn is None:
         facts.note_tried("python.out_cols", f"{rel}: no register_impl({target.op!r}, backend='cutile')")
         return
@@ -132,7 +132,7 @@ def _find_allocation(fn: ast.FunctionDef, index: _ModuleIndex, depth: int):
     return None
 
 
-def _registered_function(tree: ast.Module, op: str) -> ast.FunctionDef | None:
+def registered_function(tree: ast.Module, op: str) -> ast.FunctionDef | None:
     for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef):
             continue

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from bot.infer.facts import Facts
-from bot.infer.reference import reference_path
+from bot.infer.reference import reference_path, registered_function
 from bot.types import KernelSignature, Source, Target
 
 KEYS = ("python.steps", "python.alloc", "python.configs", "python.key", "python.args.num_programs")
@@ -123,7 +123,7 @@ def read(source: str, op: str, signature: KernelSignature) -> Reading | None:
     """The reading of an autotuned reference, None when the op is not autotuned there."""
     tree = ast.parse(source)
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    fn = _registered(tree, op)
+    fn = registered_function(tree, op)
     if fn is None or not any(_is_call(n, "exhaustive_search") for n in ast.walk(tree)):
         return None
     params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
@@ -163,8 +163,12 @@ class _Reader:
         # Read the launches first: they tell which caller flags kernel.rs cannot honour.
         for stmt in fn.body[first:]:
             if isinstance(stmt, ast.Return):
+                if stmt.value is not None and self._launches(stmt):  # `return helper(...)`
+                    self._dispatch(ast.Expr(stmt.value, lineno=stmt.lineno), "", "")
                 continue
             self._dispatch(stmt, "", "")
+        if not self.variants:
+            raise NotThisShape(f"{fn.name}() launches no kernel through a helper")
         for stmt in fn.body[:first]:
             self._prologue(stmt)
         if not self.alloc:
@@ -367,8 +371,13 @@ class _Reader:
                     and isinstance(node.slice, ast.Constant)
                 ):
                     dims = self.alloc[base.value.id].args[0]
-                    if isinstance(dims, ast.Tuple) and isinstance(node.slice.value, int):
-                        return copy.deepcopy(dims.elts[node.slice.value])
+                    i = node.slice.value
+                    if (
+                        isinstance(dims, ast.Tuple)
+                        and isinstance(i, int)
+                        and -len(dims.elts) <= i < len(dims.elts)
+                    ):
+                        return copy.deepcopy(dims.elts[i])
                 return node
 
         return Through().visit(copy.deepcopy(expr))
@@ -408,18 +417,6 @@ class _Reader:
 
 
 # ---------------------------------------------------------------------------- small ast helpers
-
-
-def _registered(tree: ast.Module, op: str) -> ast.FunctionDef | None:
-    for node in tree.body:
-        if not isinstance(node, ast.FunctionDef):
-            continue
-        for deco in node.decorator_list:
-            if _is_call(deco, "register_impl") and deco.args and getattr(deco.args[0], "value", None) == op:
-                backend = [k.value for k in deco.keywords if k.arg == "backend"]
-                if backend and getattr(backend[0], "value", None) == "cutile":
-                    return node
-    return None
 
 
 def _is_call(node: ast.AST, name: str) -> bool:
@@ -587,7 +584,12 @@ def _expand(body: list[ast.stmt], env: dict[str, object]) -> list[dict[str, obje
                 raise NotThisShape(f"line {stmt.lineno}: yields {ast.unparse(value)}, not a SimpleNamespace")
             out.append({k.arg: _literal(k.value, env) for k in value.keywords if k.arg})
         elif isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and not stmt.orelse:
-            for item in _literal(stmt.iter, env):
+            items = _literal(stmt.iter, env)
+            if not isinstance(items, (list, tuple)):
+                raise NotThisShape(
+                    f"line {stmt.lineno}: loops over {ast.unparse(stmt.iter)}, not a literal list"
+                )
+            for item in items:
                 out += _expand(stmt.body, {**env, stmt.target.id: item})
         else:
             raise NotThisShape(f"line {stmt.lineno}: cannot expand `{ast.unparse(stmt).splitlines()[0]}`")

@@ -197,9 +197,7 @@ def _python_plan(
     steps.append(PyStep("let", target="out_cols", expr=f"int({out_cols})", source=src_cols))
     for p in params:
         steps.append(
-            PyStep(
-                "let", target=f"{p}_rows", expr=f"{p}.contiguous().view(-1, {p}.shape[-1])", source=policy
-            )
+            PyStep("let", target=f"{p}_rows", expr=f"{p}.contiguous().view(-1, {p}.shape[-1])", source=policy)
         )
     like_first = _shaped_like(first, out_cols)
     if not like_first:  # the output needs its own shape: rows of out_cols
