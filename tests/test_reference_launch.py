@@ -142,6 +142,7 @@ def test_a_contract_still_wins(tmp_path):
             "    stream = torch.cuda.current_stream()\n",
             "    stream = torch.cuda.current_stream()\n    log(x)\n",
         ),
+        ("for occ in [1, 2]:", "for occ in 2:"),
     ],
 )
 def test_other_shapes_are_reported_not_guessed(tmp_path, edit, why):
