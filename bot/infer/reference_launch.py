@@ -42,7 +42,7 @@ class Variant:
     grid0: str
     configs: list[tuple[str, list[dict[str, object]]]]  # (capability condition or "", configs)
     key: list[str]
-    generator: str  # "<name>():<line>" of the config generator
+    generator: str  # the configs argument of exhaustive_search, as written
     renamed: dict[str, str]  # config field -> kernel.rs generic / compile option
     line: int  # of the exhaustive_search call
 
@@ -327,11 +327,17 @@ class _Reader:
             raise NotThisShape(f"{kernel_name}: grid {ast.unparse(grid_fn.body)} is not 1-D")
         grid0 = _rename_fields(_ceil_to_cdiv(_num_sms(resolve(grid[0]))), rename)
         configs = self._configs(configs_arg, rename, dropped)
+        # the tuned-config cache key: the tuple tested by `if <key> not in <cache>:`
         for node in ast.walk(helper):
-            if isinstance(node, ast.Assign) and any(
-                getattr(t, "id", "") == "cache_key" for t in node.targets
+            if (
+                isinstance(node, ast.Compare)
+                and isinstance(node.ops[0], ast.NotIn)
+                and isinstance(node.left, ast.Name)
+                and isinstance(local.get(node.left.id), ast.Tuple)
             ):
-                key = [ast.unparse(resolve(e)) for e in getattr(node.value, "elts", [])]
+                key = [ast.unparse(resolve(e)) for e in local[node.left.id].elts]
+        if not key:  # without one, every shape would share one tuned config
+            raise NotThisShape(f"{helper.name}(): no `if <key tuple> not in <cache>` to key the autotuner by")
         generator = ast.unparse(configs_arg)
         return Variant(
             condition,
