@@ -180,7 +180,7 @@ def _python_plan(
     first = params[0]
     src_ops = facts.source("python.signature")
     src_cols = facts.source("python.out_cols")
-    # contiguous() then view(), new_empty() from the first input: the cheapest torch calls that do it
+    # contiguous().view(), empty_like/new_empty and view(*shape): the cheapest torch calls for the job
     policy = Source("policy", "P1 row kernel wrapper: flatten to rows, one launch")
     steps = common.wrapper_prologue(op, params, same_dtype=True)
     divisor = _exact_division(out_cols)
