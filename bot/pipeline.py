@@ -258,8 +258,9 @@ def gather_facts(target: Target, out_dir: Path, signature: KernelSignature | Non
     contract.gather_agent_b(out_dir / "reports" / "agent_b.md", facts)
     analysis.gather(out_dir / "reference" / "analysis.json", facts)
     ops_py.gather(target, facts)
-    reference.gather(target, facts)
-    reference_launch.gather(target, signature, facts)
+    ref = reference.load(target)  # parsed once for both readers
+    reference.gather(target, facts, ref)
+    reference_launch.gather(target, signature, facts, ref)
     return facts
 
 

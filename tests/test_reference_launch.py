@@ -98,7 +98,8 @@ def test_prologue_refuses_what_the_kernel_cannot_do_and_keeps_the_rest():
         }
     ]  # `assert not flip_x` beside the launch is covered by the refusal
     assert reading.alloc == {"z": "torch.empty((rows, cols), device=x.device, dtype=x.dtype)"}
-    assert any("PIPELINE" in n and "dropped" in n for n in reading.notes)
+    assert any("PIPELINE" in n and "dropped" in n for n in reading.dropped)
+    assert [n.split(":")[0] for n in reading.refused] == ["flip_x refused"]
 
 
 def test_facts_offered_with_reference_sources(tmp_path):
@@ -185,3 +186,15 @@ def _target(tmp_path: Path, source: str) -> Target:
     path.parent.mkdir(parents=True)
     path.write_text(source)
     return Target(tmp_path, "tiled_gemm")
+
+
+def test_an_unparsable_reference_is_noted_once_not_a_crash(tmp_path):
+    from bot.infer import reference
+
+    target = _target(tmp_path, "def tiled_gemm(:\n")
+    ref = reference.load(target)
+    assert ref.tree is None and ref.problem.startswith("does not parse")
+    facts = Facts()
+    reference.gather(target, facts, ref)
+    reference_launch.gather(target, SIGNATURE, facts, ref)
+    assert facts.tried == {"python.out_cols": [f"{ref.rel} ({ref.problem})"]}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from dataclasses import dataclass
 from pathlib import Path
 
 from bot.infer.facts import Facts
@@ -28,13 +29,32 @@ def reference_path(target: Target) -> Path:
     return target.repo / "src" / "tilegym" / "ops" / "cutile" / f"{target.op}.py"
 
 
-def gather(target: Target, facts: Facts) -> None:
+@dataclass(frozen=True)
+class ReferenceOp:
+    """The reference op file, parsed once for every reader of it."""
+
+    rel: Path  # relative to the repository, for sources
+    tree: ast.Module | None  # None when missing or unparsable
+    problem: str = ""  # why there is no tree
+
+
+def load(target: Target) -> ReferenceOp:
     path = reference_path(target)
     rel = path.relative_to(target.repo)
     if not path.is_file():
-        facts.note_tried("python.out_cols", f"{rel} (missing)")
+        return ReferenceOp(rel, None, "missing")
+    try:
+        return ReferenceOp(rel, ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
+    except SyntaxError as exc:
+        return ReferenceOp(rel, None, f"does not parse ({exc.msg}, line {exc.lineno})")
+
+
+def gather(target: Target, facts: Facts, ref: ReferenceOp | None = None) -> None:
+    ref = ref or load(target)
+    rel, tree = ref.rel, ref.tree
+    if tree is None:
+        facts.note_tried("python.out_cols", f"{rel} ({ref.problem})")
         return
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     index = _ModuleIndex(tree)
     fn = registered_function(tree, target.op)
     if fn is None:

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from bot.infer.facts import Facts
-from bot.infer.reference import reference_path, registered_function
+from bot.infer.reference import ReferenceOp, load, registered_function
 from bot.types import KernelSignature, Source, Target
 
 KEYS = ("python.steps", "python.alloc", "python.configs", "python.key", "python.args.num_programs")
@@ -53,23 +53,22 @@ class Reading:
     steps: list[dict[str, str]]
     alloc: dict[str, str]
     variants: list[Variant]
-    notes: list[str]  # what was dropped or refused, for the plan's sources
+    refused: list[str]  # caller flags the wrapper refuses, and why
+    dropped: list[str]  # reference config fields kernel.rs has no place for, and why
 
 
-def gather(target: Target, signature: KernelSignature | None, facts: Facts) -> None:
-    path = reference_path(target)
-    if signature is None or not path.is_file():
-        return
-    rel = path.relative_to(target.repo)
+def gather(
+    target: Target, signature: KernelSignature | None, facts: Facts, ref: ReferenceOp | None = None
+) -> None:
+    ref = ref or load(target)
+    rel = ref.rel
+    if signature is None or ref.tree is None:
+        return  # a missing or unparsable reference is noted by reference.gather
     try:
-        reading = read(path.read_text(encoding="utf-8"), target.op, signature)
+        reading = read_tree(ref.tree, target.op, signature)
     except NotThisShape as exc:
         for key in KEYS:
             facts.note_tried(key, f"{rel}: {exc}")
-        return
-    except SyntaxError as exc:
-        for key in KEYS:
-            facts.note_tried(key, f"{rel}: does not parse ({exc.msg})")
         return
     if reading is None:
         return
@@ -78,11 +77,10 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts) -> N
     def where(what: str) -> Source:
         return Source("reference", f"{rel}: {what}")
 
-    refusals = [n for n in reading.notes if "refused" in n]
     facts.offer(
         "python.steps",
         reading.steps,
-        where(f"{reading.function} before its launches" + "".join(f"; {n}" for n in refusals)),
+        where(f"{reading.function} before its launches" + "".join(f"; {n}" for n in reading.refused)),
     )
     facts.offer("python.alloc", reading.alloc, where(f"{reading.function} allocation"))
     groups = []
@@ -91,14 +89,13 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts) -> N
             when = " and ".join(f"({c})" for c in (v.condition, cap) if c) or "always"
             groups.append({"when": when, "configs": configs})
     renamed = sorted({f"{k}->{n}" for v in reading.variants for k, n in v.renamed.items() if k != n})
-    dropped = [n for n in reading.notes if "dropped" in n]
     facts.offer(
         "python.configs",
         groups,
         where(
             "; ".join(f"{v.generator} for {v.entry}" for v in reading.variants)
             + f"; fields {', '.join(renamed)}"
-            + "".join(f"; {n}" for n in dropped)
+            + "".join(f"; {n}" for n in reading.dropped)
         ),
     )
     key: list[str] = []
@@ -120,30 +117,43 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts) -> N
 
 
 def read(source: str, op: str, signature: KernelSignature) -> Reading | None:
+    """The reading of an autotuned reference's source text (see ``read_tree``)."""
+    return read_tree(ast.parse(source), op, signature)
+
+
+def read_tree(tree: ast.Module, op: str, signature: KernelSignature) -> Reading | None:
     """The reading of an autotuned reference, None when the op is not autotuned there."""
-    tree = ast.parse(source)
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    helpers = {
+        name for name, f in functions.items() if any(_is_call(n, "exhaustive_search") for n in ast.walk(f))
+    }
     fn = registered_function(tree, op)
-    if fn is None or not any(_is_call(n, "exhaustive_search") for n in ast.walk(tree)):
+    if fn is None or not helpers:
         return None
     params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
-    reader = _Reader(op, functions, signature, params)
-    return reader.function(fn)
+    return _Reader(op, functions, helpers, signature, params).function(fn)
 
 
 class _Reader:
     def __init__(
-        self, op: str, functions: dict[str, ast.FunctionDef], signature: KernelSignature, params: list[str]
+        self,
+        op: str,
+        functions: dict[str, ast.FunctionDef],
+        helpers: set[str],
+        signature: KernelSignature,
+        params: list[str],
     ):
         self.op = op
         self.functions = functions
+        self.helpers = helpers  # module functions that run exhaustive_search
         self.signature = signature
         self.params = params
         self.steps: list[dict[str, str]] = []
         self.refused: list[str] = []  # caller flags kernel.rs cannot honour
         self.alloc: dict[str, ast.Call] = {}
         self.variants: list[Variant] = []
-        self.notes: list[str] = []
+        self.refusal_notes: list[str] = []  # why each refused flag is refused
+        self.dropped_notes: list[str] = []  # why each dropped config field is dropped
         self.launch_asserts: list[tuple[ast.Assert, str]] = []  # asserts beside the helper calls
 
     # ------------------------------------------------------------------ the registered function
@@ -192,7 +202,8 @@ class _Reader:
             steps=refusals + self.steps + checks,
             alloc={name: ast.unparse(call) for name, call in self.alloc.items()},
             variants=self.variants,
-            notes=self.notes,
+            refused=self.refusal_notes,
+            dropped=self.dropped_notes,
         )
 
     def _launches(self, stmt: ast.stmt) -> bool:
@@ -200,10 +211,7 @@ class _Reader:
 
     def _helper(self, call: ast.Call) -> ast.FunctionDef | None:
         name = getattr(call.func, "id", "")
-        fn = self.functions.get(name)
-        if fn is not None and any(_is_call(n, "exhaustive_search") for n in ast.walk(fn)):
-            return fn
-        return None
+        return self.functions[name] if name in self.helpers else None
 
     def _prologue(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
@@ -306,7 +314,7 @@ class _Reader:
                 continue  # a tensor or a size kernel.rs takes too: the FFI derives it
             elif field_name is not None:
                 dropped.append(field_name)
-                self.notes.append(
+                self.dropped_notes.append(
                     f"config field {field_name} ({kernel_name}.{ref}) dropped: not in {entry.name}"
                 )
             else:
@@ -315,7 +323,7 @@ class _Reader:
                     raise NotThisShape(f"{kernel_name}: {ref} gets {ast.unparse(arg)}, which kernel.rs lacks")
                 if flag not in self.refused:
                     self.refused.append(flag)
-                    self.notes.append(f"{flag} refused: {entry.name} has no {ref}")
+                    self.refusal_notes.append(f"{flag} refused: {entry.name} has no {ref}")
         hints = _lambda_dict(hints_fn)
         for hint, value in hints.items():
             field_name = _cfg_field(value)
