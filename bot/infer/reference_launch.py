@@ -17,21 +17,31 @@ from __future__ import annotations
 
 import ast
 import copy
-import re
 from dataclasses import dataclass
 
 from bot.infer.facts import Facts
+from bot.infer.launch_ast import (
+    NotThisShape,
+    assert_step,
+    bind,
+    ceil_to_cdiv,
+    cfg_field,
+    generic_twin,
+    is_allocation,
+    is_call,
+    lambda_dict,
+    lambda_tuple,
+    none_default,
+    num_sms,
+    rename_fields,
+    substitute,
+)
+from bot.infer.launch_configs import generator_configs
 from bot.infer.reference import ReferenceOp, load, registered_function
 from bot.types import KernelSignature, Source, Target
 
 KEYS = ("python.steps", "python.alloc", "python.configs", "python.key", "python.args.num_programs")
-_ALLOCATORS = {"empty", "zeros"}
 _HINTS = {"num_ctas": "NUM_CTAS", "occupancy": "OCCUPANCY"}
-_MAX_CONFIGS = 64
-
-
-class NotThisShape(Exception):
-    """The reference does not have the shape this reader understands (the message says where)."""
 
 
 @dataclass
@@ -125,7 +135,7 @@ def read_tree(tree: ast.Module, op: str, signature: KernelSignature) -> Reading 
     """The reading of an autotuned reference, None when the op is not autotuned there."""
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     helpers = {
-        name for name, f in functions.items() if any(_is_call(n, "exhaustive_search") for n in ast.walk(f))
+        name for name, f in functions.items() if any(is_call(n, "exhaustive_search") for n in ast.walk(f))
     }
     fn = registered_function(tree, op)
     if fn is None or not helpers:
@@ -167,7 +177,7 @@ class _Reader:
             if (
                 isinstance(stmt, ast.Assign)
                 and isinstance(stmt.targets[0], ast.Name)
-                and _is_allocation(stmt.value)
+                and is_allocation(stmt.value)
             ):
                 self.alloc[stmt.targets[0].id] = stmt.value
         # Read the launches first: they tell which caller flags kernel.rs cannot honour.
@@ -193,7 +203,7 @@ class _Reader:
         ]
         # an assert about refused flags only is already covered by the refusal
         checks = [
-            _assert_step(stmt, holds, self.op)
+            assert_step(stmt, holds, self.op)
             for stmt, holds in self.launch_asserts
             if not {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)} <= set(self.refused)
         ]
@@ -220,7 +230,7 @@ class _Reader:
             target = stmt.targets[0]
             if "current_stream" in ast.unparse(stmt.value):
                 return  # the launcher takes the stream of the tensors' device itself
-            if isinstance(target, ast.Name) and _is_allocation(stmt.value):
+            if isinstance(target, ast.Name) and is_allocation(stmt.value):
                 self.alloc[target.id] = stmt.value
                 return
             if isinstance(target, (ast.Name, ast.Tuple)):
@@ -229,10 +239,10 @@ class _Reader:
                 self.steps.append({"let": let, "expr": ast.unparse(stmt.value)})
                 return
         if isinstance(stmt, ast.Assert):
-            self.steps.append(_assert_step(stmt, "", self.op))
+            self.steps.append(assert_step(stmt, "", self.op))
             return
         if isinstance(stmt, ast.If):
-            default = _none_default(stmt)
+            default = none_default(stmt)
             if default is not None:
                 name, value = default
                 self.steps.append({"let": name, "expr": f"{value} if {name} is None else {name}"})
@@ -279,9 +289,9 @@ class _Reader:
         key: list[str] = []
         for node in helper.body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1:
-                _bind(node.targets[0], node.value, local)
+                bind(node.targets[0], node.value, local)
         for node in ast.walk(helper):
-            if _is_call(node, "exhaustive_search"):
+            if is_call(node, "exhaustive_search"):
                 search = node
         assert search is not None
         if len(search.args) < 6:
@@ -298,14 +308,14 @@ class _Reader:
         rust_params = {p.name.lower() for p in entry.params}
 
         def resolve(expr: ast.expr) -> ast.expr:
-            return self._caller_names(_substitute(expr, local, bound))
+            return self._caller_names(substitute(expr, local, bound))
 
         rename: dict[str, str] = {}
         dropped: list[str] = []
         ref_params = [a.arg for a in kernel.args.args]
-        for ref, arg in zip(ref_params, _lambda_tuple(args_fn), strict=False):
-            field_name = _cfg_field(arg)
-            twin = _generic_twin(ref, generics)
+        for ref, arg in zip(ref_params, lambda_tuple(args_fn), strict=False):
+            field_name = cfg_field(arg)
+            twin = generic_twin(ref, generics)
             if twin is not None:
                 if field_name is None:
                     raise NotThisShape(f"{kernel_name}: {ref} gets {ast.unparse(arg)}, not a config field")
@@ -324,16 +334,16 @@ class _Reader:
                 if flag not in self.refused:
                     self.refused.append(flag)
                     self.refusal_notes.append(f"{flag} refused: {entry.name} has no {ref}")
-        hints = _lambda_dict(hints_fn)
+        hints = lambda_dict(hints_fn)
         for hint, value in hints.items():
-            field_name = _cfg_field(value)
+            field_name = cfg_field(value)
             if hint not in _HINTS or field_name is None:
                 raise NotThisShape(f"{kernel_name}: compile hint {hint}={ast.unparse(value)} not understood")
             rename[field_name] = _HINTS[hint]
-        grid = _lambda_tuple(grid_fn)
+        grid = lambda_tuple(grid_fn)
         if len(grid) != 3 or any(ast.unparse(g) != "1" for g in grid[1:]):
             raise NotThisShape(f"{kernel_name}: grid {ast.unparse(grid_fn.body)} is not 1-D")
-        grid0 = _rename_fields(_ceil_to_cdiv(_num_sms(resolve(grid[0]))), rename)
+        grid0 = rename_fields(ceil_to_cdiv(num_sms(resolve(grid[0]))), rename)
         configs = self._configs(configs_arg, rename, dropped)
         # the tuned-config cache key: the tuple tested by `if <key> not in <cache>:`
         for node in ast.walk(helper):
@@ -400,220 +410,9 @@ class _Reader:
         self, configs_arg: ast.expr, rename: dict[str, str], dropped: list[str]
     ) -> list[tuple[str, list[dict[str, object]]]]:
         call = configs_arg
-        if _is_call(call, "list") and call.args:
+        if is_call(call, "list") and call.args:
             call = call.args[0]
         gen = self.functions.get(getattr(getattr(call, "func", None), "id", ""))
         if gen is None:
             raise NotThisShape(f"configs {ast.unparse(configs_arg)} do not come from a module generator")
-        local: dict[str, ast.expr] = {}
-        branches: list[tuple[str, list[ast.stmt]]] = []
-        for stmt in gen.body:
-            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
-                continue
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-                _bind(stmt.targets[0], stmt.value, local)
-                continue
-            if isinstance(stmt, ast.If):
-                branches += _branches(stmt)
-                continue
-            branches.append(("", [stmt]))
-        out = []
-        for cond, body in branches:
-            text = ast.unparse(_substitute(ast.parse(cond, mode="eval").body, local, {})) if cond else ""
-            text = text.replace("torch.cuda.get_device_capability()", "_device_capability()")
-            configs = [
-                {rename.get(k, k): v for k, v in cfg.items() if k not in dropped} for cfg in _expand(body, {})
-            ]
-            if len(configs) > _MAX_CONFIGS:
-                raise NotThisShape(f"{gen.name}() yields {len(configs)} configs in one branch")
-            out.append((text, configs))
-        return out
-
-
-# ---------------------------------------------------------------------------- small ast helpers
-
-
-def _is_call(node: ast.AST, name: str) -> bool:
-    return isinstance(node, ast.Call) and (
-        getattr(node.func, "id", None) == name or getattr(node.func, "attr", None) == name
-    )
-
-
-def _is_allocation(value: ast.expr) -> bool:
-    return (
-        isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Attribute)
-        and value.func.attr in _ALLOCATORS
-        and getattr(value.func.value, "id", "") == "torch"
-        and bool(value.args)
-        and isinstance(value.args[0], ast.Tuple)
-    )
-
-
-def _none_default(stmt: ast.If) -> tuple[str, str] | None:
-    """``if x is None: x = <const>`` as (x, const)."""
-    test = stmt.test
-    if (
-        isinstance(test, ast.Compare)
-        and isinstance(test.left, ast.Name)
-        and len(test.ops) == 1
-        and isinstance(test.ops[0], ast.Is)
-        and ast.unparse(test.comparators[0]) == "None"
-        and not stmt.orelse
-        and len(stmt.body) == 1
-        and isinstance(stmt.body[0], ast.Assign)
-        and ast.unparse(stmt.body[0].targets[0]) == test.left.id
-        and isinstance(stmt.body[0].value, ast.Constant)
-    ):
-        return test.left.id, ast.unparse(stmt.body[0].value)
-    return None
-
-
-def _assert_step(stmt: ast.Assert, condition: str, op: str) -> dict[str, str]:
-    failed = f"not ({ast.unparse(stmt.test)})"
-    if condition:
-        failed = f"({condition}) and {failed}"
-    message = stmt.msg.value if isinstance(stmt.msg, ast.Constant) else f"requires {ast.unparse(stmt.test)}"
-    return {"check": failed, "raise": "ValueError", "message": f"cutile-rs {op}: {message}"}
-
-
-def _bind(target: ast.expr, value: ast.expr, into: dict[str, ast.expr]) -> None:
-    if isinstance(target, ast.Name):
-        into[target.id] = value
-    elif isinstance(target, ast.Tuple):
-        for i, elt in enumerate(target.elts):
-            if isinstance(elt, ast.Name):
-                into[elt.id] = ast.Subscript(
-                    value=copy.deepcopy(value), slice=ast.Constant(i), ctx=ast.Load()
-                )
-
-
-def _substitute(expr: ast.expr, local: dict[str, ast.expr], bound: dict[str, ast.expr]) -> ast.expr:
-    class Sub(ast.NodeTransformer):
-        def visit_Name(self, node: ast.Name) -> ast.AST:
-            if node.id in local:
-                return _substitute(local[node.id], {k: v for k, v in local.items() if k != node.id}, bound)
-            if node.id in bound:
-                return copy.deepcopy(bound[node.id])
-            return node
-
-    return Sub().visit(copy.deepcopy(expr))
-
-
-def _lambda_tuple(fn: ast.expr) -> list[ast.expr]:
-    if not isinstance(fn, ast.Lambda) or not isinstance(fn.body, ast.Tuple):
-        raise NotThisShape(f"expected `lambda cfg: (...)`, got {ast.unparse(fn)}")
-    return list(fn.body.elts)
-
-
-def _lambda_dict(fn: ast.expr) -> dict[str, ast.expr]:
-    if not isinstance(fn, ast.Lambda) or not isinstance(fn.body, ast.Dict):
-        raise NotThisShape(f"expected `lambda cfg: {{...}}`, got {ast.unparse(fn)}")
-    return {getattr(k, "value", ""): v for k, v in zip(fn.body.keys, fn.body.values, strict=True)}
-
-
-def _cfg_field(expr: ast.expr) -> str | None:
-    if isinstance(expr, ast.Attribute) and getattr(expr.value, "id", "") == "cfg":
-        return expr.attr
-    return None
-
-
-_PREFIX = re.compile(r"^(TILE_SIZE_|TILE_|BLOCK_SIZE_|BLOCK_)")
-
-
-def _generic_twin(ref: str, generics: set[str]) -> str | None:
-    """The kernel.rs const generic a reference parameter corresponds to (``TILE_SIZE_M`` ~ ``BM``)."""
-    if ref in generics:
-        return ref
-    if not _PREFIX.match(ref):
-        return None
-    axis = _PREFIX.sub("", ref)
-    for name in (f"B{axis}", f"T{axis}", f"TILE_{axis}", f"BLOCK_{axis}", f"TILE_SIZE_{axis}"):
-        if name in generics:
-            return name
-    return None
-
-
-def _rename_fields(expr: ast.expr, rename: dict[str, str]) -> ast.expr:
-    class Rename(ast.NodeTransformer):
-        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-            self.generic_visit(node)
-            if getattr(node.value, "id", "") == "cfg" and node.attr in rename:
-                node.attr = rename[node.attr]
-            return node
-
-    return Rename().visit(expr)
-
-
-def _ceil_to_cdiv(expr: ast.expr) -> ast.expr:
-    """``ceil(x / y)`` -> ``cdiv(x, y)``: integer arithmetic, exact for any size."""
-
-    class Cdiv(ast.NodeTransformer):
-        def visit_Call(self, node: ast.Call) -> ast.AST:
-            self.generic_visit(node)
-            if (
-                getattr(node.func, "id", "") == "ceil"
-                and len(node.args) == 1
-                and isinstance(node.args[0], ast.BinOp)
-                and isinstance(node.args[0].op, ast.Div)
-            ):
-                div = node.args[0]
-                return ast.Call(func=ast.Name("cdiv", ast.Load()), args=[div.left, div.right], keywords=[])
-            return node
-
-    return Cdiv().visit(expr)
-
-
-def _num_sms(expr: ast.expr) -> ast.expr:
-    """The SM count query -> TileGym's cached ``get_num_sm()``."""
-
-    class Sms(ast.NodeTransformer):
-        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-            self.generic_visit(node)
-            if node.attr == "multi_processor_count" and _is_call(node.value, "get_device_properties"):
-                return ast.Call(func=ast.Name("get_num_sm", ast.Load()), args=[], keywords=[])
-            return node
-
-    return Sms().visit(expr)
-
-
-def _branches(stmt: ast.If) -> list[tuple[str, list[ast.stmt]]]:
-    """An if/elif/else chain as (condition, body) pairs, the final else with condition ""."""
-    out = [(ast.unparse(stmt.test), stmt.body)]
-    rest = stmt.orelse
-    if len(rest) == 1 and isinstance(rest[0], ast.If):
-        return out + _branches(rest[0])
-    if rest:
-        out.append(("", rest))
-    return out
-
-
-def _expand(body: list[ast.stmt], env: dict[str, object]) -> list[dict[str, object]]:
-    """The configs a generator body yields: ``yield SimpleNamespace(...)`` under literal for-loops."""
-    out: list[dict[str, object]] = []
-    for stmt in body:
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Yield):
-            value = stmt.value.value
-            if not (isinstance(value, ast.Call) and getattr(value.func, "id", "") == "SimpleNamespace"):
-                raise NotThisShape(f"line {stmt.lineno}: yields {ast.unparse(value)}, not a SimpleNamespace")
-            out.append({k.arg: _literal(k.value, env) for k in value.keywords if k.arg})
-        elif isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and not stmt.orelse:
-            items = _literal(stmt.iter, env)
-            if not isinstance(items, (list, tuple)):
-                raise NotThisShape(
-                    f"line {stmt.lineno}: loops over {ast.unparse(stmt.iter)}, not a literal list"
-                )
-            for item in items:
-                out += _expand(stmt.body, {**env, stmt.target.id: item})
-        else:
-            raise NotThisShape(f"line {stmt.lineno}: cannot expand `{ast.unparse(stmt).splitlines()[0]}`")
-    return out
-
-
-def _literal(expr: ast.expr, env: dict[str, object]) -> object:
-    if isinstance(expr, ast.Name) and expr.id in env:
-        return env[expr.id]
-    try:
-        return ast.literal_eval(expr)
-    except ValueError:
-        raise NotThisShape(f"line {expr.lineno}: {ast.unparse(expr)} is not a literal") from None
+        return generator_configs(gen, rename, dropped)

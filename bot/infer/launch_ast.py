@@ -1,0 +1,163 @@
+"""Pieces of TileGym's autotuned cuTile host code, read and rewritten with ``ast``.
+
+Used by ``bot.infer.reference_launch``: recognising calls and allocations, binding local names,
+substituting them into expressions, and rewriting the reference's expressions into the
+wrapper's (``cfg`` fields renamed to kernel.rs generics, ``ceil(x / y)`` to ``cdiv``, the SM
+query to TileGym's cached ``get_num_sm()``).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import re
+
+_ALLOCATORS = {"empty", "zeros"}  # output allocations with an explicit shape tuple
+
+
+class NotThisShape(Exception):
+    """The reference does not have the shape this reader understands (the message says where)."""
+
+
+def is_call(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Call) and (
+        getattr(node.func, "id", None) == name or getattr(node.func, "attr", None) == name
+    )
+
+
+def is_allocation(value: ast.expr) -> bool:
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in _ALLOCATORS
+        and getattr(value.func.value, "id", "") == "torch"
+        and bool(value.args)
+        and isinstance(value.args[0], ast.Tuple)
+    )
+
+
+def none_default(stmt: ast.If) -> tuple[str, str] | None:
+    """``if x is None: x = <const>`` as (x, const)."""
+    test = stmt.test
+    if (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Is)
+        and ast.unparse(test.comparators[0]) == "None"
+        and not stmt.orelse
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], ast.Assign)
+        and ast.unparse(stmt.body[0].targets[0]) == test.left.id
+        and isinstance(stmt.body[0].value, ast.Constant)
+    ):
+        return test.left.id, ast.unparse(stmt.body[0].value)
+    return None
+
+
+def assert_step(stmt: ast.Assert, condition: str, op: str) -> dict[str, str]:
+    failed = f"not ({ast.unparse(stmt.test)})"
+    if condition:
+        failed = f"({condition}) and {failed}"
+    message = stmt.msg.value if isinstance(stmt.msg, ast.Constant) else f"requires {ast.unparse(stmt.test)}"
+    return {"check": failed, "raise": "ValueError", "message": f"cutile-rs {op}: {message}"}
+
+
+def bind(target: ast.expr, value: ast.expr, into: dict[str, ast.expr]) -> None:
+    if isinstance(target, ast.Name):
+        into[target.id] = value
+    elif isinstance(target, ast.Tuple):
+        for i, elt in enumerate(target.elts):
+            if isinstance(elt, ast.Name):
+                into[elt.id] = ast.Subscript(
+                    value=copy.deepcopy(value), slice=ast.Constant(i), ctx=ast.Load()
+                )
+
+
+def substitute(expr: ast.expr, local: dict[str, ast.expr], bound: dict[str, ast.expr]) -> ast.expr:
+    class Sub(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if node.id in local:
+                return substitute(local[node.id], {k: v for k, v in local.items() if k != node.id}, bound)
+            if node.id in bound:
+                return copy.deepcopy(bound[node.id])
+            return node
+
+    return Sub().visit(copy.deepcopy(expr))
+
+
+def lambda_tuple(fn: ast.expr) -> list[ast.expr]:
+    if not isinstance(fn, ast.Lambda) or not isinstance(fn.body, ast.Tuple):
+        raise NotThisShape(f"expected `lambda cfg: (...)`, got {ast.unparse(fn)}")
+    return list(fn.body.elts)
+
+
+def lambda_dict(fn: ast.expr) -> dict[str, ast.expr]:
+    if not isinstance(fn, ast.Lambda) or not isinstance(fn.body, ast.Dict):
+        raise NotThisShape(f"expected `lambda cfg: {{...}}`, got {ast.unparse(fn)}")
+    return {getattr(k, "value", ""): v for k, v in zip(fn.body.keys, fn.body.values, strict=True)}
+
+
+def cfg_field(expr: ast.expr) -> str | None:
+    if isinstance(expr, ast.Attribute) and getattr(expr.value, "id", "") == "cfg":
+        return expr.attr
+    return None
+
+
+_PREFIX = re.compile(r"^(TILE_SIZE_|TILE_|BLOCK_SIZE_|BLOCK_)")
+
+
+def generic_twin(ref: str, generics: set[str]) -> str | None:
+    """The kernel.rs const generic a reference parameter corresponds to (``TILE_SIZE_M`` ~ ``BM``)."""
+    if ref in generics:
+        return ref
+    if not _PREFIX.match(ref):
+        return None
+    axis = _PREFIX.sub("", ref)
+    for name in (f"B{axis}", f"T{axis}", f"TILE_{axis}", f"BLOCK_{axis}", f"TILE_SIZE_{axis}"):
+        if name in generics:
+            return name
+    return None
+
+
+def rename_fields(expr: ast.expr, rename: dict[str, str]) -> ast.expr:
+    class Rename(ast.NodeTransformer):
+        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+            self.generic_visit(node)
+            if getattr(node.value, "id", "") == "cfg" and node.attr in rename:
+                node.attr = rename[node.attr]
+            return node
+
+    return Rename().visit(expr)
+
+
+def ceil_to_cdiv(expr: ast.expr) -> ast.expr:
+    """``ceil(x / y)`` -> ``cdiv(x, y)``: integer arithmetic, exact for any size."""
+
+    class Cdiv(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            if (
+                getattr(node.func, "id", "") == "ceil"
+                and len(node.args) == 1
+                and isinstance(node.args[0], ast.BinOp)
+                and isinstance(node.args[0].op, ast.Div)
+            ):
+                div = node.args[0]
+                return ast.Call(func=ast.Name("cdiv", ast.Load()), args=[div.left, div.right], keywords=[])
+            return node
+
+    return Cdiv().visit(expr)
+
+
+def num_sms(expr: ast.expr) -> ast.expr:
+    """The SM count query -> TileGym's cached ``get_num_sm()``."""
+
+    class Sms(ast.NodeTransformer):
+        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+            self.generic_visit(node)
+            if node.attr == "multi_processor_count" and is_call(node.value, "get_device_properties"):
+                return ast.Call(func=ast.Name("get_num_sm", ast.Load()), args=[], keywords=[])
+            return node
+
+    return Sms().visit(expr)
