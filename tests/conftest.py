@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,11 @@ from bot.wheel import WheelUnavailable, default_cache_dir
 from bot.wheel import tilegym_wheel as _fetch_tilegym_wheel
 
 TILEGYM_VERSION = "1.5.1"
+
+# scripts/gpu_proof.py's package `gpu` (standard library only), imported by the test_gpu_* files
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+if str(SCRIPTS) not in sys.path:
+    sys.path.insert(0, str(SCRIPTS))
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,64 @@
+"""CPU-side tests of scripts/gpu_proof.py table: docs/gpu.md from one or more results.json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from gpu import table
+from gpu_proof_support import RESULTS
+
+
+def test_table_renders_both_columns_verdict_ratio_and_marks(tmp_path):
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps(RESULTS))
+    text = table.table([results], tmp_path / "docs" / "gpu.md")
+    assert (tmp_path / "docs" / "gpu.md").read_text() == text
+    notes = "\n## What these runs show\n\nWritten by hand.\n"
+    (tmp_path / "docs" / "gpu.md").write_text(text + notes)
+    assert table.table([results], tmp_path / "docs" / "gpu.md") == text + notes  # tables redone, notes kept
+    assert "TileGym commit: `75a14307776188ff0baf451cd9b9fc9fa3a87233`" in text
+    assert "Device: NVIDIA H200 (sm_90)" in text and "2026-12-02" in text
+    silu = text.split("## silu_and_mul")[1].split("## bmm")[0]
+    assert "| Tests passed / failed / skipped | 33 / 1 / 0 | 33 / 1 / 0 |" in silu
+    assert "`VERDICT: FAIL` (kernel: 1 test failed)" in silu
+    assert "| Host time ratio agent-d / hand-written | 1.20 | |" in silu
+    assert "also fails with hand-written code" in silu
+    bmm = text.split("## bmm")[1]
+    assert "not generated (BLOCKED host: bmm: no host pattern for this kernel yet)" in bmm
+    assert "10 / 0 / 2" in bmm
+
+
+def test_table_merges_later_runs_and_says_where_each_figure_comes_from(tmp_path):
+    tested = dict(RESULTS, bundle="b1", time_utc="T1", stage="all", agent_d_commit="1111111aaa")
+    timed = {
+        "bundle": "b2",
+        "time_utc": "T2",
+        "stage": "bench",
+        "agent_d_commit": "2222222bbb",
+        "tilegym_commit": RESULTS["tilegym_commit"],
+        "ops": {
+            "silu_and_mul": {
+                "host_time": {
+                    "hand_written": {"us_per_call": 50.0},
+                    "agent_d": {"us_per_call": 45.0},
+                    "ratio": 0.91,
+                }
+            }
+        },
+    }
+    paths = []
+    for i, r in enumerate((tested, timed)):
+        paths.append(tmp_path / f"r{i}.json")
+        paths[-1].write_text(json.dumps(r))
+    text = table.table(paths, tmp_path / "gpu.md")
+    silu = text.split("## silu_and_mul")[1].split("## bmm")[0]
+    assert "| Tests passed / failed / skipped | 33 / 1 / 0 | 33 / 1 / 0 |" in silu  # from the first run
+    assert "| Host time ratio agent-d / hand-written | 0.91 | |" in silu  # from the second
+    assert "| Tests run in | T1, agent-d `1111111` | the same run |" in silu
+    assert "| Host time measured in | T2, agent-d `2222222` | the same process |" in silu
+    assert "T2 (bench: silu_and_mul; agent-d `2222222`)" in text
+    timed["tilegym_commit"] = "other"
+    paths[1].write_text(json.dumps(timed))
+    with pytest.raises(ValueError, match="different TileGym commits"):
+        table.table(paths, tmp_path / "gpu.md")
