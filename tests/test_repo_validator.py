@@ -12,16 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-from validator_support import (  # noqa: F401
-    CC,
+from validator_support import (
     FFI_EXPLICIT,
     FFI_MACROS,
     OP,
-    RAW_LOG,
-    SO_SOURCE,
     WRAPPER,
     build_so,
-    fails,
     make_port,
     needs_cc,
 )

@@ -7,13 +7,11 @@ import shutil
 import subprocess
 
 import pytest
-from validator_support import (  # noqa: F401
-    CC,
+from validator_support import (
     FFI_EXPLICIT,
     FFI_MACROS,
     OP,
     RAW_LOG,
-    SO_SOURCE,
     WRAPPER,
     build_so,
     fails,
