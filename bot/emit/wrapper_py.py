@@ -52,12 +52,13 @@ def render(plan: LaunchPlan) -> str:
         "# num_cta_in_cga / occupancy value that leaves the compiler default.",
         "_AUTO_COMPILE_OPTION = -1",
     ]
-    if "_device_capability(" in body_text:
-        lines.append("_CAPABILITY = {}")
     if "cdiv(" in body_text:
         lines += ["", "", "def cdiv(a, b):", "    return -(-a // b)"]
     if "_device_capability(" in body_text:
         lines += [
+            "",
+            "",
+            "_CAPABILITY = {}",
             "",
             "",
             "def _device_capability():",
