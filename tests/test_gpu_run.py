@@ -195,3 +195,10 @@ def test_run_end_to_end_with_a_fake_gpu_interpreter(tmp_path):
     again = json.loads((tmp_path / "out2" / "results.json").read_text())
     assert again["stage"] == "bench" and again["ops"]["silu_and_mul"]["hand_written"]["failed"] == 1
     assert again["ops"]["silu_and_mul"]["host_time"]["ratio"] == 1.4
+    # ...and each figure keeps the time it was measured, so the table credits the right call
+    tested_at = silu["hand_written"]["finished_utc"]
+    assert again["ops"]["silu_and_mul"]["hand_written"]["finished_utc"] == tested_at
+    merged = table.merge([results, again])["ops"]["silu_and_mul"]
+    assert merged["tests_from"]["stage"] == "all" and merged["tests_from"]["time_utc"] == tested_at
+    assert merged["host_time_from"]["stage"] == "bench"
+    assert merged["host_time_from"]["time_utc"] == again["ops"]["silu_and_mul"]["host_time"]["finished_utc"]

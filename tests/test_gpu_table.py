@@ -62,3 +62,22 @@ def test_table_merges_later_runs_and_says_where_each_figure_comes_from(tmp_path)
     paths[1].write_text(json.dumps(timed))
     with pytest.raises(ValueError, match="different TileGym commits"):
         table.table(paths, tmp_path / "gpu.md")
+
+
+def test_a_bench_only_run_does_not_claim_the_tests_it_carried(tmp_path):
+    tested = dict(RESULTS, bundle="b1", time_utc="T1", stage="all", agent_d_commit="1111111aaa")
+    silu = tested["ops"]["silu_and_mul"]
+    carried = {
+        **silu,
+        "hand_written": {**silu["hand_written"], "passed": 99, "finished_utc": "T0"},
+        "agent_d": {**silu["agent_d"], "passed": 99, "finished_utc": "T0"},
+        "host_time": {**silu["host_time"], "ratio": 0.5, "finished_utc": "T2b"},
+    }
+    timed = dict(tested, time_utc="T2", stage="bench", ops={"silu_and_mul": carried})
+    merged = table.merge([tested, timed])["ops"]["silu_and_mul"]
+    assert merged["hand_written"]["passed"] == 33  # the file that ran the tests wins
+    assert merged["tests_from"]["time_utc"] == "T1"
+    assert merged["host_time"]["ratio"] == 0.5 and merged["host_time_from"]["time_utc"] == "T2b"
+    # on its own, the bench run's carried tests are credited to when they finished, not to T2
+    alone = table.merge([timed])["ops"]["silu_and_mul"]
+    assert alone["hand_written"]["passed"] == 99 and alone["tests_from"]["time_utc"] == "T0"

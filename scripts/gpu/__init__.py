@@ -5,3 +5,5 @@ GPU machine with its system Python. ``pack`` needs this repository's ``bot`` pac
 """
 
 OPS = ("silu_and_mul", "swiglu", "matmul", "bmm", "attention_sink")
+# the two host trees each run compares: TileGym's own, and the one agent-d generated
+TREES = ("hand_written", "agent_d")

@@ -22,10 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpu import TREES
 from gpu.bundle import all_parts, load_manifest, reassemble, sha256_file
 
 STATE = Path("/tmp/agent-d-gpu")
-TREES = ("hand_written", "agent_d")
 SO_REL = "src/tilegym/ops/cutile_rs/cutile_kernels/target/release/libcutile_kernels.so"
 BENCH = Path(__file__).resolve().parent / "bench.py"
 
@@ -484,6 +484,8 @@ def _record(step: Step, res: dict, results: dict, root: Path) -> None:
     """Parse one finished step's log into ``results``."""
     pylog = _pytest_log(root, step.op)
     text = Path(step.log).read_text(encoding="utf-8", errors="replace")
+    # when this step finished: a later bench-only call carries these results, not their time
+    res["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if step.kind == "pytest":
         res.update(parse_pytest(text))
         if res["exit"] not in (0, None) and not res["first_failure"]:
@@ -512,7 +514,7 @@ def _record(step: Step, res: dict, results: dict, root: Path) -> None:
             got = data.get(op) or {"hand_written": {"error": why}, "agent_d": {"error": why}}
             if "error" in got:
                 got = {"hand_written": {"error": got["error"]}, "agent_d": {"error": got["error"]}}
-            results["ops"][op]["host_time"] = got
+            results["ops"][op]["host_time"] = {**got, "finished_utc": res["finished_utc"]}
     detail = {"pytest": res.get("summary") or res.get("first_failure", ""), "bench": ""}.get(step.kind)
     if step.kind == "verify":
         v = res["verdict"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gpu import TREES
+
 NOT_RUN = "not run"
 
 
@@ -60,17 +62,27 @@ def merge(runs: list[dict]) -> dict:
             "bundle": str(r.get("bundle", "?")),
             "stage": r.get("stage", "all"),
         }
+        ran_tests = origin["stage"] != "bench"
         for op, entry in r.get("ops", {}).items():
             into = merged["ops"].setdefault(op, {})
-            into.update(entry)
-            if "agent_d" in entry or "hand_written" in entry:
-                into["tests_from"] = origin
+            tests = {t: entry[t] for t in TREES if t in entry}
+            # a bench-only run carries the tests of an earlier call; an earlier file's own record wins
+            if tests and (ran_tests or not any(t in into for t in TREES)):
+                into.update(tests)
+                into["tests_from"] = _when(origin, next(iter(tests.values())))
+            into.update({k: v for k, v in entry.items() if k not in TREES})
             if "host_time" in entry:
-                into["host_time_from"] = origin
+                into["host_time_from"] = _when(origin, entry["host_time"])
         merged["runs"].append({**origin, "ops": sorted(r.get("ops", {}))})
     merged["time_utc"] = runs[0].get("time_utc", "?")
     merged["date"] = runs[0].get("date", "?")
     return merged
+
+
+def _when(origin: dict, measured: dict) -> dict:
+    """The run's origin, timed by the measurement's own stamp where it has one."""
+    stamp = measured.get("finished_utc") if isinstance(measured, dict) else None
+    return {**origin, "time_utc": stamp} if stamp else origin
 
 
 def _origin(o: dict | None) -> str:
