@@ -89,7 +89,8 @@ def _origin(o: dict | None) -> str:
     return f"{o['time_utc']}, agent-d `{o['agent_d_commit'][:7]}`" if o else "-"
 
 
-def render(results: dict) -> str:
+def render(results: dict, sources: list[str] | None = None) -> str:
+    """Markdown tables of ``results``; ``sources`` (the results files, as given) go in the header."""
     out = ["# agent-d on a GPU: TileGym's cutile-rs correctness tests", ""]
     out.append(
         f"- Date: {results.get('date', '?')} (run at {results.get('time_utc', '?')}, bundle packed "
@@ -123,6 +124,8 @@ def render(results: dict) -> str:
         "`python scripts/gpu_proof.py table --results OUT/results.json [MORE.json ...] --out docs/gpu.md` "
         "(docs/gpu-proof.md)."
     )
+    if sources:
+        out.append(f"{RENDERED_FROM}{' '.join(f'`{x}`' for x in sources)}")
     out.append("")
     out.append(
         "Each op runs twice in the same run: on a checkout whose host files and wiring were removed and "
@@ -194,12 +197,23 @@ def render(results: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+# the header line that lists the results files, so the tables can be checked against them
+RENDERED_FROM = "- Tables rendered by `table --results` from: "
 NOTES = "\n## What these runs show"  # a hand-written section after the tables, kept across renders
+
+
+def _shown(path: Path) -> str:
+    """A results path as the header shows it: relative to here when below here, so no machine path."""
+    resolved = Path(path).resolve()
+    try:
+        return resolved.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return resolved.name
 
 
 def table(results_paths: list[Path], out_path: Path) -> str:
     runs = [json.loads(Path(p).read_text(encoding="utf-8")) for p in results_paths]
-    text = render(merge(runs) if len(runs) > 1 else runs[0])
+    text = render(merge(runs) if len(runs) > 1 else runs[0], [_shown(p) for p in results_paths])
     old = Path(out_path).read_text(encoding="utf-8") if Path(out_path).is_file() else ""
     if NOTES in old:
         text += old[old.index(NOTES) :]
