@@ -179,7 +179,6 @@ def _variant_selection(entries: list[Entry], facts: Facts, missing: common.Missi
     key = facts.get("ffi.dispatch_key")
     if all(m for m, _ in literal) and len({m.group("base") for m, _ in literal}) == 1:
         if isinstance(key, str):
-            src = facts.source("ffi.dispatch_key")
             return None, {e.name: f"{key} == {m.group('value')}" for m, e in literal}
         missing.add(
             "ffi.dispatch_key",
