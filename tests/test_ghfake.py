@@ -110,6 +110,17 @@ def test_pygithub_round_trip(github_fake):
     )
     assert review.state == "COMMENTED" and review.commit_id == head
     assert [r.id for r in pr.get_reviews()] == [review.id]
+    # counts are per pull request: a review with inline comments on another PR does not count here
+    fake.commit("acme/kernels", "other", {"lib.py": "x = 3\n"}, "other change", author="alice")
+    other = repo.get_pull(fake.open_pr("acme/kernels", None, "other", "Other", "alice").number)
+    other.create_review(
+        commit=repo.get_commit(other.head.sha),
+        body="inline",
+        event="COMMENT",
+        comments=[{"path": "lib.py", "position": 1, "body": "here"}],
+    )
+    assert (repo.get_pull(other.number).review_comments, repo.get_pull(1).review_comments) == (1, 0)
+
 
     comment = pr.create_issue_comment("<!-- agent-d:status -->\nqueued")
     comment.edit("<!-- agent-d:status -->\ndone")

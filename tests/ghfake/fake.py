@@ -96,7 +96,7 @@ class GitHubFake(FakeServer):
         gitops.remove_pre_receive(self._repo(repo).git_dir)
 
     # ------------------------------------------------------------------ people
-    def add_user(self, login: str, type: str = "User") -> None:
+    def add_user(self, login: str, type: str | None = None) -> None:
         with self.state.lock:
             self.state.user(login, type)
 
@@ -112,7 +112,7 @@ class GitHubFake(FakeServer):
     def set_token(self, token: str, login: str) -> None:
         """Requests bearing ``token`` act as ``login`` (others act as ``default_login``)."""
         self.tokens[token] = login
-        self.add_user(login, "Bot" if login.endswith("[bot]") else "User")
+        self.add_user(login)
 
     # ------------------------------------------------------------------ pull requests
     def open_pr(

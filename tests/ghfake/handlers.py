@@ -175,14 +175,9 @@ def _check_body(body: str) -> None:
 def list_comments(ctx: Ctx) -> Reply:
     repo = ctx.repo()
     ctx.state.pull(repo, ctx.path["issue_number"])
-    items = [
-        c
-        for c in ctx.state.comments.values()
-        if c.repo is repo and c.issue_number == ctx.path["issue_number"]
-    ]
+    items = ctx.state.issue_comments(repo, ctx.path["issue_number"])
     if "since" in ctx.query:
         items = [c for c in items if c.updated_at >= ctx.query["since"]]
-    items.sort(key=lambda c: c.id)
     chunk, headers = ctx.page(items)
     return Reply(200, [ctx.render.comment(c) for c in chunk], headers)
 
@@ -194,7 +189,8 @@ def create_comment(ctx: Ctx) -> Reply:
     _check_body(ctx.body["body"])
     c = Comment(ctx.state.next_id(), repo, ctx.path["issue_number"], ctx.body["body"], ctx.user)
     ctx.state.comments[c.id] = c
-    return Reply(201, ctx.render.comment(c), {"Location": ctx.render.comment(c)["url"]})
+    rendered = ctx.render.comment(c)
+    return Reply(201, rendered, {"Location": rendered["url"]})
 
 
 @handles("issues/get-comment")

@@ -139,7 +139,9 @@ class Renderer(GitRenderMixin):
             obj["permissions"] = {"admin": True, "maintain": True, "push": True, "triage": True, "pull": True}
             if r.parent is not None:
                 obj["parent"] = self.repo(r.parent, "repository")
-                obj["source"] = self.repo(r.parent, "repository")
+                obj["source"] = self.repo(
+                    r.parent, "repository"
+                )  # its own dict: payloads are rewritten in place
         return obj
 
     # ------------------------------------------------------------------ pulls
@@ -217,18 +219,17 @@ class Renderer(GitRenderMixin):
         )
         if not simple:
             files = self.state.pull_files(pr)
-            reviews = [
-                c for c in self.state.comments.values() if c.repo is pr.base and c.issue_number == pr.number
-            ]
             obj.update(
                 merged=False,
                 mergeable=True,
                 rebaseable=True,
                 mergeable_state="clean",
                 merged_by=None,
-                comments=len(reviews),
+                comments=len(self.state.issue_comments(pr.base, pr.number)),
                 review_comments=sum(
-                    len(r.comments) for r in self.state.reviews.values() if r.repo is pr.base
+                    len(r.comments)
+                    for r in self.state.reviews.values()
+                    if r.repo is pr.base and r.number == pr.number
                 ),
                 maintainer_can_modify=pr.maintainer_can_modify,
                 commits=len(self.state.pull_commits(pr)),
@@ -260,7 +261,7 @@ class Renderer(GitRenderMixin):
     def issue_for_pull(self, pr: Pull) -> dict[str, Any]:
         urls = self._pr_urls(pr, self.state.head_sha(pr))
         issue = urls["issue_url"]
-        n = sum(1 for c in self.state.comments.values() if c.repo is pr.base and c.issue_number == pr.number)
+        n = len(self.state.issue_comments(pr.base, pr.number))
         return self.f.skeleton(
             "issue",
             id=pr.id + 1_000_000,

@@ -251,9 +251,7 @@ class FakeServer:
         login = self.tokens.get(token, self.default_login)
         with self.state.lock:
             self.state.begin_request()
-            user = self.state.users.get(login.lower()) or self.state.user(
-                login, "Bot" if login.endswith("[bot]") else "User"
-            )
+            user = self.state.user(login)
             ctx = Ctx(
                 self.state, self.render, self.base_url, path, typed_path, typed_query, body, user, self.tokens
             )

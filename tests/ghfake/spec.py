@@ -9,7 +9,6 @@ PathNotFound), so routing is done here and validation uses ``openapi-schema-vali
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import threading
@@ -51,7 +50,6 @@ class Operation:
     params: dict[tuple[str, str], Param] = field(default_factory=dict)
     body_required: bool = False
     body_schema_pointer: str | None = None
-    body_content_types: tuple[str, ...] = ()
     responses: dict[str, str] = field(default_factory=dict)  # status -> pointer of response object
     literal_segments: int = 0
 
@@ -65,12 +63,10 @@ class Spec:
         with open(self.path, "rb") as fh:
             self.doc: dict[str, Any] = json.load(fh)
         self.version = self.doc.get("info", {}).get("version", "?")
-        self.nullable_enums_patched = _patch_nullable_enums(self.doc)
-        self.discriminators_dropped = self._drop_array_discriminators()
+        self._patch_schemas()
         resource = referencing.Resource(contents=self.doc, specification=referencing.jsonschema.DRAFT4)
         self.registry: referencing.Registry = referencing.Registry().with_resource(SPEC_URI, resource)
         self._by_method: dict[str, list[Operation]] = {}
-        self.by_id: dict[str, Operation] = {}
         self._validators: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
         self._index()
@@ -89,24 +85,31 @@ class Spec:
             node = node[part.replace("~1", "/").replace("~0", "~")]
         return node
 
-    def _drop_array_discriminators(self) -> int:
-        """``repos/get-content`` puts a ``type`` discriminator on a oneOf whose
-        content-directory branch is an *array*; validators then reject every directory
-        listing.  Drop discriminators of such oneOfs (the oneOf itself still applies)."""
-        dropped = 0
-        stack: list[Any] = [self.doc["paths"], self.doc["components"]]
+    def _patch_schemas(self) -> None:
+        """Two departures of GitHub's description from what its API answers, mended in one walk.
+
+        - ``nullable: true`` must admit null even when ``enum`` does not list it: OpenAPI
+          3.0.3 says such an enum must list ``null`` itself, GitHub's description does not,
+          but the API answers ``null`` (``check-run.conclusion`` while queued), and
+          openapi-schema-validator follows the letter of 3.0.3.
+        - ``repos/get-content`` puts a ``type`` discriminator on a oneOf whose
+          content-directory branch is an *array*; validators then reject every directory
+          listing. Such discriminators are dropped (the oneOf itself still applies).
+        """
+        stack: list[Any] = [self.doc]
         while stack:
             cur = stack.pop()
             if isinstance(cur, dict):
+                enum = cur.get("enum")
+                if cur.get("nullable") is True and isinstance(enum, list) and None not in enum:
+                    enum.append(None)
                 if "discriminator" in cur and any(
                     self.deref(b).get("type") == "array" for b in cur.get("oneOf", [])
                 ):
                     del cur["discriminator"]
-                    dropped += 1
                 stack.extend(v for v in cur.values() if isinstance(v, (dict, list)))
             elif isinstance(cur, list):
                 stack.extend(v for v in cur if isinstance(v, (dict, list)))
-        return dropped
 
     def _index(self) -> None:
         for template, item in self.doc["paths"].items():
@@ -155,14 +158,12 @@ class Spec:
                         body = self.deref(body)
                     operation.body_required = bool(body.get("required"))
                     content = body.get("content", {})
-                    operation.body_content_types = tuple(content)
                     if "application/json" in content and "schema" in content["application/json"]:
                         operation.body_schema_pointer = f"{body_ptr}/content/application~1json/schema"
                 for status, resp in op.get("responses", {}).items():
                     ptr = resp.get("$ref", f"{pointer}/responses/{status}")
                     operation.responses[status] = ptr
                 self._by_method.setdefault(operation.method, []).append(operation)
-                self.by_id[operation.operation_id] = operation
         for ops in self._by_method.values():
             # Literal segments win over parameters (pulls/comments before pulls/{pull_number}).
             ops.sort(key=lambda o: (-o.literal_segments, o.template.count("{")))
@@ -263,42 +264,6 @@ class Spec:
                 real = self.at(ptr).get("$ref", ptr)
                 return True, f"{real}/content/{_esc(ctype)}/schema"
         return True, None
-
-    def example(self, operation_id: str, status: int = 200) -> Any:
-        """A deep copy of the first documented example of a response, or None."""
-        op = self.by_id[operation_id]
-        ptr = op.responses.get(str(status))
-        if ptr is None:
-            return None
-        content = self.deref(self.at(ptr)).get("content", {})
-        for media in content.values():
-            for ex in media.get("examples", {}).values():
-                return copy.deepcopy(self.deref(ex).get("value"))
-            if "example" in media:
-                return copy.deepcopy(media["example"])
-        return None
-
-
-def _patch_nullable_enums(node: Any) -> int:
-    """Let ``nullable: true`` admit null even when ``enum`` does not list it.
-
-    OpenAPI 3.0.3 says such an enum must list ``null`` itself; GitHub's description does
-    not, but the API does answer ``null`` (``check-run.conclusion`` while queued), and
-    openapi-schema-validator follows the letter of 3.0.3.  Returns the number patched.
-    """
-    count = 0
-    stack = [node]
-    while stack:
-        cur = stack.pop()
-        if isinstance(cur, dict):
-            enum = cur.get("enum")
-            if cur.get("nullable") is True and isinstance(enum, list) and None not in enum:
-                enum.append(None)
-                count += 1
-            stack.extend(v for v in cur.values() if isinstance(v, (dict, list)))
-        elif isinstance(cur, list):
-            stack.extend(v for v in cur if isinstance(v, (dict, list)))
-    return count
 
 
 def _group(name: str) -> str:

@@ -184,10 +184,12 @@ class State:
         return next(self._ids)
 
     # ------------------------------------------------------------------ users
-    def user(self, login: str, type: str = "User") -> User:
+    def user(self, login: str, type: str | None = None) -> User:
+        """The user ``login``, created on first sight; GitHub Apps (``name[bot]``) are of type Bot."""
         key = login.lower()
         if key not in self.users:
-            self.users[key] = User(login=login, id=self.next_id(), type=type)
+            kind = type or ("Bot" if login.endswith("[bot]") else "User")
+            self.users[key] = User(login=login, id=self.next_id(), type=kind)
         return self.users[key]
 
     def find_user(self, login: str) -> User:
@@ -281,8 +283,12 @@ class State:
             raise ApiError(404, "Not Found")
         return pr
 
-    def is_issue_number(self, repo: Repo, number: int) -> bool:
-        return (repo.full_name.lower(), number) in self.pulls
+    def issue_comments(self, repo: Repo, number: int) -> list[Comment]:
+        """The issue comments of pull ``number`` in ``repo``, oldest first."""
+        return sorted(
+            (c for c in self.comments.values() if c.repo is repo and c.issue_number == number),
+            key=lambda c: c.id,
+        )
 
     def head_sha(self, pr: Pull) -> str:
         sha = self.rev(pr.head.git_dir, f"refs/heads/{pr.head_ref}")

@@ -134,8 +134,9 @@ class WebhookBuilder:
                 state.next_id(), pr.base, pr.number, body if body is not None else "/agent-d help", author
             )
             state.comments[c.id] = c  # the comment exists on GitHub before the hook fires
-        overlay(payload["issue"], render.issue_for_pull(pr))
-        payload["issue"]["pull_request"] = render.issue_for_pull(pr)["pull_request"]
+        issue = render.issue_for_pull(pr)
+        overlay(payload["issue"], issue)
+        payload["issue"]["pull_request"] = issue["pull_request"]
         overlay(payload["comment"], render.comment(c))
         return c.user.login
 
@@ -162,11 +163,10 @@ class WebhookBuilder:
     def _push(self, payload: dict[str, Any], repo: Any, overrides: dict[str, Any]) -> None:
         branch = overrides.pop("branch", repo.default_branch)
         after = gitops.rev_parse(repo.git_dir, f"refs/heads/{branch}") or gitops.ZERO_SHA
+        info = gitops.commit_info(repo.git_dir, after)
         before = overrides.pop("before", None)
         if before is None:
-            info = gitops.commit_info(repo.git_dir, after)
             before = info.parents[0] if info.parents else gitops.ZERO_SHA
-        info = gitops.commit_info(repo.git_dir, after)
         api = self.fake.factory
         head_commit = {
             "id": after,
