@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,9 +22,11 @@ from github import (
 try:  # tests/ on sys.path (pytest's default rootdir-based import, no tests/__init__.py)
     from ghfake import GitHubFake, sign
     from ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake
+    from ghfake.spec import load_spec
 except ImportError:  # the repository root on sys.path instead
     from tests.ghfake import GitHubFake, sign
     from tests.ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake  # noqa: F401
+    from tests.ghfake.spec import load_spec
 
 CONFIG = "kernels:\n  globs: ['crate/src/**/*.rs']\n"
 
@@ -51,7 +55,7 @@ def scenario(fake: GitHubFake, n_files: int = 1):
 def test_spec_is_indexed_once(ghfake_spec):
     spec = ghfake_spec
     assert spec.version == "23.0.2"
-    assert spec.load_seconds < 10
+    assert load_spec(spec.path) is spec  # parsed once per process (benchmarks/ghfake_speed.py times it)
     op, params = spec.match("GET", "/repos/o/r/contents/.github/agent-d.yml")
     assert op.operation_id == "repos/get-content" and params["path"] == ".github/agent-d.yml"
     assert (
@@ -60,10 +64,6 @@ def test_spec_is_indexed_once(ghfake_spec):
     )
     assert spec.match("GET", "/repos/o/r/commits/main/check-runs")[0].operation_id == "checks/list-for-ref"
     assert spec.match("GET", "/no/such/thing") is None
-    t0 = time.perf_counter()
-    for _ in range(200):
-        spec.match("PATCH", "/repos/o/r/check-runs/5")
-    assert (time.perf_counter() - t0) / 200 < 0.005
 
 
 def test_pygithub_round_trip(github_fake):
@@ -120,7 +120,6 @@ def test_pygithub_round_trip(github_fake):
         comments=[{"path": "lib.py", "position": 1, "body": "here"}],
     )
     assert (repo.get_pull(other.number).review_comments, repo.get_pull(1).review_comments) == (1, 0)
-
 
     comment = pr.create_issue_comment("<!-- agent-d:status -->\nqueued")
     comment.edit("<!-- agent-d:status -->\ndone")
@@ -356,21 +355,6 @@ def test_webhook_payloads(github_fake, tmp_path, event, action):
     assert sign(body, "s3cret").startswith("sha256=") and len(sign(body, "s3cret")) == 71
 
 
-def test_timings(github_fake, ghfake_spec):
-    fake = github_fake
-    scenario(fake, n_files=3)
-    gh = client(fake)
-    pr = gh.get_repo("acme/kernels").get_pull(1)
-    for _ in range(5):
-        pr.update()
-        list(pr.get_files())
-    steady = [e.seconds for e in fake.exchanges[-10:]]
-    print(
-        f"spec load {ghfake_spec.load_seconds:.2f}s; pulls/get+files median {sorted(steady)[5] * 1000:.1f}ms"
-    )
-    assert max(steady) < 1.0
-
-
 def test_app_installation_auth_and_reviews(github_fake):
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
@@ -415,3 +399,13 @@ def test_app_installation_auth_and_reviews(github_fake):
         "/repos/acme/kernels/installation",
         "/app/installations/4242/access_tokens",
     ]
+
+
+def test_speed_benchmark_runs_and_prints_its_figures():
+    """benchmarks/ghfake_speed.py drives the fake directly; keep it in step with its API."""
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "ghfake_speed.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--runs", "1"], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    assert [line.split()[0] for line in out.stdout.splitlines()] == ["spec", "route", "round"]
