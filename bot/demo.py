@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.emit.wiring import GUARD
 from bot.wheel import tilegym_wheel
 
 ASSETS_DIR = Path(__file__).resolve().parent / "demo_assets"
@@ -74,8 +75,12 @@ def _remove_once(text: str, pattern: str, what: str) -> str:
 
 
 def remove_import_line(text: str, op: str) -> str:
-    """Drop ``from . import <op>  ...`` from ``ops/cutile_rs/__init__.py``."""
-    return _remove_once(text, rf"^[ \t]*from \. import {re.escape(op)}\b[^\n]*\n", f"import line for {op!r}")
+    """Drop ``from . import <op>  ...`` from ``ops/cutile_rs/__init__.py``.
+
+    The last import out leaves ``pass`` in the availability guard, so the package still imports
+    (``wiring.package_init`` replaces a lone ``pass`` when an op is wired again)."""
+    text = _remove_once(text, rf"^[ \t]*from \. import {re.escape(op)}\b[^\n]*\n", f"import line for {op!r}")
+    return re.sub(rf"^({re.escape(GUARD)}[ \t]*\n)(?![ \t]+\S)", r"\1    pass\n", text, flags=re.M)
 
 
 def remove_lib_block(text: str, op: str) -> str:

@@ -16,9 +16,11 @@ from bot.demo import (
     AssembledCheckout,
     AssemblyError,
     assemble_checkout,
+    remove_import_line,
     remove_lib_block,
     remove_test_block,
 )
+from bot.emit.wiring import package_init
 from bot.wheel import WheelUnavailable, tilegym_wheel
 
 ALL_OPS = ["matmul", "bmm", "silu_and_mul", "swiglu", "attention_sink"]
@@ -169,6 +171,23 @@ def test_lib_block_removal_is_exact():
     )
     with pytest.raises(AssemblyError):
         remove_lib_block(text, "b")
+
+
+def test_removing_the_last_import_leaves_an_importable_package_and_wiring_undoes_it():
+    head = "from tilegym.backend import is_backend_available\n\n"
+    guard = 'if is_backend_available("cutile-rs"):\n'
+    two = head + guard + "    from . import a  # noqa: F401\n    from . import b  # noqa: F401\n"
+    one = remove_import_line(two, "a")
+    assert one == head + guard + "    from . import b  # noqa: F401\n"  # others stay: no pass added
+    empty = remove_import_line(one, "b")
+    assert empty == head + guard + "    pass\n"
+    compile(empty, "__init__.py", "exec")
+    assert (
+        package_init(empty, "b")
+        == head + guard + "    from . import b  # noqa: F401  (register dispatch entry)\n"
+    )
+    with pytest.raises(AssemblyError):
+        remove_import_line(empty, "b")
 
 
 def test_asset_test_files_hold_one_cutile_rs_block_at_the_right_level():
