@@ -31,13 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--out", type=Path, default=Path("gpu_bundle"))
     s.add_argument("--ops", nargs="+", default=list(OPS), choices=OPS)
     s.add_argument(
-        "--cargo-target-dir", type=Path, default=Path.home() / ".cache" / "agent-d" / "cargo-target"
+        "--cargo-target-dir",
+        type=Path,
+        help="shared cargo target folder (default: cargo-target under agent-d's cache, $AGENT_D_CACHE)",
     )
     s.add_argument(
         "--cache",
         type=Path,
-        default=Path.home() / ".cache" / "agent-d" / "gpu-proof",
-        help="wheels and the toolchain archive, reused across packs",
+        help="wheels and the toolchain archive, reused across packs (default: gpu-proof under agent-d's cache)",
     )
 
     s = sub.add_parser("run", help="unpack and test (GPU machine)")
@@ -76,9 +77,20 @@ def main(argv: list[str] | None = None) -> int:
 
     args = p.parse_args(argv)
     if args.cmd == "pack":
-        from gpu.pack import pack
+        from gpu.pack import REPO_ROOT, pack
 
-        pack(args.tilegym, args.out, args.ops, args.cargo_target_dir.resolve(), args.cache.resolve())
+        sys.path.insert(0, str(REPO_ROOT))
+        from bot.wheel import default_cache_dir  # the tests' cache too, so compiled crates are shared
+
+        cache = default_cache_dir()
+        cargo_target = args.cargo_target_dir or cache / "cargo-target"
+        pack(
+            args.tilegym,
+            args.out,
+            args.ops,
+            cargo_target.resolve(),
+            (args.cache or cache / "gpu-proof").resolve(),
+        )
         return 0
     if args.cmd == "run":
         from gpu.device import run

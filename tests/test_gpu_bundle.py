@@ -26,6 +26,7 @@ def test_parts_at_most_60_mib_and_reassemble_identically(tmp_path):
         dest = tmp_path / f"re-{archive['name']}"
         bundle.reassemble(archive, out, dest)
         assert dest.read_bytes() == original.read_bytes()
+        assert archive["sha256"] == bundle.sha256_file(original)  # hashed while splitting, same digest
 
 
 def test_reassemble_rejects_a_corrupted_part(tmp_path):

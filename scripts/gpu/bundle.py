@@ -31,19 +31,24 @@ def part_name(index: int) -> str:
     return f"part-{index:02d}.bin"
 
 
-def split_archive(archive: Path, out_dir: Path, first_index: int, limit: int = PART_LIMIT) -> list[dict]:
-    """Cut ``archive`` into equal ``part-NN.bin`` files of at most ``limit`` bytes; return their manifest rows."""
+def split_archive(
+    archive: Path, out_dir: Path, first_index: int, limit: int = PART_LIMIT
+) -> tuple[list[dict], str]:
+    """Cut ``archive`` into equal ``part-NN.bin`` files of at most ``limit`` bytes.
+
+    Returns the parts' manifest rows and the whole archive's sha256, both from one read."""
     size = archive.stat().st_size
     count = max(1, math.ceil(size / limit))
     chunk = max(1, math.ceil(size / count))  # balanced: more room next to the working tree in each call
-    rows = []
+    rows, whole = [], hashlib.sha256()
     with archive.open("rb") as src:
         for i in range(count):
             name = part_name(first_index + i)
             data = src.read(chunk)
             (out_dir / name).write_bytes(data)
+            whole.update(data)
             rows.append({"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
-    return rows
+    return rows, whole.hexdigest()
 
 
 def write_bundle(
@@ -55,11 +60,9 @@ def write_bundle(
         old.unlink()
     entries, index = [], 1
     for name, path in archives:
-        parts = split_archive(path, out_dir, index, limit)
+        parts, sha256 = split_archive(path, out_dir, index, limit)
         index += len(parts)
-        entries.append(
-            {"name": name, "size": path.stat().st_size, "sha256": sha256_file(path), "parts": parts}
-        )
+        entries.append({"name": name, "size": path.stat().st_size, "sha256": sha256, "parts": parts})
     manifest = {"format": FORMAT, **meta, "archives": entries}
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return manifest

@@ -26,7 +26,6 @@ from gpu import TREES
 from gpu.bundle import all_parts, load_manifest, reassemble, sha256_file
 
 STATE = Path("/tmp/agent-d-gpu")
-SO_REL = "src/tilegym/ops/cutile_rs/cutile_kernels/target/release/libcutile_kernels.so"
 BENCH = Path(__file__).resolve().parent / "bench.py"
 
 
@@ -547,7 +546,8 @@ def _write_out(results: dict, out: Path, logs: Path, root: Path, state: Path) ->
                 outcomes = r[tree].pop("outcomes", {})
                 r[tree]["tests_seen"] = len(outcomes)
     (out / "results.json").write_text(json.dumps(slim, indent=2) + "\n", encoding="utf-8")
-    (out / "summary.txt").write_text(summary_text(slim), encoding="utf-8")
+    summary = summary_text(slim)
+    (out / "summary.txt").write_text(summary, encoding="utf-8")
     with tarfile.open(out / "logs.tar.gz", "w:gz") as tf:
         tf.add(logs, arcname="logs")
         reports = root / "payload" / "agent_d" / "cutile_kernel_out"
@@ -556,7 +556,7 @@ def _write_out(results: dict, out: Path, logs: Path, root: Path, state: Path) ->
         pack_logs = root / "payload" / "pack_logs"
         if pack_logs.is_dir():
             tf.add(pack_logs, arcname="pack_logs")
-    print(summary_text(slim), flush=True)
+    print(summary, flush=True)
 
 
 def summary_text(results: dict) -> str:

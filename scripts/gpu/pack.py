@@ -19,7 +19,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
 import zipfile
 from pathlib import Path
@@ -71,12 +70,6 @@ XZ_LEVEL = "-9"
 
 
 CONTRACTS = REPO_ROOT / "tests" / "fixtures" / "contracts"
-
-
-def count_lines(text: str) -> int:
-    from bot.infer.contract import count_lines as porter_lines
-
-    return porter_lines(text)
 
 
 def log(msg: str) -> None:
@@ -376,6 +369,8 @@ def working_tree_bytes() -> int:
 
 def pack(tilegym: Path, out: Path, ops: list[str], cargo_target_dir: Path, cache: Path) -> dict:
     sys.path.insert(0, str(REPO_ROOT))
+    from bot.infer.contract import count_lines as contract_line_count
+
     out = out.resolve()
     work = out / ".work"
     if work.exists():
@@ -395,13 +390,12 @@ def pack(tilegym: Path, out: Path, ops: list[str], cargo_target_dir: Path, cache
             "pytest_args": selection_args(tree_a, op),
             "removed": strip_op(tree_b, op, strict=True),
         }
-    _fix_empty_guard(tree_b)
     for op in ops:
         # The porter's part: a host contract where inference cannot reach (ours, in tests/fixtures).
         contract = CONTRACTS / f"{op}.yaml"
         if contract.is_file():
             shutil.copy2(contract, tree_b / CUTILE_RS / f"{op}_kernel" / "host_contract.yaml")
-            op_meta[op]["contract_lines"] = count_lines(contract.read_text(encoding="utf-8"))
+            op_meta[op]["contract_lines"] = contract_line_count(contract.read_text(encoding="utf-8"))
         else:
             op_meta[op]["contract_lines"] = 0
     for op in ops:
@@ -409,7 +403,6 @@ def pack(tilegym: Path, out: Path, ops: list[str], cargo_target_dir: Path, cache
         outcome = port_op(tree_b, op, cargo_target_dir, logs / f"port_{op}.txt")
         if outcome["status"] != "generated":
             strip_op(tree_b, op, strict=False)  # no partial or hand-written host code for this op in B
-            _fix_empty_guard(tree_b)
         op_meta[op]["pack"] = outcome
         log(
             f"  {op}: {outcome['status']}"
@@ -472,23 +465,6 @@ def pack(tilegym: Path, out: Path, ops: list[str], cargo_target_dir: Path, cache
     return manifest
 
 
-def _fix_empty_guard(tree: Path) -> None:
-    """With every import removed, keep ``ops/cutile_rs/__init__.py`` valid Python (``pass`` in the guard)."""
-    path = tree / CUTILE_RS / "__init__.py"
-    text = path.read_text(encoding="utf-8")
-    fixed = (
-        re.sub(
-            r'^(if is_backend_available\("cutile-rs"\):[ \t]*\n)(?![ \t]+\S)',
-            r"\1    pass\n",
-            text + "\n",
-            flags=re.M,
-        ).rstrip("\n")
-        + "\n"
-    )
-    if fixed != text:
-        path.write_text(fixed, encoding="utf-8")
-
-
 def report_carry(manifest: dict, out: Path) -> list[dict]:
     tree = working_tree_bytes()
     rel = os.path.relpath(out, REPO_ROOT)
@@ -506,8 +482,3 @@ def report_carry(manifest: dict, out: Path) -> list[dict]:
         p = info["pack"]
         log(f"  {op}: {p['status']}" + (f" - {p['reason']}" if p["reason"] else ""))
     return calls
-
-
-def check_tarball(path: Path) -> list[str]:
-    with tarfile.open(path, "r:xz") as tf:
-        return tf.getnames()
