@@ -234,28 +234,17 @@ def selection_args(tree: Path, op: str) -> list[str]:
 
 
 def cargo_build(tree: Path, cargo_target_dir: Path, log_path: Path) -> None:
-    from bot import toolchain
+    """agent-d's own build stage (it holds the shared target dir and forgets the other tree's
+    fingerprints), then strip the library that travels."""
+    from bot import build, toolchain
+    from bot.errors import Blocked, Failed
+    from bot.types import Target
 
-    tools = toolchain.resolve()
-    # Cargo fingerprints path packages by their workspace-relative path, so two checkouts sharing a
-    # CARGO_TARGET_DIR share one fingerprint; files copied with old mtimes would then look "fresh"
-    # and the other tree's library would be reused. Touching the sources forces the top crate to build.
-    now = time.time()
-    for path in (tree / CUTILE_RS).rglob("*"):
-        if path.is_file() and "target" not in path.relative_to(tree / CUTILE_RS).parts:
-            os.utime(path, (now, now))
-    env = tools.env()
-    env["CARGO_TARGET_DIR"] = str(cargo_target_dir)
-    proc = subprocess.run(
-        [tools.cargo, "build", "--release"], cwd=tree / CRATE, env=env, capture_output=True, text=True
-    )
-    log_path.write_text(proc.stdout + proc.stderr + f"\nexit={proc.returncode}\n", encoding="utf-8")
-    if proc.returncode != 0:
-        raise RuntimeError(f"cargo build failed in {tree / CRATE}; see {log_path}")
-    so = tree / SO_REL
-    so.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(cargo_target_dir / "release" / "libcutile_kernels.so", so)
-    sh(["strip", "--strip-unneeded", str(so)])
+    try:
+        built = build.build(Target(tree, "any"), toolchain.resolve(), cargo_target_dir, log_path)
+    except (Failed, Blocked) as e:
+        raise RuntimeError(f"cargo build failed in {tree / CRATE}: {e}; see {log_path}") from e
+    sh(["strip", "--strip-unneeded", built.so_path])
 
 
 def exported(so: Path) -> list[str]:
