@@ -51,7 +51,7 @@ def inspect(target: Target) -> Checkout:
     else:
         absent = sorted(set(FFI_MACROS) - set(present))
         style, why = "explicit", f"{rel} lacks macro(s) {', '.join(absent)}"
-    test_file = target.repo / "tests" / "ops" / f"test_{target.op}.py"
+    test_file = target.test_file
     scope, scope_source = _backends_scope(test_file, target.repo)
     return Checkout(
         ffi_util=ffi_util,

@@ -53,7 +53,7 @@ def before_tests(problem: str) -> Verdict:
 
 
 def classify(result: TestResult, known_gaps: list[str], test_skips: list[str] | None = None) -> Verdict:
-    """``test_skips``: the skip reasons the op's test file itself raises (see ``testrun.test_skips``)."""
+    """``test_skips``: the skip reasons the op's test file itself raises (``testrun.read_test_file``)."""
     if result.env_problem:
         detail = f"; pytest exit={result.exit_code}" if result.ran else ""
         return Verdict(

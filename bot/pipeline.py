@@ -142,7 +142,8 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
             lambda: testrun.probe(python),
             lambda i: i.env_problem() or f"{i.device}, torch {i.torch}",
         )
-        argv, _selection = testrun.command(target, python)
+        test_file = testrun.read_test_file(target.test_file)  # parsed once: selection and skip texts
+        argv, _selection = testrun.command(target, python, test_file)
         pytest_cmd = testrun.shown(argv)
         tests = run.stage(
             "test",
@@ -151,9 +152,8 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
         )
         result.tests, pytest_rc = tests, tests.exit_code
         gaps = analysis.known_gaps(analysis.load(out_dir / "reference" / "analysis.json"))
-        skips = testrun.test_skips(target.repo / "tests" / "ops" / f"test_{target.op}.py")
         result.verdict = run.stage(
-            "classify", lambda: classify.classify(tests, gaps, skips), lambda v: v.kind.value
+            "classify", lambda: classify.classify(tests, gaps, list(test_file.skips)), lambda v: v.kind.value
         )
     except StageStop as stop:
         result.verdict = Verdict(
@@ -280,14 +280,13 @@ def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions) -> T
     if tools is not None:
         env["CUDA_TOOLKIT_PATH"] = str(tools.cuda_toolkit_path)
     echo = options.echo if options.echo_pytest else None
-    code, _seconds = testrun.run(target, argv, log_path, env, options.test_timeout, echo)
+    outcome = testrun.run(target, argv, log_path, env, options.test_timeout, echo)
     text = log_path.read_text(encoding="utf-8", errors="replace")
     result = testlog.to_test_result(
-        text, command=testrun.shown(argv), exit_code=code, log_path=str(log_path), gpu=interp.cuda
+        text, command=testrun.shown(argv), exit_code=outcome.code, log_path=str(log_path), gpu=interp.cuda
     )
     result.env_problem = interp.env_problem()
-    result.stopped_by_timeout = testrun.STOPPED in text
-    result.skip_groups = testrun.skip_groups(text)
+    result.stopped_by_timeout = outcome.stopped
     return result
 
 

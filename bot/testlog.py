@@ -13,8 +13,11 @@ What is read:
 - the ``collected N items / M deselected / K selected`` line;
 - failure text: the ``E   ...`` lines of each ``--tb=short`` section of the FAILURES and
   ERRORS blocks, and the ``FAILED <nodeid> - <message>`` lines of the short summary;
-- full skip reasons from ``SKIPPED [n] <file>:<line>: <reason>`` lines (``-rs``): the verbose
-  line truncates long reasons with ``...``;
+- the skip groups of ``-rs``, ``SKIPPED [n] <file>[:<line>]: <reason>`` (pytest folds identical
+  skips into one line with their count ``n``): the full reasons, since the verbose line truncates
+  long ones with ``...``, and the counts, so a group can account for skips whose verbose line
+  carries no reason. The ``Skipped: `` prefix some pytest versions put before an imperative
+  ``pytest.skip()`` reason is dropped;
 - a crash: a case whose line was started but never got an outcome (the process died, e.g.
   ``Fatal Python error: Aborted`` after a SIGABRT). It becomes an ``error`` case whose
   message names the crash.
@@ -62,7 +65,7 @@ _BLOCK = re.compile(
 )
 # Short summary: "FAILED nodeid - message", "ERROR nodeid", "SKIPPED [1] file.py:8: reason".
 _SHORT = re.compile(rf"^(?P<word>{_WORDS})\s+(?P<nid>\S+?\.py::\S.*?)(?:\s+-\s+(?P<msg>.*))?\s*$")
-_SHORT_SKIP = re.compile(r"^SKIPPED \[\d+\] (?P<loc>\S+?):(?:\d+:)?\s*(?P<reason>.*)$")
+_SHORT_SKIP = re.compile(r"^SKIPPED \[(?P<n>\d+)\] (?P<loc>\S+?):(?:\d+:)?\s*(?P<reason>.*)$")
 _COLLECTED = re.compile(
     r"collected (?P<n>\d+) items?(?: / (?P<err>\d+) errors?)?(?: / (?P<desel>\d+) deselected)?"
     r"(?: / (?P<sel>\d+) selected)?"
@@ -105,7 +108,7 @@ class ParsedLog:
     crashed: str = ""  # node id of a case that never got an outcome
     crash_message: str = ""
     header: bool = False  # real pytest header markers present
-    skip_reasons: list[str] = field(default_factory=list)  # full reasons of -rs lines, in order
+    skip_groups: list[tuple[int, str]] = field(default_factory=list)  # -rs lines: (count, full reason)
 
     @property
     def has_summary(self) -> bool:
@@ -268,7 +271,8 @@ def parse_log(text: str) -> ParsedLog:
         if block == "short test summary info":
             skm = _SHORT_SKIP.match(line)
             if skm:
-                out.skip_reasons.append(skm.group("reason").strip())
+                why = skm.group("reason").strip().removeprefix("Skipped: ")
+                out.skip_groups.append((int(skm.group("n")), why))
                 continue
             shm = _SHORT.match(line)
             if shm and shm.group("msg"):
@@ -333,7 +337,7 @@ def parse_log(text: str) -> ParsedLog:
             if not msg and nid in reason:
                 msg = reason[nid]
         elif oc in ("skipped", "xfailed", "xpassed"):
-            msg = _full_reason(reason.get(nid, ""), out.skip_reasons)
+            msg = _full_reason(reason.get(nid, ""), [why for _, why in out.skip_groups])
         cases.append(TestCase(nodeid=nid, outcome=oc, message=msg))
     out.cases = cases
 
@@ -349,14 +353,9 @@ def parse_log(text: str) -> ParsedLog:
 
 def _full_reason(short: str, full_reasons: list[str]) -> str:
     """Expand a verbose-line reason truncated with ``...`` using the ``-rs`` reasons."""
-    if short.endswith("...") and full_reasons:
+    if short.endswith("..."):
         stem = short[:-3]
-        for r in full_reasons:
-            if r.startswith(stem):
-                return r
-            # -rs prefixes "Skipped: " for imperative pytest.skip() in some versions.
-            if r.startswith("Skipped: ") and r[len("Skipped: ") :].startswith(stem):
-                return r[len("Skipped: ") :]
+        return next((r for r in full_reasons if r.startswith(stem)), short)
     return short
 
 
@@ -384,4 +383,5 @@ def to_test_result(
         errors=p.errors,
         cases=list(p.cases),
         gpu=gpu,
+        skip_groups=list(p.skip_groups),
     )

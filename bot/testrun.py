@@ -13,13 +13,13 @@ from __future__ import annotations
 import ast
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from bot.types import Target
 
@@ -105,27 +105,48 @@ def probe(python: str) -> Interpreter:
     )
 
 
-def functional_tests(test_file: Path) -> list[str]:
-    """Test functions of the op's correctness surface, in file order."""
-    tree = ast.parse(test_file.read_text(encoding="utf-8"))
+@dataclass(frozen=True)
+class TestFile:
+    """What the run needs from the op's test file, read with one parse."""
+
+    __test__ = False  # not a pytest test class
+    functional: tuple[str, ...] = ()  # test functions of the correctness surface, in file order
+    # the constant text of every pytest.skip(...) reason (f-strings: their leading text)
+    skips: tuple[str, ...] = ()
+
+
+def read_test_file(test_file: Path) -> TestFile:
+    """The functional tests and skip reasons of ``test_file``; empty when the file does not exist."""
+    if not test_file.is_file():
+        return TestFile()
+    nodes = list(ast.walk(ast.parse(test_file.read_text(encoding="utf-8"))))
     names = [
         n.name
-        for n in ast.walk(tree)
+        for n in nodes
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
         and (n.name.startswith("test_op") or n.name.startswith("test_autotune_op"))
         and "backward" not in n.name
     ]
-    return list(dict.fromkeys(names))
+    reasons: list[str] = []
+    for node in nodes:
+        if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "skip" and node.args):
+            continue
+        arg = node.args[0]
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            reasons.append(arg.value)
+        elif isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+            reasons.append(str(arg.values[0].value))
+    return TestFile(tuple(dict.fromkeys(names)), tuple(reasons))
 
 
-def command(target: Target, python: str) -> tuple[list[str], str]:
-    """The pytest argv and the selection it uses (for the report)."""
-    rel = f"tests/ops/test_{target.op}.py"
-    test_file = target.repo / rel
+def command(target: Target, python: str, tests: TestFile | None = None) -> tuple[list[str], str]:
+    """The pytest argv and the selection it uses (for the report); ``tests``: the test file, if read already."""
+    rel = str(target.test_file.relative_to(target.repo))
     backend = "(cutile_rs or cutile-rs)"
-    tests = functional_tests(test_file) if test_file.is_file() else []
-    if tests:
-        selection = f"{backend} and ({' or '.join(tests)})"
+    if tests is None:
+        tests = read_test_file(target.test_file)
+    if tests.functional:
+        selection = f"{backend} and ({' or '.join(tests.functional)})"
     else:
         selection = backend
     # -rs prints every skip's reason, so each skip can be checked for its citation.
@@ -137,10 +158,19 @@ def shown(argv: list[str]) -> str:
     return " ".join(shlex.quote(a) for a in argv)
 
 
+STOPPED = "agent-d: pytest stopped by --test-timeout after"
+
+
+class RunOutcome(NamedTuple):
+    code: int | None  # None: pytest could not be started
+    seconds: float
+    stopped: bool = False  # killed by us at the --test-timeout deadline
+
+
 def run(
     target: Target, argv: list[str], log_path: Path, extra_env: dict[str, str], timeout: float, echo=None
-) -> tuple[int | None, float]:
-    """Run pytest, tee its output to ``log_path`` (and ``echo``); return (exit code or None, seconds)."""
+) -> RunOutcome:
+    """Run pytest, tee its output to ``log_path`` (and ``echo``); say whether we had to stop it."""
     env = dict(os.environ)
     env.update(extra_env)
     src = str(target.repo / "src")
@@ -161,44 +191,21 @@ def run(
             )
         except OSError as exc:
             log.write(f"cannot start {argv[0]}: {exc}\n")
-            return None, 0.0
+            return RunOutcome(None, 0.0)
         assert proc.stdout is not None
         deadline = start + timeout
+        stopped = False
         for line in proc.stdout:
             log.write(line)
             if echo:
                 echo(line.rstrip("\n"))
             if time.monotonic() > deadline:
                 proc.kill()
+                stopped = True
                 log.write(f"\n{STOPPED} {timeout:.0f} s\n")
                 break
         code = proc.wait()
-    return code, time.monotonic() - start
-
-
-STOPPED = "agent-d: pytest stopped by --test-timeout after"
-_SKIP_GROUP = re.compile(r"^SKIPPED \[(\d+)\] [^\n]*?:\d+: (.*)$", re.M)
-
-
-def skip_groups(log_text: str) -> list[tuple[int, str]]:
-    """The ``-rs`` short summary: pytest groups identical skips as ``SKIPPED [N] file:line: reason``."""
-    return [(int(n), reason.strip()) for n, reason in _SKIP_GROUP.findall(log_text)]
-
-
-def test_skips(test_file: Path) -> list[str]:
-    """The constant text of every ``pytest.skip(...)`` reason in the test file (f-strings: their leading text)."""
-    if not test_file.is_file():
-        return []
-    reasons: list[str] = []
-    for node in ast.walk(ast.parse(test_file.read_text(encoding="utf-8"))):
-        if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "skip" and node.args):
-            continue
-        arg = node.args[0]
-        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-            reasons.append(arg.value)
-        elif isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
-            reasons.append(str(arg.values[0].value))
-    return reasons
+    return RunOutcome(code, time.monotonic() - start, stopped)
 
 
 def current_python() -> str:

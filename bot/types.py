@@ -42,6 +42,11 @@ class Target:
         return self.ops_dir / f"{self.op}.py"
 
     @property
+    def test_file(self) -> Path:
+        """The op's correctness tests, ``tests/ops/test_<op>.py`` (it may not exist)."""
+        return self.repo / "tests" / "ops" / f"test_{self.op}.py"
+
+    @property
     def crate_dir(self) -> Path:
         return self.ops_dir / "cutile_kernels"
 

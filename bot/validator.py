@@ -40,7 +40,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from bot.types import ValidatorRun
+from bot.types import Target, ValidatorRun
 
 SKILL = "tilegym-converting-cutile-triton-to-cutile-rs"
 SCRIPT_CANDIDATES = (
@@ -419,11 +419,12 @@ def _run_checks(out: _Out, base: Path, op: str, repo: Path, so_path: Path | None
         "backend/selector.py references cutile-rs",
         "backend/selector.py does not register cutile-rs",
     )
-    test_file = repo / "tests" / "ops" / f"test_{op}.py"
+    test_file = Target(repo, op).test_file
+    rel = test_file.relative_to(repo)
     out.check(
         bool(_MENTIONS_BACKEND.search(_read(test_file) or "")),
-        f"tests/ops/test_{op}.py includes cutile-rs backend",
-        f"tests/ops/test_{op}.py does not include cutile-rs in its parametrization",
+        f"{rel} includes cutile-rs backend",
+        f"{rel} does not include cutile-rs in its parametrization",
     )
 
 

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+import textwrap
+
+import pytest
+
+from bot import testrun
 from bot.classify import after_validator, classify
-from bot.types import TestCase, TestResult, Verdict, VerdictKind
+from bot.testlog import to_test_result
+from bot.types import Target, TestCase, TestResult, Verdict, VerdictKind
 
 
 def _result(code, cases=(), env="", **counts) -> TestResult:
@@ -123,3 +130,90 @@ def test_missing_interpreter_is_named_in_the_reason():
 
     interp = probe("/nonexistent/python3")
     assert interp.env_problem().startswith("cannot run /nonexistent/python3")
+
+
+_GROUPED_LOG = """\
+tests/ops/test_x.py::test_op[a-cutile_rs] PASSED [ 25%]
+tests/ops/test_x.py::test_op[b-cutile_rs] SKIPPED [ 50%]
+tests/ops/test_x.py::test_op[c-cutile_rs] SKIPPED [ 75%]
+tests/ops/test_x.py::test_op[d-cutile_rs] SKIPPED [100%]
+=========================== short test summary info ============================
+{line}
+========================= 1 passed, 3 skipped in 0.50s =========================
+"""
+_OWN = ["Skip matmul due to result mismatch when cannot divide BLOCK"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # some pytest versions put "Skipped: " before an imperative pytest.skip() reason
+        "SKIPPED [3] tests/ops/test_x.py:12: Skipped: Skip matmul due to result mismatch when cannot divide BLOCK",
+        # no ":<line>:" when pytest has no line number for the skip
+        "SKIPPED [3] tests/ops/test_x.py: Skip matmul due to result mismatch when cannot divide BLOCK",
+    ],
+)
+def test_grouped_skips_from_the_log_are_cited(line):
+    r = to_test_result(_GROUPED_LOG.format(line=line), command="c", exit_code=0, log_path="")
+    assert r.skip_groups == [(3, _OWN[0])]
+    assert classify(r, [], _OWN).kind is VerdictKind.ALL_PASS
+    uncited = to_test_result(
+        _GROUPED_LOG.format(line=line.replace("Skip matmul", "Skip bmm")),
+        command="c",
+        exit_code=0,
+        log_path="",
+    )
+    assert classify(uncited, [], _OWN).kind is VerdictKind.FAIL
+
+
+def test_run_says_when_it_stopped_pytest_not_the_log(tmp_path):
+    slow = [
+        sys.executable,
+        "-c",
+        "import time\nfor i in range(100):\n    print(i, flush=True); time.sleep(0.1)",
+    ]
+    outcome = testrun.run(Target(tmp_path, "x"), slow, tmp_path / "slow.txt", {}, 0.0)
+    assert outcome.stopped and outcome.code is not None and outcome.code < 0
+    assert testrun.STOPPED in (tmp_path / "slow.txt").read_text()
+    # a run that prints the marker itself was not stopped by us
+    echo = [sys.executable, "-c", f"print({testrun.STOPPED!r})"]
+    outcome = testrun.run(Target(tmp_path, "x"), echo, tmp_path / "echo.txt", {}, 60.0)
+    assert (outcome.code, outcome.stopped) == (0, False)
+    assert testrun.run(Target(tmp_path, "x"), ["/nonexistent/python3"], tmp_path / "n.txt", {}, 60.0) == (
+        None,
+        0.0,
+        False,
+    )
+
+
+def test_test_file_is_parsed_once_for_selection_and_skip_texts(tmp_path):
+    target = Target(tmp_path, "x")
+    assert target.test_file == tmp_path / "tests" / "ops" / "test_x.py"
+    target.test_file.parent.mkdir(parents=True)
+    target.test_file.write_text(
+        textwrap.dedent(
+            """\
+            import pytest
+
+            class Test_X:
+                def test_op(self, backend):
+                    if backend == "cutile-rs":
+                        pytest.skip(f"Backend {backend} is not available")
+                    pytest.skip("Skip x when the shape cannot divide BLOCK")
+
+                def test_op_backward(self):
+                    pass
+
+                def test_autotune_op(self):
+                    pass
+            """
+        )
+    )
+    tests = testrun.read_test_file(target.test_file)
+    assert tests.functional == ("test_op", "test_autotune_op")
+    assert tests.skips == ("Skip x when the shape cannot divide BLOCK", "Backend ")  # ast.walk order
+    argv, selection = testrun.command(target, "python3", tests)
+    assert (argv, selection) == testrun.command(target, "python3")
+    assert argv[3] == "tests/ops/test_x.py"
+    assert selection == "(cutile_rs or cutile-rs) and (test_op or test_autotune_op)"
+    assert testrun.read_test_file(tmp_path / "absent.py") == testrun.TestFile()

@@ -356,3 +356,29 @@ def test_to_test_result_from_real_log(tmp_path):
     assert r.command == "pytest test_r.py -v" and r.log_path == "/x/log.txt"
     empty = to_test_result("", command="c", exit_code=None, log_path="")
     assert not empty.ran and empty.cases == []
+
+
+def test_rs_skip_groups_carry_counts_and_reasons_without_the_skipped_prefix():
+    text = textwrap.dedent(
+        """\
+        tests/ops/test_x.py::test_op[a-cutile_rs] PASSED [ 20%]
+        tests/ops/test_x.py::test_op[b-cutile_rs] SKIPPED (Skip matmul due to result mis...) [ 40%]
+        tests/ops/test_x.py::test_op[c-cutile_rs] SKIPPED [ 60%]
+        tests/ops/test_x.py::test_op[d-cutile_rs] SKIPPED [ 80%]
+        tests/ops/test_x.py::test_op[e-cutile_rs] SKIPPED [100%]
+        =========================== short test summary info ============================
+        SKIPPED [3] tests/ops/test_x.py:12: Skipped: Skip matmul due to result mismatch when cannot divide BLOCK
+        SKIPPED [1] tests/ops/test_x.py: backward is not ported
+        ========================= 1 passed, 4 skipped in 0.50s =========================
+        """
+    )
+    p = parse_log(text)
+    assert p.skip_groups == [
+        (3, "Skip matmul due to result mismatch when cannot divide BLOCK"),
+        (1, "backward is not ported"),
+    ]
+    # the truncated verbose reason is expanded from the group, without the prefix
+    assert p.cases[1].message == "Skip matmul due to result mismatch when cannot divide BLOCK"
+    assert [c.message for c in p.cases[2:]] == ["", "", ""]
+    r = to_test_result(text, command="c", exit_code=0, log_path="")
+    assert r.skip_groups == p.skip_groups
