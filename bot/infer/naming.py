@@ -183,8 +183,8 @@ def gemm_dim(name: str, entry, tensors) -> tuple[str, Source] | None:
         expr = {"m": f"dim({a},0)", "k": f"dim({a},1)", "n": f"dim({b},1)"}[name]
         return expr, Source("naming", f"GEMM letter {name} of A={a} [m,k], B={b} [k,n]: {expr}")
     if rank == 3 and name in ("rt_q", "rt_m", "rt_n", "rt_k"):
-        ta = "trans_a != 0" if "TRANSPOSE_A" in generics else ""
-        tb = "trans_b != 0" if "TRANSPOSE_B" in generics else ""
+        ta = f"{generic_arg_name('TRANSPOSE_A')[0]} != 0" if "TRANSPOSE_A" in generics else ""
+        tb = f"{generic_arg_name('TRANSPOSE_B')[0]} != 0" if "TRANSPOSE_B" in generics else ""
         plain = {"rt_q": f"dim({a},0)", "rt_m": f"dim({a},1)", "rt_k": f"dim({a},2)", "rt_n": f"dim({b},2)"}
         flipped = {"rt_m": f"dim({a},2)", "rt_k": f"dim({a},1)", "rt_n": f"dim({b},1)"}
         cond = {"rt_m": ta, "rt_k": ta, "rt_n": tb}.get(name, "")

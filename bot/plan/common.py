@@ -76,6 +76,23 @@ def dtypes(facts: Facts) -> tuple[list[str], Source]:
     )
 
 
+def generic_arg(generic: str, facts: Facts) -> tuple[str, Source]:
+    """The C argument feeding a const generic: the contract's ``ffi.generics.<G>``, else the naming rule."""
+    explicit = facts.get(f"ffi.generics.{generic}")
+    if isinstance(explicit, str):
+        return explicit, facts.source(f"ffi.generics.{generic}")
+    return naming.generic_arg_name(generic)
+
+
+def known_scalar(name: str, bases: dict[str, str], facts: Facts) -> tuple[str, Source] | None:
+    """A kernel scalar's FFI expression from the contract's ``ffi.scalars.<name>`` (verbatim, so
+    possibly ``arg``), else from the descriptor-field naming rule; None when neither says."""
+    explicit = facts.get(f"ffi.scalars.{name}")
+    if isinstance(explicit, str):
+        return explicit, facts.source(f"ffi.scalars.{name}")
+    return naming.descriptor_scalar(name, bases)
+
+
 def compile_option_scalars() -> list[CScalar]:
     src = Source("policy", "every TileGym symbol carries num_cta_in_cga, occupancy (<= 0 = compiler default)")
     return [
@@ -133,7 +150,7 @@ def contract_grid(entry: Entry, facts: Facts) -> tuple[list[str], Source] | None
 
 def test_wiring(target: Target, checkout: Checkout) -> TestWiring:
     return TestWiring(
-        f"tests/ops/test_{target.op}.py" if checkout.test_file else "",
+        str(target.test_file.relative_to(target.repo)) if checkout.test_file else "",
         checkout.test_scope,
         checkout.test_scope_source,
     )

@@ -70,9 +70,9 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
             if g.kind == "type":
                 generics.append("dtype")
                 continue
-            value, source, kind = _generic_value(g.name, dtype_from, facts)
-            if kind == "derived":
-                derive(value, _derived_generic_expr(g.name, dtype_from, facts), source)
+            value, source, derived_expr = _generic_value(g.name, dtype_from, facts)
+            if derived_expr is not None:
+                derive(value, derived_expr, source)
             else:
                 add(generic_args, CScalar(value, "i32", "generic", g.name, source))
             generics.append(value)
@@ -198,34 +198,25 @@ def _variant_selection(entries: list[Entry], facts: Facts, missing: common.Missi
     return None, {e.name: ("else" if i == len(entries) - 1 else "0 != 0") for i, e in enumerate(entries)}
 
 
-def _generic_value(name: str, dtype_from: str, facts: Facts) -> tuple[str, Source, str]:
-    """(C argument or derived local, source, "arg" | "derived") for a const generic."""
-    if facts.has(f"ffi.derived_generics.{name}") or name == "CAST_TF32":
-        src = facts.source(f"ffi.derived_generics.{name}") or Source(
+def _generic_value(name: str, dtype_from: str, facts: Facts) -> tuple[str, Source, str | None]:
+    """(C argument or derived local, source, the local's FFI expression or None for an argument)."""
+    key = f"ffi.derived_generics.{name}"
+    if facts.has(key) or name == "CAST_TF32":
+        src = facts.source(key) or Source(
             "naming", "CAST_TF32 is derived in the FFI: 1 for f32 inputs (TileGym's tf32 rule)"
         )
-        return name.lower(), src, "derived"
-    explicit = facts.get(f"ffi.generics.{name}")
-    if isinstance(explicit, str):
-        return explicit, facts.source(f"ffi.generics.{name}"), "arg"
-    arg, src = naming.generic_arg_name(name)
-    return arg, src, "arg"
-
-
-def _derived_generic_expr(name: str, dtype_from: str, facts: Facts) -> str:
-    explicit = facts.get(f"ffi.derived_generics.{name}")
-    return str(explicit) if explicit is not None else f"cast_tf32({dtype_from})"
+        explicit = facts.get(key)
+        return name.lower(), src, str(explicit) if explicit is not None else f"cast_tf32({dtype_from})"
+    arg, src = common.generic_arg(name, facts)
+    return arg, src, None
 
 
 def _scalar_value(name, ty, entry, bases, tensors, facts) -> tuple[str | None, Source]:
     """FFI expression for a kernel scalar, or (None, source) when it is a C argument of its own."""
-    explicit = facts.get(f"ffi.scalars.{name}")
-    if isinstance(explicit, str):
-        src = facts.source(f"ffi.scalars.{name}")
-        return (None, src) if explicit == "arg" else (explicit, src)
-    by_name = naming.descriptor_scalar(name, bases)
-    if by_name:
-        return by_name
+    known = common.known_scalar(name, bases, facts)
+    if known:
+        expr, src = known
+        return (None, src) if expr == "arg" else (expr, src)  # "arg": the contract keeps it a C argument
     gemm = naming.gemm_dim(name, entry, tensors)
     if gemm:
         return gemm

@@ -14,9 +14,6 @@ from bot.infer.facts import Facts
 from bot.plan import common
 from bot.types import FfiPlan, PyPlan, PyStep, Source, Target
 
-POLICY = Source(
-    "policy", "wrapper prologue: CUDA tensors on one device, accepted dtype, detached (forward only)"
-)
 _COMPILE_FIELDS = {"num_cta_in_cga": ("NUM_CTA_IN_CGA", "NUM_CTAS"), "occupancy": ("OCCUPANCY",)}
 
 

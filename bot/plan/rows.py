@@ -85,7 +85,7 @@ def plan(
     for g in entry.generics:
         if g.kind == "type":
             continue
-        arg, arg_src = _generic_arg(g.name, facts)
+        arg, arg_src = common.generic_arg(g.name, facts)
         scalars.append(CScalar(arg, "i32", "generic", g.name, arg_src))
         generics.append(arg)
         value = facts.get(f"python.generics.{g.name}")
@@ -127,23 +127,13 @@ def plan(
 def _scalar_source(
     name: str, out: str, bases: dict[str, str], facts: Facts
 ) -> tuple[str | None, Source | None]:
-    explicit = facts.get(f"ffi.scalars.{name}")
-    if isinstance(explicit, str):
-        return explicit, facts.source(f"ffi.scalars.{name}")
-    by_name = naming.descriptor_scalar(name, bases)
-    if by_name:
-        return by_name
+    known = common.known_scalar(name, bases, facts)
+    if known:
+        return known
     if facts.get("reference.out_cols_var") == name:
         src = facts.source("reference.out_cols_var")
         return f"dim({out},1)", Source("reference", f"{src.detail} -> `{name}` is the output's column count")
     return None, None
-
-
-def _generic_arg(generic: str, facts: Facts) -> tuple[str, Source]:
-    explicit = facts.get(f"ffi.generics.{generic}")
-    if isinstance(explicit, str):
-        return explicit, facts.source(f"ffi.generics.{generic}")
-    return naming.generic_arg_name(generic)
 
 
 def _python_plan(
