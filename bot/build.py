@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -41,8 +40,8 @@ def build(
     cmd = [toolchain.cargo, "build", "--release", "--message-format=json-diagnostic-rendered-ansi"]
     shown = "cargo build --release"
     start = time.monotonic()
-    # An exported CARGO_TARGET_DIR moves cargo's output too: follow it to find the library.
-    target_dir = cargo_target_dir or Path(os.environ.get("CARGO_TARGET_DIR") or crate / "target")
+    # CARGO_TARGET_DIR (ours, or one exported to us) moves cargo's output: follow it to find the library.
+    target_dir = Path(env.get("CARGO_TARGET_DIR") or crate / "target")
     with _exclusive(target_dir):
         # Several crates named cutile_kernels may share one target dir: hold it until our copy is made.
         _forget_other_checkout(target_dir, crate, toolchain.cargo, env)
