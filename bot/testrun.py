@@ -11,11 +11,14 @@ torch, a CUDA device) so the verdict can say precisely why a run proves nothing.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,24 +191,34 @@ def run(
                 stderr=subprocess.STDOUT,
                 text=True,
                 errors="replace",
+                start_new_session=True,  # its own process group: the deadline stops workers too
             )
         except OSError as exc:
             log.write(f"cannot start {argv[0]}: {exc}\n")
             return RunOutcome(None, 0.0)
         assert proc.stdout is not None
-        deadline = start + timeout
-        stopped = False
-        for line in proc.stdout:
-            log.write(line)
-            if echo:
-                echo(line.rstrip("\n"))
-            if time.monotonic() > deadline:
-                proc.kill()
-                stopped = True
-                log.write(f"\n{STOPPED} {timeout:.0f} s\n")
-                break
-        code = proc.wait()
-    return RunOutcome(code, time.monotonic() - start, stopped)
+        stopped = threading.Event()
+
+        def stop() -> None:  # on a timer, so a pytest that hangs without printing is stopped too
+            if proc.poll() is None:
+                stopped.set()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+
+        timer = threading.Timer(max(timeout, 0.0), stop)
+        timer.daemon = True
+        timer.start()
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                if echo:
+                    echo(line.rstrip("\n"))
+            code = proc.wait()
+        finally:
+            timer.cancel()
+        if stopped.is_set():
+            log.write(f"\n{STOPPED} {timeout:.0f} s\n")
+    return RunOutcome(code, time.monotonic() - start, stopped.is_set())
 
 
 def current_python() -> str:

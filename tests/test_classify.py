@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -175,6 +176,20 @@ def test_run_says_when_it_stopped_pytest_not_the_log(tmp_path):
     outcome = testrun.run(Target(tmp_path, "x"), slow, tmp_path / "slow.txt", {}, 0.0)
     assert outcome.stopped and outcome.code is not None and outcome.code < 0
     assert testrun.STOPPED in (tmp_path / "slow.txt").read_text()
+    # a pytest that hangs without printing a line is stopped at the deadline too, with its children
+    marker = tmp_path / "child-survived"
+    child = f"import time; time.sleep(3); open({str(marker)!r}, 'w')"
+    silent = [
+        sys.executable,
+        "-c",
+        f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {child!r}])\ntime.sleep(60)",
+    ]
+    t0 = time.monotonic()
+    outcome = testrun.run(Target(tmp_path, "x"), silent, tmp_path / "silent.txt", {}, 1.0)
+    assert outcome.stopped and outcome.code is not None and outcome.code < 0
+    assert time.monotonic() - t0 < 30  # not the child's 60 s: the deadline fired without any output
+    time.sleep(3.5)
+    assert not marker.exists()  # the grandchild died with the group
     # a run that prints the marker itself was not stopped by us
     echo = [sys.executable, "-c", f"print({testrun.STOPPED!r})"]
     outcome = testrun.run(Target(tmp_path, "x"), echo, tmp_path / "echo.txt", {}, 60.0)
