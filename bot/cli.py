@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bot import __version__
 from bot.errors import StageStop, UsageError
+from bot.github.cli import add_subcommands
 from bot.pipeline import EXIT_CODES, USAGE_EXIT, PortOptions, port
 from bot.types import VerdictKind
 
@@ -102,12 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--so", type=Path, help="built library (default: the crate's target/release)")
     p.set_defaults(func=cmd_validate)
 
-    try:
-        from bot.github.cli import add_subcommands
-    except ImportError:  # the GitHub commands need PyGithub; the local pipeline does not
-        add_subcommands = None
-    if add_subcommands is not None:
-        add_subcommands(sub)
+    add_subcommands(sub)
     return parser
 
 

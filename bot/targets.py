@@ -2,6 +2,9 @@
 
 A target is an added ``src/tilegym/ops/cutile_rs/<op>_kernel/kernel.rs``; ``<op>`` must be a
 plain identifier because it becomes a Rust module, a C symbol and a Python module name.
+``KERNEL_PATH`` and ``check_name`` are the one rule for both the local CLI and the GitHub
+side (bot/github/kernels.py, ``/agent-d rerun <op>``); ``OP_NAME`` is also the ``ops``
+pattern of the port artifact (bot/github/artifact.py).
 """
 
 from __future__ import annotations
@@ -16,15 +19,15 @@ from bot.errors import UsageError
 from bot.types import Target
 
 KERNEL_PATH = re.compile(r"^src/tilegym/ops/cutile_rs/(?P<op>[^/]+)_kernel/kernel\.rs$")
-OP_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+OP_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 RESERVED = {"ffi_util", "cutile_kernels", "mod", "crate", "self", "super", "lib"}
 
 
 def check_name(op: str) -> str:
-    if not OP_NAME.match(op) or op in RESERVED:
+    if not OP_NAME.fullmatch(op) or op in RESERVED:
         raise UsageError(
-            f"kernel name {op!r} is not a plain identifier (lowercase letters, digits, underscores; not "
-            f"{', '.join(sorted(RESERVED))})"
+            f"kernel name {op!r} is not a plain identifier (a lowercase letter, then up to 63 lowercase "
+            f"letters, digits or underscores; not {', '.join(sorted(RESERVED))})"
         )
     return op
 

@@ -489,3 +489,42 @@ def test_two_kernels_per_kernel_jobs_that_conflict_fail_loudly(world):
     assert "matrix: single" in s.finalize.notes[0]
     head = world.fake.pr_head_sha(pr)
     assert [c.conclusion for c in world.checks(head)] == ["failure"]
+
+
+def test_a_users_comment_carrying_the_reply_marker_does_not_suppress_the_reply(world):
+    pr = world.open_kernel_pr(branch="silu", author="outsider", fork_owner="outsider")
+    ask = world.event("issue_comment", "created", pr=pr.number, body="/agent-d help", commenter="outsider")
+    # the user plants the marker of the bot's reply to that comment in a comment of their own
+    marker = f"<!-- agent-d:reply c{ask.comment_id} -->"
+    world.fake.webhook("issue_comment", "created", pr=pr.number, body=f"hi\n{marker}", commenter="outsider")
+    Dispatcher(world.gh, ask, BOTS, run_ref="help").run()
+    comments = list(world.repo.get_pull(pr.number).get_issue_comments())
+    replies = [c for c in comments if marker in c.body and c.user.login == "agent-d[bot]"]
+    assert len(replies) == 1 and "Who may run them" in replies[0].body
+    # delivered again: the bot's own reply is found, nothing new is posted
+    posts = world.posts(r"/issues/\d+/comments$")
+    Dispatcher(world.gh, ask, BOTS, run_ref="help2").run()
+    assert world.posts(r"/issues/\d+/comments$") == posts
+
+
+def test_a_reserved_kernel_name_is_refused_like_the_local_cli(world):
+    files = {kernel_path("lib"): KERNEL_RS, kernel_path("silu_and_mul"): KERNEL_RS}
+    pr = world.open_kernel_pr(branch="reserved", files=files)
+    head = world.fake.pr_head_sha(pr)
+    s = world.run(world.event("pull_request", "opened", pr=pr.number))
+    assert not s.dispatch.run and s.dispatch.conclusion == "failure"
+    assert s.dispatch.reason == "kernel name not allowed"
+    [check] = world.checks(head)
+    assert (check.status, check.conclusion) == ("completed", "failure")
+    assert "lib_kernel/kernel.rs" in check.output.summary
+    assert "'lib' is not a plain identifier" in check.output.summary
+    # naming it in a command is refused too, before any lookup of the PR's files
+    s = world.run(
+        world.event("issue_comment", "created", pr=pr.number, body="/agent-d rerun lib", commenter="maint")
+    )
+    assert not s.dispatch.run and "not a plain identifier" in s.dispatch.reason
+    s = world.run(
+        world.event("workflow_dispatch", inputs={"pr": str(pr.number), "kernels": "mod"}, sender="maint")
+    )
+    assert not s.dispatch.run and s.dispatch.reason.startswith("invalid kernel name")
+    assert world.reviews(pr.number) == []

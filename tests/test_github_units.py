@@ -7,13 +7,15 @@ from types import SimpleNamespace
 
 import pytest
 
+from bot.errors import UsageError
 from bot.github.client import RETRIED_METHODS, ClientSettings, make_retry
 from bot.github.commands import parse_commands
 from bot.github.config import Config, ConfigError, parse_config
 from bot.github.events import parse_event
-from bot.github.kernels import added_kernels
+from bot.github.kernels import added_kernels, checked_ops
 from bot.github.redact import RedactFilter, Redactor, scrubbed_env
 from bot.github.render import commit_message, fence, is_bot_message
+from bot.targets import OP_NAME, check_name
 
 # --------------------------------------------------------------------------- config
 
@@ -27,8 +29,9 @@ def test_config_defaults_and_values():
         ("alice",),
         "gate",
     )
-    assert cfg.is_kernel_path("src/tilegym/ops/cutile_rs/foo_kernel/kernel.rs")
-    assert not cfg.is_kernel_path("src/tilegym/ops/cutile_rs/foo_kernel/ffi.rs")
+    kernel_dir = "src/tilegym/ops/cutile_rs/foo_kernel"
+    found = added_kernels([_f(f"{kernel_dir}/kernel.rs", "added"), _f(f"{kernel_dir}/ffi.rs", "added")])
+    assert [k.op for k in found] == ["foo"]
 
 
 @pytest.mark.parametrize(
@@ -38,6 +41,9 @@ def test_config_defaults_and_values():
         ("max_bot_commits: 0\n", "max_bot_commits"),
         ("kernel_globs: ['../x.rs']\n", "kernel_globs"),
         ("kernel_globs: ['src/*.py']\n", "kernel_globs"),
+        ("kernel_globs: ['src/tilegym/ops/cutile_rs/*_kernel/kernel.rs']\n", "kernel_globs: not a setting"),
+        ("timeout_minutes: 30\n", "timeout_minutes: not a setting.*`port-timeout-minutes`"),
+        ("gpu_runner_labels: [gpu]\n", "gpu_runner_labels: not a setting.*`gpu-runs-on`"),
         ("allowed_teams: ['noslash']\n", "allowed_teams"),
         (": [\n", "YAML"),
     ],
@@ -67,6 +73,10 @@ def test_commands_variants():
     bad = parse_commands("/agent-d frobnicate")[0]
     assert bad.name == "invalid" and "frobnicate" in bad.error
     assert parse_commands("/agent-d rerun ../etc")[0].name == "invalid"
+    for reserved in ("lib", "mod", "crate", "ffi_util", "_x", "a" * 65):  # bot/targets.py's rule
+        bad = parse_commands(f"/agent-d rerun silu {reserved}")[0]
+        assert bad.name == "invalid" and "not a plain identifier" in bad.error and repr(reserved) in bad.error
+    assert parse_commands("/agent-d rerun silu " + "a" * 64)[0].kernels == ("silu", "a" * 64)
     assert parse_commands("/agent-d rerun --sha abc1234")[0].sha == "abc1234"
     assert parse_commands("/agent-d rerun --sha nothex")[0].name == "invalid"
     assert parse_commands("/agent-dx rerun") == []
@@ -195,7 +205,43 @@ def test_added_kernels_from_file_list():
         _f("src/tilegym/ops/cutile_rs/swiglu_kernel/kernel.rs", "added"),  # no patch (large file)
         _f("README.md", "added", "@@ -0,0 +1 @@\n+x"),
     ]
-    assert [k.op for k in added_kernels(files, Config())] == ["silu_and_mul", "swiglu"]
+    assert [k.op for k in added_kernels(files)] == ["silu_and_mul", "swiglu"]
+
+
+def test_added_kernels_follow_bot_targets_rule():
+    ops = "src/tilegym/ops/cutile_rs"
+    files = [
+        _f(f"{ops}/gelu_kernel/kernel.rs", "renamed"),  # a rename into place adds it (bot.targets)
+        _f(f"{ops}/relu_kernel/kernel.rs", "copied"),
+        _f(f"{ops}/old_kernel/kernel.rs", "removed"),
+        _f(f"{ops}/nested/x_kernel/kernel.rs", "added"),  # not at KERNEL_PATH
+        _f(f"{ops}/y_kernel/kernel.rs\n", "added"),
+    ]
+    found = added_kernels(files)
+    assert [(k.op, k.path) for k in found] == [
+        ("gelu", f"{ops}/gelu_kernel/kernel.rs"),
+        ("relu", f"{ops}/relu_kernel/kernel.rs"),
+    ]
+    assert checked_ops(found) == ["gelu", "relu"]
+    # a name bot/targets.py refuses is found, then refused with the file named
+    bad = added_kernels(
+        [_f(f"{ops}/lib_kernel/kernel.rs", "added"), _f(f"{ops}/ok_kernel/kernel.rs", "added")]
+    )
+    assert [k.op for k in bad] == ["lib", "ok"]
+    with pytest.raises(
+        UsageError, match=r"lib_kernel/kernel\.rs`: kernel name 'lib' is not a plain identifier"
+    ):
+        checked_ops(bad)
+
+
+def test_one_kernel_name_rule_for_targets_commands_and_the_artifact():
+    from bot.github.artifact import RESULT_SCHEMA
+
+    assert RESULT_SCHEMA["properties"]["ops"]["items"]["pattern"] == OP_NAME.pattern
+    for name in ("_x", "a" * 65, "relu\n"):
+        with pytest.raises(UsageError):
+            check_name(name)
+    assert check_name("a" * 64) == "a" * 64
 
 
 def test_bot_commit_trailer_and_fence():
@@ -236,3 +282,114 @@ def test_create_once_fails_closed_and_never_blindly_retries():
 
     with pytest.raises(GithubException):
         create_once(lambda: None, forbidden, "z", pause=0)
+
+
+# --------------------------------------------------------------------------- publish helpers
+
+
+def _user(login, kind="User"):
+    return SimpleNamespace(login=login, type=kind)
+
+
+def test_find_marked_counts_only_the_bots_own_posts():
+    from bot.github.publish import find_marked
+
+    marker = "<!-- agent-d:reply c1 -->"
+    planted = SimpleNamespace(body=f"I wrote the marker myself\n{marker}", user=_user("mallory"))
+    other = SimpleNamespace(body="no marker", user=_user("agent-d[bot]", "Bot"))
+    ours = SimpleNamespace(body=f"{marker}\nreply", user=_user("agent-d[bot]", "Bot"))
+    assert find_marked([planted, other], marker, ("agent-d[bot]",)) is None
+    assert find_marked([planted, other, ours], marker, ("agent-d[bot]",)) is ours
+    assert find_marked([SimpleNamespace(body=None, user=None)], marker, ()) is None
+
+
+class _Run(SimpleNamespace):
+    pass
+
+
+class _Repo:
+    """Just enough of a PyGithub Repository for ensure_check_run; counts the lookups."""
+
+    def __init__(self, runs=(), fail_creates=0):
+        self.runs, self.lookups, self.fail_creates = list(runs), 0, fail_creates
+
+    def get_commit(self, sha):
+        self.lookups += 1
+        return SimpleNamespace(
+            get_check_runs=lambda check_name: [r for r in self.runs if r.name == check_name]
+        )
+
+    def create_check_run(self, **kw):
+        run = _Run(id=len(self.runs) + 1, name=kw["name"], external_id=kw["external_id"])
+        self.runs.append(run)  # GitHub stores it ...
+        if self.fail_creates:
+            from github import GithubException
+
+            self.fail_creates -= 1
+            raise GithubException(502, {"message": "bad gateway"}, {})  # ... and answers 502
+        return run
+
+
+def test_ensure_check_run_says_whether_it_created_the_run(monkeypatch):
+    from bot.github import publish
+
+    monkeypatch.setattr(publish.time, "sleep", lambda s: None)
+    repo = _Repo()
+    run, created = publish.ensure_check_run(repo, "a" * 40, "agent-d", "pr1:x:auto", "t", "s")
+    assert created and run.external_id == "pr1:x:auto" and repo.lookups == 1
+    again, created = publish.ensure_check_run(repo, "a" * 40, "agent-d", "pr1:x:auto", "t", "s")
+    assert (again, created, len(repo.runs), repo.lookups) == (run, False, 1, 2)
+    # stored by GitHub but answered 502: found by the next lookup, and it is this call's run
+    flaky = _Repo(fail_creates=1)
+    run, created = publish.ensure_check_run(flaky, "a" * 40, "agent-d", "pr1:x:auto", "t", "s")
+    assert created and len(flaky.runs) == 1 and flaky.lookups == 2
+
+
+# --------------------------------------------------------------------------- port job helpers
+
+
+def test_port_job_and_finalize_share_the_path_rule_and_limits():
+    from bot.github import artifact
+    from bot.github.port_job import PortJobError, _normalise
+
+    for path in ("src/tilegym/ops/cutile_rs/x_kernel/ffi.rs", "tests/ops/test_x.py"):
+        assert artifact.is_allowed(path)
+        artifact.check_path(path)
+    for path in (
+        "src/tilegym/ops/cutile_rs/x_kernel/kernel.rs",
+        "src/tilegym/ops/cutile_rs/.github/x",
+        "src/tilegym/ops/cutile_rs/a\\b",
+        "setup.py",
+    ):
+        assert not artifact.is_allowed(path)
+        with pytest.raises(artifact.ArtifactError):
+            artifact.check_path(path)
+    v = _normalise(("FAIL", "host", "r" * 5000, "b" * 100000))
+    assert (len(v.reason), len(v.validator_block)) == (artifact.MAX_REASON, artifact.MAX_VALIDATOR_BLOCK)
+    with pytest.raises(PortJobError, match="unknown verdict kind"):
+        _normalise(("PASS", "", "", ""))
+
+
+def test_port_job_refuses_a_kernel_name_bot_targets_refuses(tmp_path):
+    from bot.github.port_job import PortJobError, run_port_job
+
+    def never(repo, op):
+        raise AssertionError("the port must not start")
+
+    with pytest.raises(PortJobError, match="'lib' is not a plain identifier"):
+        run_port_job(tmp_path, "0" * 40, ["silu_and_mul", "lib"], tmp_path / "a", never)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_parser_does_not_import_pygithub():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from bot.cli import build_parser; p = build_parser(); "
+        "assert {'dispatch', 'finalize', 'port-job', 'run'} <= set(p._subparsers._group_actions[0].choices); "
+        "assert 'github' not in sys.modules and 'bot.github.client' not in sys.modules, 'PyGithub imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

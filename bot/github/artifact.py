@@ -31,6 +31,8 @@ RESULT = "result.json"
 PATCH = "patch.diff"
 LOGS = "logs"
 VERDICT_KINDS = ("ALL_PASS", "FAIL", "BLOCKED")
+MAX_REASON = 2000  # characters of a verdict's reason
+MAX_VALIDATOR_BLOCK = 60000  # characters of a verdict's validator block
 ALLOWED_PATHS = (
     "src/tilegym/ops/cutile_rs/*",
     "src/tilegym/backend/selector.py",
@@ -53,8 +55,8 @@ _VERDICT_SCHEMA = {
     "properties": {
         "kind": {"enum": list(VERDICT_KINDS)},
         "klass": {"type": "string", "maxLength": 40},
-        "reason": {"type": "string", "maxLength": 2000},
-        "validator_block": {"type": "string", "maxLength": 60000},
+        "reason": {"type": "string", "maxLength": MAX_REASON},
+        "validator_block": {"type": "string", "maxLength": MAX_VALIDATOR_BLOCK},
     },
 }
 RESULT_SCHEMA = {
@@ -191,8 +193,8 @@ def _regular_file(path: Path, limit: int) -> bytes:
         return fh.read(limit + 1)
 
 
-def check_path(path: str, limits: Limits = Limits()) -> None:
-    """Raise unless ``path`` is a plain relative path the bot is allowed to write."""
+def path_refusal(path: str, limits: Limits = Limits()) -> str:
+    """Why the bot may not write ``path``; "" when it is a plain relative path it may write."""
     parts = path.split("/")
     if (
         not path
@@ -201,13 +203,26 @@ def check_path(path: str, limits: Limits = Limits()) -> None:
         or any(p in ("", ".", "..") for p in parts)
         or any(ord(c) < 32 or c == "\x7f" for c in path)
     ):
-        raise ArtifactError(f"path {path!r} is not a plain relative path")
+        return f"path {path!r} is not a plain relative path"
     if any(p.lower() in (".git", ".github") for p in parts):
-        raise ArtifactError(f"path {path!r} is under .git/ or .github/")
+        return f"path {path!r} is under .git/ or .github/"
     if any(fnmatch.fnmatchcase(path, pat) for pat in limits.forbidden_paths):
-        raise ArtifactError(f"path {path!r} may not be changed by the bot")
+        return f"path {path!r} may not be changed by the bot"
     if not any(fnmatch.fnmatchcase(path, pat) for pat in limits.allowed_paths):
-        raise ArtifactError(f"path {path!r} is outside the generated and wiring paths")
+        return f"path {path!r} is outside the generated and wiring paths"
+    return ""
+
+
+def is_allowed(path: str, limits: Limits = Limits()) -> bool:
+    """Whether the bot may write ``path`` (the port job keeps only these; finalize accepts only these)."""
+    return not path_refusal(path, limits)
+
+
+def check_path(path: str, limits: Limits = Limits()) -> None:
+    """Raise unless ``path`` is a plain relative path the bot is allowed to write."""
+    why = path_refusal(path, limits)
+    if why:
+        raise ArtifactError(why)
 
 
 def patch_paths(patch: str, limits: Limits = Limits()) -> list[str]:

@@ -2,7 +2,8 @@
 
 ``add_subcommands(subparsers)`` registers them on the main parser (bot/cli.py).
 Each sets ``func(args) -> int``. Exit status: 0 done (whatever the verdict), 1 an error
-that left the check concluded as failure, 2 usage.
+that left the check concluded as failure, 2 usage.  PyGithub (bot.github.client) is imported
+by the commands that talk to GitHub, not here, so building the parser stays cheap.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bot.github import redact
-from bot.github.client import ClientSettings, bot_logins, log_rate_limit, make_github, token_from_env
 from bot.github.events import load_event
 
 log = logging.getLogger("agent-d")
@@ -77,6 +77,8 @@ def _event_args(p: argparse.ArgumentParser) -> None:
 
 
 def _setup() -> tuple[object, str]:
+    from bot.github.client import ClientSettings, make_github, token_from_env
+
     redact.install()
     token = token_from_env()
     gh = make_github(token, ClientSettings.from_env())
@@ -109,6 +111,7 @@ def _event(args):
 
 
 def cmd_dispatch(args) -> int:
+    from bot.github.client import bot_logins, log_rate_limit
     from bot.github.dispatch import Dispatcher
 
     event = _event(args)
@@ -125,6 +128,7 @@ def cmd_dispatch(args) -> int:
 
 
 def cmd_finalize(args) -> int:
+    from bot.github.client import bot_logins, log_rate_limit
     from bot.github.finalize import Finalizer, FinalizeRequest
 
     if not args.repo:
@@ -149,6 +153,7 @@ def cmd_finalize(args) -> int:
 
 
 def cmd_run(args) -> int:
+    from bot.github.client import bot_logins
     from bot.github.runner import pipeline_port_fn, run_all
 
     event = _event(args)

@@ -11,8 +11,9 @@ import re
 import shlex
 from dataclasses import dataclass
 
-KNOWN = ("rerun", "help", "apply")
-KERNEL_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+from bot.errors import UsageError
+from bot.targets import check_name
+
 _LINE_RE = re.compile(r"^[ \t]{0,3}/agent-d(?:[ \t]+(?P<rest>.*))?[ \t]*$", re.IGNORECASE | re.MULTILINE)
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 
@@ -102,10 +103,10 @@ def parse_commands(body: str) -> list[Command]:
             found.append(Command("invalid", error=str(exc) or "unknown command", line=line))
             continue
         kernels = tuple(getattr(ns, "kernels", ()) or ())
-        bad = [k for k in kernels if not KERNEL_NAME_RE.match(k)]
+        bad = kernel_name_errors(kernels)
         sha = getattr(ns, "sha", "") or ""
         if bad:
-            found.append(Command("invalid", error=f"not a kernel name: {', '.join(bad)}", line=line))
+            found.append(Command("invalid", error=bad, line=line))
         elif sha and not re.fullmatch(r"[0-9a-f]{7,40}", sha):
             found.append(Command("invalid", error=f"not a commit sha: {sha}", line=line))
         else:
@@ -113,6 +114,12 @@ def parse_commands(body: str) -> list[Command]:
     return found
 
 
-def first_command(body: str) -> Command | None:
-    cmds = parse_commands(body)
-    return cmds[0] if cmds else None
+def kernel_name_errors(kernels: tuple[str, ...]) -> str:
+    """``bot.targets.check_name``'s message for each name it refuses, joined; "" if all pass."""
+    errors: list[str] = []
+    for k in kernels:
+        try:
+            check_name(k)
+        except UsageError as exc:
+            errors.append(str(exc))
+    return "; ".join(errors)

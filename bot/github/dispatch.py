@@ -15,15 +15,19 @@ from dataclasses import asdict, dataclass, field
 
 from github import GithubException
 
+from bot.errors import UsageError
 from bot.github import publish, render
-from bot.github.commands import Command, parse_commands
+from bot.github.commands import Command, kernel_name_errors, parse_commands
 from bot.github.config import Config, ConfigError, load_config
 from bot.github.events import Event
-from bot.github.kernels import added_kernels
+from bot.github.kernels import added_kernels, checked_ops
 from bot.github.redact import redact
 from bot.github.trust import check_auto_run, check_user
 
 log = logging.getLogger(__name__)
+NO_KERNEL_TEXT = (
+    "This pull request adds no `src/tilegym/ops/cutile_rs/<op>_kernel/kernel.rs`; nothing to port."
+)
 
 
 @dataclass(frozen=True)
@@ -135,9 +139,12 @@ class Dispatcher:
             return self._conclude(
                 head, "auto", "neutral", "draft pull request", "agent-d runs when it is ready for review."
             )
-        kernels = [k.op for k in added_kernels(self.pr.get_files(), self.cfg)]
+        try:
+            kernels = self._added_ops()
+        except UsageError as exc:
+            return self._bad_kernel_name(head, "auto", exc)
         if not kernels:
-            return self._conclude(head, "auto", "neutral", "no kernel files added", self._no_kernel_text())
+            return self._conclude(head, "auto", "neutral", "no kernel files added", NO_KERNEL_TEXT)
         trust = check_auto_run(self.gh, self.repo, self.cfg, self.pr)
         if not trust.allowed:
             result = self._conclude(head, "auto", "action_required", "waiting for a maintainer", trust.reason)
@@ -204,7 +211,14 @@ class Dispatcher:
                 f"`{cmd.sha}` is not the head of this pull request any more (it is `{head}`); nothing was run.",
             )
             return self._skip("the approved sha is not the head")
-        available = [k.op for k in added_kernels(self.pr.get_files(), self.cfg)]
+        bad = kernel_name_errors(cmd.kernels)  # comments are checked when parsed; dispatch inputs here
+        if bad:
+            self._reply(key, f"Nothing was run: {bad}.")
+            return self._skip(f"invalid kernel name: {bad}")
+        try:
+            available = self._added_ops()
+        except UsageError as exc:
+            return self._bad_kernel_name(head, key, exc)
         unknown = sorted(set(cmd.kernels) - set(available))
         if unknown:
             self._reply(
@@ -214,7 +228,7 @@ class Dispatcher:
             return self._skip("unknown kernels requested")
         kernels = list(cmd.kernels) or available
         if not kernels:
-            return self._conclude(head, key, "neutral", "no kernel files added", self._no_kernel_text())
+            return self._conclude(head, key, "neutral", "no kernel files added", NO_KERNEL_TEXT)
         self._cancel_superseded([], head, keep=self._external(head, key))
         commit = self.cfg.auto_commit or cmd.name == "apply"
         result = self._queue(head, key, kernels, commit=commit, why=f"requested by @{ev.sender}")
@@ -222,18 +236,25 @@ class Dispatcher:
             publish.react(comment, "rocket")
         return result
 
+    def _added_ops(self) -> list[str]:
+        """The kernels this PR adds (bot/targets.py's rule); UsageError for a name it refuses."""
+        return checked_ops(added_kernels(self.pr.get_files()))
+
+    def _bad_kernel_name(self, head: str, key: str, exc: UsageError) -> DispatchResult:
+        why = f"{exc}. agent-d ports no kernel of this pull request until the directory is renamed."
+        return self._conclude(head, key, "failure", "kernel name not allowed", why)
+
     def _external(self, head: str, key: str) -> str:
         return f"pr{self.ev.pr_number}:{head}:{key}"
 
     def _queue(self, head: str, key: str, kernels: list[str], commit: bool, why: str) -> DispatchResult:
         name, external = self.cfg.check_name, self._external(head, key)
-        existing = publish.find_check_run(self.repo, head, name, external)
-        if existing is not None:
-            return self._skip(
-                "already handled", pr=self.ev.pr_number, head_sha=head, check_run_id=existing.id
-            )
         summary = f"Kernels: {', '.join(kernels)}. Commit {head}. Why: {why}."
-        run = publish.ensure_check_run(self.repo, head, name, external, "queued", summary, self.details_url)
+        run, created = publish.ensure_check_run(
+            self.repo, head, name, external, "queued", summary, self.details_url
+        )
+        if not created:
+            return self._skip("already handled", pr=self.ev.pr_number, head_sha=head, check_run_id=run.id)
         self._sticky(head, "Queued", f"Porting {', '.join(f'`{k}`' for k in kernels)} on a GPU runner.")
         return DispatchResult(
             True,
@@ -249,9 +270,11 @@ class Dispatcher:
 
     def _conclude(self, head: str, key: str, conclusion: str, title: str, summary: str) -> DispatchResult:
         name, external = self.cfg.check_name, self._external(head, key)
-        if publish.find_check_run(self.repo, head, name, external) is not None:
+        run, created = publish.ensure_check_run(
+            self.repo, head, name, external, title, summary, self.details_url
+        )
+        if not created:
             return self._skip("already handled", pr=self.ev.pr_number, head_sha=head)
-        run = publish.ensure_check_run(self.repo, head, name, external, title, summary, self.details_url)
         publish.conclude(run, conclusion, title, summary)
         return self._skip(
             title, pr=self.ev.pr_number, head_sha=head, check_run_id=run.id, conclusion=conclusion
@@ -273,12 +296,9 @@ class Dispatcher:
 
     def _reply(self, key: str, text: str, with_help: bool = False) -> None:
         marker = f"<!-- agent-d:reply {key} -->"
-
-        def lookup():
-            return next((c for c in self.pr.get_issue_comments() if marker in (c.body or "")), None)
-
         body = render.reply(marker, text, with_help)
-        publish.create_once(lookup, lambda: self.pr.create_issue_comment(publish.clip(body)), f"reply {key}")
-
-    def _no_kernel_text(self) -> str:
-        return f"This pull request adds no file matching {', '.join(self.cfg.kernel_globs)}; nothing to port."
+        publish.create_once(
+            lambda: publish.find_marked(self.pr.get_issue_comments(), marker, self.bots),
+            lambda: self.pr.create_issue_comment(publish.clip(body)),
+            f"reply {key}",
+        )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +37,8 @@ class Event:
     comment_body: str = ""
     check_run_id: int | None = None
     kernels: tuple[str, ...] = ()  # workflow_dispatch input
-    draft: bool = False
     fork: bool = False
     reason: str = ""  # why an event is ignored
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 def _is_bot(user: dict | None) -> bool:
@@ -118,7 +116,6 @@ def _pull_request(name: str, action: str, repo: str, payload: dict, common: dict
     fields = {
         "pr_number": int(pr.get("number", payload.get("number", 0))) or None,
         "head_sha": head.get("sha", ""),
-        "draft": bool(pr.get("draft", False)),
         "fork": head_repo != base_repo,
         **common,
     }

@@ -126,7 +126,8 @@ class Finalizer:
             raise ArtifactError(f"commit {self.req.head_sha} could not be fetched")
         return gitops.tree_of(gitdir, self.req.head_sha)
 
-    def _combined_tree(self, gitdir: Path, artifacts: list[Artifact], head_tree: str) -> str:
+    def _combined_tree(self, gitdir: Path, artifacts: list[Artifact], head_tree: str, patch: str) -> str:
+        """The one tree to publish; ``patch``: the artifacts' non-empty patches, joined."""
         for art in artifacts:
             if art.base_tree != head_tree:
                 raise ArtifactError(
@@ -144,7 +145,6 @@ class Finalizer:
                 )
         if len(artifacts) == 1:
             return artifacts[0].tested_tree
-        patch = "".join(a.patch for a in artifacts if not a.empty)
         try:
             return gitops.apply_patch_to_tree(gitdir, self.req.head_sha, patch)
         except gitops.GitError as exc:
@@ -157,15 +157,15 @@ class Finalizer:
 
     def _publish(self, artifacts: list[Artifact], gitdir: Path) -> FinalizeResult:
         req = self.req
+        patch = "".join(a.patch for a in artifacts if not a.empty)
         try:
             head_tree = self._fetch(gitdir)
-            tree = self._combined_tree(gitdir, artifacts, head_tree)
+            tree = self._combined_tree(gitdir, artifacts, head_tree, patch)
         except (ArtifactError, gitops.GitError) as exc:
             return self._fail("artifact rejected", f"The tested result cannot be reproduced: {exc}")
         verdicts = render.merged_verdicts(artifacts)
         verdict = render.overall(verdicts)
         conclusion = render.CONCLUSION[verdict]
-        patch = "".join(a.patch for a in artifacts)
         notes: list[str] = []  # for the check and the status comment
         review_notes: list[str] = []  # only what the review must carry (deterministic across reruns)
         new_head, pushed = req.head_sha, False
@@ -193,7 +193,7 @@ class Finalizer:
         title = f"VERDICT: {verdict}"
         summary = render.check_summary(verdicts, notes)
         if pushed:
-            target = publish.ensure_check_run(
+            target, _ = publish.ensure_check_run(
                 self.repo, new_head, self.cfg.check_name, f"{self.check.external_id}+commit", title, summary
             )
             publish.conclude(target, conclusion, title, summary)

@@ -1,62 +1,46 @@
 """Which kernels a pull request adds, from the API's file list.
 
-Each file entry is turned into a unified diff with proper headers (the API's ``patch``
-field lacks them) and parsed with ``unidiff``; a file counts when it matches the
-config's kernel globs and the diff (or, when GitHub omitted the patch, the ``status``)
-says it was added.
+The rule is bot/targets.py's, the same as ``agent-d port`` uses locally: a kernel is a file
+at ``KERNEL_PATH`` (``src/tilegym/ops/cutile_rs/<op>_kernel/kernel.rs``) that the change
+adds, a rename or copy into place included, and ``<op>`` must pass ``check_name``.  The
+API's ``status`` says whether a file was added (``bot.targets.added_kernels`` reads the same
+fact from a git diff's headers).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
-from unidiff import PatchSet
-from unidiff.errors import UnidiffParseError
+from bot.errors import UsageError
+from bot.targets import KERNEL_PATH, check_name
 
-from bot.github.commands import KERNEL_NAME_RE
-from bot.github.config import Config
+# GitHub's file statuses that put a new file at the path; git's rename/copy detection is
+# what turns an "added" file into "renamed"/"copied", so all three add the kernel.
+ADDED_STATUSES = frozenset({"added", "renamed", "copied"})
 
 
 @dataclass(frozen=True)
 class AddedKernel:
-    op: str
+    op: str  # as found in the path; not yet checked (see checked_ops)
     path: str
 
 
-def _as_diff(filename: str, status: str, patch: str) -> str:
-    source = "/dev/null" if status == "added" else f"a/{filename}"
-    head = f"diff --git a/{filename} b/{filename}\n"
-    if status == "added":
-        head += "new file mode 100644\n"
-    return f"{head}--- {source}\n+++ b/{filename}\n{patch.rstrip()}\n"
-
-
-def is_added(filename: str, status: str, patch: str | None) -> bool:
-    if not patch:
-        return status == "added"
-    try:
-        parsed = PatchSet.from_string(_as_diff(filename, status, patch))
-    except UnidiffParseError:
-        return status == "added"
-    return len(parsed) == 1 and parsed[0].is_added_file
-
-
-def op_name(path: str) -> str:
-    parent = PurePosixPath(path).parent.name
-    return re.sub(r"_kernel$", "", parent)
-
-
-def added_kernels(files, cfg: Config) -> list[AddedKernel]:
-    """``files``: PyGithub File objects (``filename``, ``status``, ``patch``) of a PR."""
+def added_kernels(files) -> list[AddedKernel]:
+    """``files``: PyGithub File objects (``filename``, ``status``) of a PR; sorted by op."""
     found: dict[str, AddedKernel] = {}
     for f in files:
-        if not cfg.is_kernel_path(f.filename):
-            continue
-        if not is_added(f.filename, f.status, f.patch):
-            continue
-        op = op_name(f.filename)
-        if KERNEL_NAME_RE.match(op):
-            found.setdefault(op, AddedKernel(op, f.filename))
+        m = KERNEL_PATH.fullmatch(f.filename)
+        if m and f.status in ADDED_STATUSES:
+            found.setdefault(m.group("op"), AddedKernel(m.group("op"), f.filename))
     return [found[k] for k in sorted(found)]
+
+
+def checked_ops(kernels: list[AddedKernel]) -> list[str]:
+    """The op names, each through ``bot.targets.check_name``; the UsageError names the file."""
+    ops: list[str] = []
+    for k in kernels:
+        try:
+            ops.append(check_name(k.op))
+        except UsageError as exc:
+            raise UsageError(f"`{k.path}`: {exc}") from None
+    return ops

@@ -10,16 +10,24 @@ temporary index so the checkout's own index is never touched.
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import io
 import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from bot.errors import UsageError
 from bot.github import gitops
-from bot.github.artifact import ALLOWED_PATHS, FORBIDDEN_PATHS, KernelVerdict, write_artifact
+from bot.github.artifact import (
+    MAX_REASON,
+    MAX_VALIDATOR_BLOCK,
+    VERDICT_KINDS,
+    KernelVerdict,
+    is_allowed,
+    write_artifact,
+)
 from bot.github.redact import REDACTOR, RedactFilter, is_secret_name
+from bot.targets import check_name
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +73,6 @@ def _captured_log() -> Iterator[io.StringIO]:
         root.removeHandler(handler)
 
 
-def _allowed(path: str) -> bool:
-    if any(fnmatch.fnmatchcase(path, p) for p in FORBIDDEN_PATHS):
-        return False
-    return any(fnmatch.fnmatchcase(path, p) for p in ALLOWED_PATHS)
-
-
 def snapshot(repo: Path) -> tuple[str, str, list[str], list[str]]:
     """(patch, tested tree, changed allowed paths, changed paths left out) for the work tree vs HEAD."""
     with gitops.temp_index() as env:
@@ -81,10 +83,10 @@ def snapshot(repo: Path) -> tuple[str, str, list[str], list[str]]:
             for p in gitops.git(repo, "diff", "--cached", "--name-only", "-z", "HEAD", env=env).split("\0")
             if p
         ]
-        dropped = [p for p in changed if not _allowed(p)]
+        dropped = [p for p in changed if not is_allowed(p)]
         for path in dropped:
             gitops.git(repo, "reset", "-q", "HEAD", "--", path, env=env)
-        kept = [p for p in changed if _allowed(p)]
+        kept = [p for p in changed if is_allowed(p)]
         patch = gitops.git(
             repo,
             "diff",
@@ -103,13 +105,13 @@ def snapshot(repo: Path) -> tuple[str, str, list[str], list[str]]:
 def _normalise(result: tuple) -> KernelVerdict:
     kind, klass, reason, block = result
     kind = getattr(kind, "value", kind)
-    if kind not in ("ALL_PASS", "FAIL", "BLOCKED"):
+    if kind not in VERDICT_KINDS:
         raise PortJobError(f"port_fn returned an unknown verdict kind {kind!r}")
     return KernelVerdict(
         kind=str(kind),
         klass=str(klass or ""),
-        reason=REDACTOR.redact(str(reason))[:2000],
-        validator_block=REDACTOR.redact(str(block or ""))[:60000],
+        reason=REDACTOR.redact(str(reason))[:MAX_REASON],
+        validator_block=REDACTOR.redact(str(block or ""))[:MAX_VALIDATOR_BLOCK],
     )
 
 
@@ -123,6 +125,11 @@ def run_port_job(
 ) -> Path:
     """Port ``kernels`` in the checkout ``repo`` (which must be at ``head_sha``); write the artifact."""
     repo = Path(repo)
+    for op in kernels:
+        try:
+            check_name(op)
+        except UsageError as exc:
+            raise PortJobError(str(exc)) from None
     actual = gitops.worktree_head(repo)
     if actual != head_sha:
         raise PortJobError(f"the checkout is at {actual}, not the approved commit {head_sha}")
@@ -138,7 +145,7 @@ def run_port_job(
                 except Exception as exc:  # a crash in the pipeline is a host-side block, not a lost run
                     log.exception("port of %s crashed", op)
                     why = REDACTOR.redact(f"the port crashed: {type(exc).__name__}: {exc}")
-                    verdicts[op] = KernelVerdict("BLOCKED", "host", why[:2000])
+                    verdicts[op] = KernelVerdict("BLOCKED", "host", why[:MAX_REASON])
             logs[f"{op}.txt"] = REDACTOR.redact(buf.getvalue())
         patch, tree, kept, dropped = snapshot(repo)
     if dropped:

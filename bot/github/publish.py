@@ -99,8 +99,19 @@ def open_check_runs(repo, sha: str, name: str) -> list:
 
 def ensure_check_run(
     repo, sha: str, name: str, external_id: str, title: str, summary: str, details_url: str = ""
-):
-    """Find or create the check run ``name``/``external_id`` on ``sha``, status queued."""
+) -> tuple[object, bool]:
+    """Find or create the check run ``name``/``external_id`` on ``sha``, status queued.
+
+    Returns (run, created). ``created`` is False only when the run already existed before this
+    call; a run that shows up after one of this call's creates failed (GitHub stored it, then
+    answered 5xx) counts as created here.
+    """
+    lookups = 0
+
+    def lookup():
+        nonlocal lookups
+        lookups += 1
+        return find_check_run(repo, sha, name, external_id)
 
     def create():
         kwargs = {"details_url": details_url} if details_url else {}
@@ -113,10 +124,8 @@ def ensure_check_run(
             **kwargs,
         )
 
-    run, _ = create_once(
-        lambda: find_check_run(repo, sha, name, external_id), create, f"check run {name}@{sha[:12]}"
-    )
-    return run
+    run, created = create_once(lookup, create, f"check run {name}@{sha[:12]}")
+    return run, created or lookups > 1
 
 
 def conclude(check_run, conclusion: str, title: str, summary: str, text: str = "") -> None:
@@ -126,15 +135,23 @@ def conclude(check_run, conclusion: str, title: str, summary: str, text: str = "
     check_run.edit(status="completed", conclusion=conclusion, output=output)
 
 
-def start(check_run, summary: str) -> None:
-    check_run.edit(status="in_progress", output={"title": "running", "summary": clip(summary)})
-
-
-# --------------------------------------------------------------------------- review
+# --------------------------------------------------------------------------- marked posts
 
 
 def _mine(user, bots: tuple[str, ...]) -> bool:
     return user is not None and (user.login in bots or getattr(user, "type", "") == "Bot")
+
+
+def find_marked(items, marker: str, bots: tuple[str, ...]):
+    """The first of ``items`` (reviews, comments) that carries ``marker`` and that agent-d posted.
+
+    Anyone can write the marker into their own comment; only the bot's own count, so a planted
+    marker never stands in for (and suppresses) the bot's post.
+    """
+    return next((i for i in items if marker in (i.body or "") and _mine(i.user, bots)), None)
+
+
+# --------------------------------------------------------------------------- review
 
 
 def post_review(repo, pr, sha: str, body: str, bots: tuple[str, ...]) -> tuple[object, str]:
@@ -145,14 +162,10 @@ def post_review(repo, pr, sha: str, body: str, bots: tuple[str, ...]) -> tuple[o
     marker = review_marker(sha)
     full = clip(f"{marker}\n{body}")
 
-    def lookup():
-        for review in pr.get_reviews():
-            if marker in (review.body or "") and _mine(review.user, bots):
-                return review
-        return None
-
     review, created = create_once(
-        lookup, lambda: pr.create_review(commit=repo.get_commit(sha), body=full, event="COMMENT"), "review"
+        lambda: find_marked(pr.get_reviews(), marker, bots),
+        lambda: pr.create_review(commit=repo.get_commit(sha), body=full, event="COMMENT"),
+        "review",
     )
     if created:
         return review, "created"
@@ -169,13 +182,11 @@ def upsert_sticky(pr, body: str, bots: tuple[str, ...]) -> tuple[object, str]:
     """The one status comment, edited in place. Returns (comment, created|edited|unchanged)."""
     full = clip(f"{STATUS_MARKER}\n{body}")
 
-    def lookup():
-        for comment in pr.get_issue_comments():
-            if STATUS_MARKER in (comment.body or "") and _mine(comment.user, bots):
-                return comment
-        return None
-
-    comment, created = create_once(lookup, lambda: pr.create_issue_comment(full), "status comment")
+    comment, created = create_once(
+        lambda: find_marked(pr.get_issue_comments(), STATUS_MARKER, bots),
+        lambda: pr.create_issue_comment(full),
+        "status comment",
+    )
     if created:
         return comment, "created"
     if (comment.body or "").strip() == full.strip():

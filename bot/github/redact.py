@@ -65,9 +65,6 @@ class Redactor:
             if is_secret_name(name):
                 self.add(value)
 
-    def __call__(self, text: str) -> str:
-        return self.redact(text)
-
     def redact(self, text: str) -> str:
         if not text:
             return text

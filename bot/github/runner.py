@@ -47,10 +47,11 @@ def prepare_checkout(clone_url: str, ref: str, sha: str, dest: Path, token: str 
 def pipeline_port_fn(**options) -> PortFn:
     """The real port (``bot.pipeline``) in the shape ``run_port_job`` expects."""
     from bot.pipeline import PortOptions, port_one
+    from bot.targets import check_name
     from bot.types import Target
 
     def port_fn(repo: Path, op: str) -> tuple[str, str, str, str]:
-        result = port_one(Target(repo, op), PortOptions(repo=repo, kernel=op, **options))
+        result = port_one(Target(repo, check_name(op)), PortOptions(repo=repo, kernel=op, **options))
         v = result.verdict
         return v.kind.value, v.klass, v.reason, result.validator_block
 
@@ -75,9 +76,8 @@ def run_all(
     url = head_repo.clone_url if head_repo is not None else pr.base.repo.clone_url
     ref = f"refs/heads/{pr.head.ref}" if head_repo is not None else f"refs/pull/{decision.pr}/head"
     for entry in decision.matrix:
-        tag = entry.kernel.replace(" ", "+")
-        checkout = prepare_checkout(url, ref, entry.head_sha, workdir / f"checkout-{tag}", token)
-        artifact = workdir / f"artifact-{tag}"
+        checkout = prepare_checkout(url, ref, entry.head_sha, workdir / f"checkout-{entry.slug}", token)
+        artifact = workdir / f"artifact-{entry.slug}"
         run_port_job(checkout, entry.head_sha, entry.kernel.split(), artifact, port_fn, repo_name=event.repo)
         summary.artifacts.append(artifact)
     request = FinalizeRequest(
