@@ -5,7 +5,8 @@
   run    (GPU machine) unpack the parts, run the tests of both trees, benchmark, write results.json
   table  results.json -> docs/gpu.md
 
-See docs/gpu-proof.md. ``run`` and ``table`` use the standard library only.
+See docs/gpu-proof.md. ``run`` and ``table`` need the standard library and this checkout's
+``bot`` package (its stdlib-only log reader), which travels with the working tree.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the repository root: ``bot``
 
 from gpu import OPS
 
@@ -77,9 +79,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = p.parse_args(argv)
     if args.cmd == "pack":
-        from gpu.pack import REPO_ROOT, pack
+        from gpu.pack import pack
 
-        sys.path.insert(0, str(REPO_ROOT))
         from bot.wheel import default_cache_dir  # the tests' cache too, so compiled crates are shared
 
         cache = default_cache_dir()

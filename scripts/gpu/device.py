@@ -1,4 +1,4 @@
-"""``run``: the GPU half (standard library only; the machine's python3 3.12 with torch and pytest).
+"""``run``: the GPU half (standard library and ``bot.testlog``; the machine's python3 3.12 with torch and pytest).
 
 Stages: ``unpack`` keeps every part found (bundle dir or earlier calls) under the state dir,
 checks sha256s and extracts each archive once all of its parts are there; it is idempotent, so
@@ -289,46 +289,28 @@ def run_step(step: Step, base_env: dict[str, str], timeout: float) -> dict:
 
 # ------------------------------------------------------------------------------------ log parsing
 
-_SUMMARY = re.compile(r"^=+ (.*?) in [\d.]+s(?: \([^)]*\))? =+$", re.M)
-_VLINE = re.compile(r"^(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b", re.M)
-
 
 def parse_pytest(text: str) -> dict:
-    """Counts from pytest's final summary line (falling back to the -v lines), outcomes by test id."""
-    counts = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0}
-    outcomes = {m.group(1): m.group(2) for m in _VLINE.finditer(text)}
-    summaries = _SUMMARY.findall(text)
-    if summaries:
-        for n, word in re.findall(
-            r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|xpassed)", summaries[-1]
-        ):
-            key = "errors" if word.startswith("error") else word
-            if key in counts:
-                counts[key] = int(n)
-    else:
-        for outcome in outcomes.values():
-            key = {"PASSED": "passed", "FAILED": "failed", "SKIPPED": "skipped", "ERROR": "errors"}.get(
-                outcome
-            )
-            if key:
-                counts[key] += 1
-    first = ""
-    m = re.search(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$", text, re.M)
-    if m:
-        first = f"{m.group(1)} {m.group(2)}" + (f" - {m.group(3)[:200]}" if m.group(3) else "")
-    else:
-        fail = next((k for k, v in outcomes.items() if v in ("FAILED", "ERROR")), "")
-        if fail:
-            first = f"{outcomes[fail]} {fail}"
-        else:
-            err = re.search(r"^E\s+(.+)$", text, re.M)
-            first = err.group(1)[:200] if err else ""
+    """Counts, first failure and outcomes by test id, read by agent-d's own log reader
+    (``bot.testlog``), so both trees' runs and ``agent-d verify`` read logs by one rule."""
+    from bot.testlog import parse_log
+
+    parsed = parse_log(text)
+    first = next((c for c in parsed.cases if c.outcome in ("failed", "error")), None)
+    first_failure = ""
+    if first is not None:
+        first_failure = f"{first.outcome.upper()} {first.nodeid}" + (
+            f" - {first.message[:200]}" if first.message else ""
+        )
     return {
-        **counts,
-        "summary": summaries[-1] if summaries else "",
-        "first_failure": first,
-        "outcomes": outcomes,
-        "header": bool(re.search(r"^platform \S+ -- Python", text, re.M)),
+        "passed": parsed.passed,
+        "failed": parsed.failed,
+        "skipped": parsed.skipped,
+        "errors": parsed.errors,
+        "summary": re.sub(r" in [\d.]+s\b.*$", "", parsed.summary_line),
+        "first_failure": first_failure,
+        "outcomes": {c.nodeid: c.outcome.upper() for c in parsed.cases},
+        "header": parsed.header,
     }
 
 
