@@ -15,6 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.wheel import default_cache_dir as agent_d_cache
+
 OPENAPI_PKG = "@octokit/openapi"
 OPENAPI_VERSION = "23.0.2"
 OPENAPI_MEMBER = "package/generated/api.github.com.json"
@@ -35,10 +37,8 @@ class Assets:
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get("AGENT_D_CACHE")
-    if env:
-        return Path(env) / "npm"
-    return Path.home() / ".cache" / "agent-d" / "npm"
+    """npm/ under agent-d's cache (``$AGENT_D_CACHE``, else ~/.cache/agent-d), shared with the bot's."""
+    return agent_d_cache() / "npm"
 
 
 def _extract_one(pkg: str, version: str, member: str, dest: Path) -> Path:
