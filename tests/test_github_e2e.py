@@ -89,6 +89,11 @@ class World:
     def checks(self, sha):
         return list(self.repo.get_commit(sha).get_check_runs(check_name="agent-d"))
 
+    def all_checks(self, sha):
+        """Every agent-d run on ``sha``, oldest first (``checks`` is GitHub's default: the newest)."""
+        runs = self.repo.get_commit(sha).get_check_runs(check_name="agent-d", filter="all")
+        return sorted(runs, key=lambda c: c.id)
+
     def posts(self, pattern):
         return len(self.fake.calls("POST", pattern))
 
@@ -345,6 +350,35 @@ def test_duplicate_delivery_queues_once(world):
     second = Dispatcher(world.gh, ev, BOTS, run_ref="2").run()
     assert first.run and not second.run and second.reason == "already handled"
     assert len(world.checks(world.fake.pr_head_sha(pr))) == 1
+    assert len(world.sticky(pr.number)) == 1
+    # the redelivery is a no-op: the run the first delivery queued is still queued, not cancelled
+    [check] = world.all_checks(world.fake.pr_head_sha(pr))
+    assert check.id == first.check_run_id == second.check_run_id
+    assert (check.status, check.conclusion) == ("queued", None)
+
+
+def test_a_draft_pr_is_ported_when_it_is_ready_for_review(world):
+    pr = world.open_kernel_pr(branch="draft-silu", draft=True)
+    head = world.fake.pr_head_sha(pr)
+    draft = Dispatcher(world.gh, world.event("pull_request", "opened", pr=pr.number), BOTS, run_ref="1").run()
+    assert not draft.run and draft.conclusion == "neutral" and draft.reason == "draft pull request"
+    assert [(c.status, c.conclusion) for c in world.checks(head)] == [("completed", "neutral")]
+    # the same draft delivery again: nothing new
+    again = Dispatcher(world.gh, world.event("pull_request", "opened", pr=pr.number), BOTS, run_ref="2").run()
+    assert not again.run and again.reason == "already handled"
+    assert len(world.checks(head)) == 1 and len(world.all_checks(head)) == 1
+
+    with world.fake.state.lock:
+        pr.draft = False  # marked ready for review; the head does not move
+    ready = world.event("pull_request", "ready_for_review", pr=pr.number)
+    queued = Dispatcher(world.gh, ready, BOTS, run_ref="3").run()
+    assert queued.run and queued.head_sha == head and queued.kernels == ["silu_and_mul"]
+    runs = [(c.id, c.status, c.conclusion) for c in world.all_checks(head)]
+    assert runs == [(draft.check_run_id, "completed", "neutral"), (queued.check_run_id, "queued", None)]
+    # ready_for_review delivered twice: no second run, the queued one stays queued
+    twice = Dispatcher(world.gh, ready, BOTS, run_ref="4").run()
+    assert not twice.run and twice.reason == "already handled" and twice.check_run_id == queued.check_run_id
+    assert [(c.id, c.status, c.conclusion) for c in world.all_checks(head)] == runs
     assert len(world.sticky(pr.number)) == 1
 
 

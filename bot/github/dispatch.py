@@ -134,10 +134,16 @@ class Dispatcher:
             return self._skip(f"stale event: the head moved from {ev.head_sha[:12]} to {head[:12]}")
         if render.is_bot_message(self.repo.get_commit(head).commit.message):
             return self._skip("the head commit is agent-d's own; its check was concluded when it was pushed")
-        self._cancel_superseded([ev.before_sha] if ev.before_sha else [], head, keep="")
-        if self.pr.draft and not self.cfg.run_drafts:
+        # A draft gets its own notice key, so ready_for_review on the same head still queues "auto".
+        draft_notice = self.pr.draft and not self.cfg.run_drafts
+        own = self._external(head, "draft" if draft_notice else "auto")
+        # Redelivery: the run this event makes already exists, so the first delivery already
+        # cancelled what it superseded; anything open now is newer (or is that run) and stays.
+        if publish.find_check_run(self.repo, head, self.cfg.check_name, own) is None:
+            self._cancel_superseded([ev.before_sha] if ev.before_sha else [], head, keep=own)
+        if draft_notice:
             return self._conclude(
-                head, "auto", "neutral", "draft pull request", "agent-d runs when it is ready for review."
+                head, "draft", "neutral", "draft pull request", "agent-d runs when it is ready for review."
             )
         try:
             kernels = self._added_ops()
