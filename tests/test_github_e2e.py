@@ -357,6 +357,22 @@ def test_duplicate_delivery_queues_once(world):
     assert (check.status, check.conclusion) == ("queued", None)
 
 
+def test_redelivery_after_a_newer_run_on_the_head_is_still_a_no_op(world):
+    # GitHub lists only the newest run of each name unless asked for all: the lookup must ask
+    pr = world.open_kernel_pr()
+    head = world.fake.pr_head_sha(pr)
+    opened = world.event("pull_request", "opened", pr=pr.number)
+    first = Dispatcher(world.gh, opened, BOTS, run_ref="1").run()
+    comment = world.event("issue_comment", "created", pr=pr.number, body="/agent-d rerun", commenter="maint")
+    rerun = Dispatcher(world.gh, comment, BOTS, run_ref="2").run()
+    assert first.run and rerun.run and rerun.check_run_id != first.check_run_id
+    again = Dispatcher(world.gh, opened, BOTS, run_ref="3").run()
+    assert not again.run and again.reason == "already handled" and again.check_run_id == first.check_run_id
+    # the maintainer's rerun superseded the first run; the redelivery cancelled nothing, queued nothing
+    runs = {c.id: (c.status, c.conclusion) for c in world.all_checks(head)}
+    assert runs == {first.check_run_id: ("completed", "cancelled"), rerun.check_run_id: ("queued", None)}
+
+
 def test_a_draft_pr_is_ported_when_it_is_ready_for_review(world):
     pr = world.open_kernel_pr(branch="draft-silu", draft=True)
     head = world.fake.pr_head_sha(pr)

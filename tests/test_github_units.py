@@ -316,7 +316,9 @@ class _Repo:
     def get_commit(self, sha):
         self.lookups += 1
         return SimpleNamespace(
-            get_check_runs=lambda check_name: [r for r in self.runs if r.name == check_name]
+            get_check_runs=lambda check_name, filter: [
+                r for r in self.runs if r.name == check_name and filter == "all"
+            ]
         )
 
     def create_check_run(self, **kw):

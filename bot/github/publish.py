@@ -87,14 +87,20 @@ def _describe(exc: Exception) -> str:
 
 def find_check_run(repo, sha: str, name: str, external_id: str | None = None):
     """The newest check run ``name`` on ``sha`` (with ``external_id`` when given), or None."""
-    runs = [r for r in repo.get_commit(sha).get_check_runs(check_name=name) if r.name == name]
+    runs = [r for r in _check_runs(repo, sha, name) if r.name == name]
     if external_id is not None:
         runs = [r for r in runs if (r.external_id or "") == external_id]
     return max(runs, key=lambda r: r.id) if runs else None
 
 
 def open_check_runs(repo, sha: str, name: str) -> list:
-    return [r for r in repo.get_commit(sha).get_check_runs(check_name=name) if r.status != "completed"]
+    return [r for r in _check_runs(repo, sha, name) if r.status != "completed"]
+
+
+def _check_runs(repo, sha: str, name: str):
+    # GitHub lists only the newest run of each name unless asked for all; a key (external_id)
+    # can be on an older run of the same name, and "already handled" must see it.
+    return repo.get_commit(sha).get_check_runs(check_name=name, filter="all")
 
 
 def ensure_check_run(
