@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bot import apply, checkout, generate
 from bot.demo import assemble_checkout
+from bot.discover import discover
 from bot.pipeline import gather_facts
 from bot.plan import build_plan
 from bot.reader import read_kernel, reader_binary
@@ -35,8 +36,10 @@ def generate_once(repo: Path, op: str) -> dict[str, float]:
     start = time.perf_counter()
     signature = read_kernel(target.kernel_rs)
     marks["read"] = time.perf_counter()
-    co = checkout.inspect(target)
-    plan = build_plan(target, signature, gather_facts(target, repo / "out" / op, signature), co)
+    found = discover(target)
+    marks["discover"] = time.perf_counter()
+    co = checkout.inspect(target, found)
+    plan = build_plan(target, signature, gather_facts(target, found, repo / "out" / op, signature), co)
     marks["plan"] = time.perf_counter()
     files = generate.generate(target, plan, co)
     marks["render"] = time.perf_counter()

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.errors import Blocked
-from bot.types import Source, Target
+from bot.types import Discovery, Source, Target, TestSite
 
 FFI_MACROS = ("deref_descs", "resolve_dtype", "setup_device_stream", "dispatch_by_dtype", "compile_options")
 
@@ -23,12 +23,10 @@ class Checkout:
     has_rc_module: bool
     has_cast_tf32: bool
     lib_rs: Path
-    test_file: Path | None
-    test_scope: str  # "class" | "module" | ""
-    test_scope_source: Source | None
+    test_sites: tuple[TestSite, ...]  # the test files to wire and run (discovery), primary first
 
 
-def inspect(target: Target) -> Checkout:
+def inspect(target: Target, discovery: Discovery) -> Checkout:
     """Fails with BLOCKED (host) when the checkout lacks the cutile-rs runtime the host side needs."""
     ffi_util = target.ops_dir / "ffi_util.rs"
     crate = target.crate_dir
@@ -51,8 +49,6 @@ def inspect(target: Target) -> Checkout:
     else:
         absent = sorted(set(FFI_MACROS) - set(present))
         style, why = "explicit", f"{rel} lacks macro(s) {', '.join(absent)}"
-    test_file = target.test_file
-    scope, scope_source = _backends_scope(test_file, target.repo)
     return Checkout(
         ffi_util=ffi_util,
         style=style,
@@ -60,20 +56,5 @@ def inspect(target: Target) -> Checkout:
         has_rc_module=bool(re.search(r"pub\s+mod\s+rc\b", text)),
         has_cast_tf32=bool(re.search(r"fn\s+cast_tf32\b", text)),
         lib_rs=crate / "src" / "lib.rs",
-        test_file=test_file if test_file.is_file() else None,
-        test_scope=scope,
-        test_scope_source=scope_source,
+        test_sites=discovery.test_sites,
     )
-
-
-def _backends_scope(test_file: Path, repo: Path) -> tuple[str, Source | None]:
-    if not test_file.is_file():
-        return "", None
-    for lineno, line in enumerate(test_file.read_text(encoding="utf-8").splitlines(), 1):
-        m = re.match(r"^(\s*)_backends\s*=", line)
-        if m:
-            scope = "class" if m.group(1) else "module"
-            return scope, Source(
-                "checkout", f"{test_file.relative_to(repo)}:{lineno} {scope}-level _backends"
-            )
-    return "", None

@@ -31,8 +31,7 @@ def generate(target: Target, plan: LaunchPlan, checkout: Checkout) -> GeneratedF
         (repo / OPS_INIT, wiring.ops_init),
         (repo / SELECTOR, wiring.selector),
     ]
-    if checkout.test_file is not None:
-        edits.append((checkout.test_file, wiring.test_backends))
+    edits += [(repo / site.path, wiring.test_backends) for site in checkout.test_sites]
     for path, edit in edits:
         current = path.read_text(encoding="utf-8") if path.is_file() else None
         if current is None and path.name != "__init__.py":

@@ -24,6 +24,7 @@ from bot import (
     build,
     checkout,
     classify,
+    discover,
     generate,
     report,
     smoke,
@@ -41,6 +42,7 @@ from bot.reader import ReaderError, ReaderUnavailable, read_kernel
 from bot.targets import find_targets
 from bot.types import (
     BuildResult,
+    Discovery,
     KernelSignature,
     PortResult,
     StageRecord,
@@ -125,13 +127,14 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
                 f"{target.kernel_rs.relative_to(target.repo)} does not exist",
                 followup=f"add src/tilegym/ops/cutile_rs/{target.op}_kernel/kernel.rs",
             )
+        found = run.stage("discover", lambda: discover.discover(target), _discovery_line)
         if options.verify_only:
             built = run.stage(
                 "built library", lambda: _existing_build(target), lambda b: f"{target.symbol} exported"
             )
             tools = None
         else:
-            built, tools = _generate_and_build(target, run, result, out_dir, options)
+            built, tools = _generate_and_build(target, found, run, result, out_dir, options)
         result.build = built
         if options.verify_only:
             shutil.copy2(target.ffi_rs, out_dir / "ffi.rs")
@@ -142,8 +145,8 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
             lambda: testrun.probe(python),
             lambda i: i.env_problem() or f"{i.device}, torch {i.torch}",
         )
-        test_file = testrun.read_test_file(target.test_file)  # parsed once: selection and skip texts
-        argv, _selection = testrun.command(target, python, test_file)
+        test_file = _test_files(target, found, interp.env_problem())  # parsed once: selection, skips
+        argv, _selection = testrun.command(python, test_file)
         pytest_cmd = testrun.shown(argv)
         tests = run.stage(
             "test",
@@ -168,15 +171,34 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
     return result
 
 
-def _generate_and_build(target: Target, run: _Run, result: PortResult, out_dir: Path, options: PortOptions):
+def _discovery_line(found: Discovery) -> str:
+    tests = ", ".join(t.path for t in found.test_sites) or "no test file"
+    return f"{found.dispatch_name}: reference {found.reference.path if found.reference else 'none'}; {tests}"
+
+
+def _test_files(target: Target, found: Discovery, env_problem: str) -> testrun.TestFile:
+    if not found.test_sites:
+        if env_problem:  # the machine could not prove anything either way: say that first
+            raise Blocked("env", env_problem)
+        raise Blocked(
+            "host",
+            f"no test file reaches {found.dispatch_name!r}: " + "; ".join(found.tried),
+            host_fix=f"add a test under tests/ that calls tilegym.ops.{found.dispatch_name}",
+        )
+    return testrun.read_test_files(target.repo, found.test_sites)
+
+
+def _generate_and_build(
+    target: Target, found: Discovery, run: _Run, result: PortResult, out_dir: Path, options: PortOptions
+):
     signature = run.stage(
         "kernel signature",
         lambda: read_signature(target),
         lambda s: f"{s.module}: " + ", ".join(e.name for e in s.entries),
     )
-    co = run.stage("checkout", lambda: checkout.inspect(target), lambda c: f"ffi style {c.style}")
+    co = run.stage("checkout", lambda: checkout.inspect(target, found), lambda c: f"ffi style {c.style}")
     facts = run.stage(
-        "facts", lambda: gather_facts(target, out_dir, signature), lambda f: f"{len(f.items)} facts"
+        "facts", lambda: gather_facts(target, found, out_dir, signature), lambda f: f"{len(f.items)} facts"
     )
     plan = run.stage(
         "launch plan",
@@ -246,19 +268,20 @@ def make_plan(target: Target, out_dir: Path):
 
     Returns ``(plan, facts, checkout)``; raises ``StageStop`` like the pipeline's stages.
     """
-    co = checkout.inspect(target)
+    found = discover.discover(target)
+    co = checkout.inspect(target, found)
     signature = read_signature(target)
-    facts = gather_facts(target, out_dir, signature)
+    facts = gather_facts(target, found, out_dir, signature)
     return build_plan(target, signature, facts, co), facts, co
 
 
-def gather_facts(target: Target, out_dir: Path, signature: KernelSignature | None) -> Facts:
+def gather_facts(target: Target, found: Discovery, out_dir: Path, signature: KernelSignature | None) -> Facts:
     facts = Facts()
     contract.gather(target, facts)
     contract.gather_agent_b(out_dir / "reports" / "agent_b.md", facts)
     analysis.gather(out_dir / "reference" / "analysis.json", facts)
-    ops_py.gather(target, facts)
-    ref = reference.load(target)  # parsed once for both readers
+    ops_py.gather(target, found, facts)
+    ref = reference.load(target, found)  # parsed once for both readers
     reference.gather(target, facts, ref)
     reference_launch.gather(target, signature, facts, ref)
     return facts

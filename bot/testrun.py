@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from bot.types import Target
+from bot.discover import is_functional
+from bot.types import Target, TestSite
 
 PROBE = r"""
 import importlib.util, json
@@ -110,12 +111,27 @@ def probe(python: str) -> Interpreter:
 
 @dataclass(frozen=True)
 class TestFile:
-    """What the run needs from the op's test file, read with one parse."""
+    """What the run needs from the op's test files, each read with one parse."""
 
     __test__ = False  # not a pytest test class
     functional: tuple[str, ...] = ()  # test functions of the correctness surface, in file order
     # the constant text of every pytest.skip(...) reason (f-strings: their leading text)
     skips: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()  # the files, relative to the repo
+
+
+def read_test_files(repo: Path, sites: tuple[TestSite, ...]) -> TestFile:
+    """The functional tests and skip reasons of every discovered test file, merged; a site's own
+    list of tests that call the op wins over the name rule."""
+    functional: list[str] = []
+    skips: list[str] = []
+    for site in sites:
+        one = read_test_file(repo / site.path)
+        functional += site.functional or one.functional
+        skips += one.skips
+    return TestFile(
+        tuple(dict.fromkeys(functional)), tuple(dict.fromkeys(skips)), tuple(s.path for s in sites)
+    )
 
 
 def read_test_file(test_file: Path) -> TestFile:
@@ -126,9 +142,7 @@ def read_test_file(test_file: Path) -> TestFile:
     names = [
         n.name
         for n in nodes
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-        and (n.name.startswith("test_op") or n.name.startswith("test_autotune_op"))
-        and "backward" not in n.name
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and is_functional(n.name)
     ]
     reasons: list[str] = []
     for node in nodes:
@@ -142,18 +156,27 @@ def read_test_file(test_file: Path) -> TestFile:
     return TestFile(tuple(dict.fromkeys(names)), tuple(reasons))
 
 
-def command(target: Target, python: str, tests: TestFile | None = None) -> tuple[list[str], str]:
-    """The pytest argv and the selection it uses (for the report); ``tests``: the test file, if read already."""
-    rel = str(target.test_file.relative_to(target.repo))
+def command(python: str, tests: TestFile) -> tuple[list[str], str]:
+    """The pytest argv over the op's test files and the selection it uses (for the report)."""
     backend = "(cutile_rs or cutile-rs)"
-    if tests is None:
-        tests = read_test_file(target.test_file)
     if tests.functional:
         selection = f"{backend} and ({' or '.join(tests.functional)})"
     else:
         selection = backend
     # -rs prints every skip's reason, so each skip can be checked for its citation.
-    argv = [python, "-m", "pytest", rel, "-k", selection, "--tb=short", "-v", "-x", "--timeout=60", "-rs"]
+    argv = [
+        python,
+        "-m",
+        "pytest",
+        *tests.paths,
+        "-k",
+        selection,
+        "--tb=short",
+        "-v",
+        "-x",
+        "--timeout=60",
+        "-rs",
+    ]
     return argv, selection
 
 

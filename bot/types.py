@@ -42,17 +42,67 @@ class Target:
         return self.ops_dir / f"{self.op}.py"
 
     @property
-    def test_file(self) -> Path:
-        """The op's correctness tests, ``tests/ops/test_<op>.py`` (it may not exist)."""
-        return self.repo / "tests" / "ops" / f"test_{self.op}.py"
-
-    @property
     def crate_dir(self) -> Path:
         return self.ops_dir / "cutile_kernels"
 
     @property
     def symbol(self) -> str:
         return f"cutile_{self.op}"
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+@dataclass(frozen=True)
+class Found:
+    """One place in the checkout: a file (relative to the repo), a line, and what is there."""
+
+    path: str
+    line: int
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line} {self.detail}"
+
+
+@dataclass(frozen=True)
+class TestSite:
+    """A test file that exercises the op, and where its backends are parametrized."""
+
+    __test__ = False  # not a pytest test class
+    path: str  # relative to the repo
+    backends_line: int  # line of its first ``_backends =`` (0: none)
+    scope: str  # "class" | "module" | "" (no _backends)
+    how: str  # how it reaches the op ("line 71: tilegym.ops.fmha_decode")
+    direct: bool = True  # False: only its file name says it tests the op
+    functional: tuple[str, ...] = ()  # its correctness tests (test_op*) that call the op
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """Where the checkout keeps one op's facts (bot/discover.py)."""
+
+    op: str
+    dispatch_name: str  # the name TileGym's registry knows the op by
+    dispatch_source: Source
+    reference: Found | None  # the cuTile reference's register_impl
+    public: Found | None  # the @dispatch declaration
+    tests: tuple[TestSite, ...] = ()  # the one calling the op first
+    call_keywords: tuple[str, ...] = ()  # keyword names the tests pass
+    candidates: tuple[str, ...] = ()  # names registered by the module named after the op
+    tried: tuple[str, ...] = ()
+
+    @property
+    def test_sites(self) -> tuple[TestSite, ...]:
+        """The files to wire and run: those whose correctness tests call the op, else the first
+        file that reaches it (or is named after it); empty when none does."""
+        functional = tuple(t for t in self.tests if t.functional)
+        return functional or self.tests[:1]
+
+    @property
+    def test_file(self) -> str:
+        """The primary test file (relative), or "" when no test reaches the op."""
+        return self.tests[0].path if self.tests else ""
 
 
 # --------------------------------------------------------------------------- kernel signature
@@ -253,9 +303,13 @@ class LaunchPlan:
     op: str
     ffi: FfiPlan
     python: PyPlan
-    tests: TestWiring
+    tests: TestWiring  # the primary test file ("" when none reaches the op)
     missing: list[MissingFact] = field(default_factory=list)
     contract_lines: int = 0  # lines of the porter-written contract this plan used
+    more_tests: list[TestWiring] = field(default_factory=list)  # other files whose tests call the op
+
+    def test_files(self) -> list[str]:
+        return [t.file for t in [self.tests, *self.more_tests] if t.file]
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -40,6 +40,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from bot.discover import discover
 from bot.types import Target, ValidatorRun
 
 SKILL = "tilegym-converting-cutile-triton-to-cutile-rs"
@@ -419,13 +420,15 @@ def _run_checks(out: _Out, base: Path, op: str, repo: Path, so_path: Path | None
         "backend/selector.py references cutile-rs",
         "backend/selector.py does not register cutile-rs",
     )
-    test_file = Target(repo, op).test_file
-    rel = test_file.relative_to(repo)
-    out.check(
-        bool(_MENTIONS_BACKEND.search(_read(test_file) or "")),
-        f"{rel} includes cutile-rs backend",
-        f"{rel} does not include cutile-rs in its parametrization",
-    )
+    sites = discover(Target(repo, op)).test_sites
+    if not sites:
+        out.fail(f"no test file under tests/ reaches {op} (nothing to parametrize)")
+    for site in sites:
+        out.check(
+            bool(_MENTIONS_BACKEND.search(_read(repo / site.path) or "")),
+            f"{site.path} includes cutile-rs backend",
+            f"{site.path} does not include cutile-rs in its parametrization",
+        )
 
 
 # --------------------------------------------------------------------------- the repo's own script

@@ -11,7 +11,7 @@ import pytest
 from bot import testrun
 from bot.classify import after_validator, classify
 from bot.testlog import to_test_result
-from bot.types import Target, TestCase, TestResult, Verdict, VerdictKind
+from bot.types import Target, TestCase, TestResult, TestSite, Verdict, VerdictKind
 
 
 def _result(code, cases=(), env="", **counts) -> TestResult:
@@ -202,10 +202,9 @@ def test_run_says_when_it_stopped_pytest_not_the_log(tmp_path):
 
 
 def test_test_file_is_parsed_once_for_selection_and_skip_texts(tmp_path):
-    target = Target(tmp_path, "x")
-    assert target.test_file == tmp_path / "tests" / "ops" / "test_x.py"
-    target.test_file.parent.mkdir(parents=True)
-    target.test_file.write_text(
+    test_file = tmp_path / "tests" / "ops" / "test_x.py"
+    test_file.parent.mkdir(parents=True)
+    test_file.write_text(
         textwrap.dedent(
             """\
             import pytest
@@ -224,11 +223,18 @@ def test_test_file_is_parsed_once_for_selection_and_skip_texts(tmp_path):
             """
         )
     )
-    tests = testrun.read_test_file(target.test_file)
+    tests = testrun.read_test_file(test_file)
     assert tests.functional == ("test_op", "test_autotune_op")
     assert tests.skips == ("Skip x when the shape cannot divide BLOCK", "Backend ")  # ast.walk order
-    argv, selection = testrun.command(target, "python3", tests)
-    assert (argv, selection) == testrun.command(target, "python3")
+    site = TestSite("tests/ops/test_x.py", 4, "class", "named test_x.py", direct=False)
+    merged = testrun.read_test_files(tmp_path, (site,))
+    assert (merged.functional, merged.skips) == (tests.functional, tests.skips)
+    argv, selection = testrun.command("python3", merged)
     assert argv[3] == "tests/ops/test_x.py"
     assert selection == "(cutile_rs or cutile-rs) and (test_op or test_autotune_op)"
+    # a site's own list of tests that call the op wins over the name rule
+    called = TestSite("tests/ops/test_x.py", 4, "class", "line 9", functional=("test_autotune_op",))
+    assert testrun.command("python3", testrun.read_test_files(tmp_path, (called,)))[1] == (
+        "(cutile_rs or cutile-rs) and (test_autotune_op)"
+    )
     assert testrun.read_test_file(tmp_path / "absent.py") == testrun.TestFile()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot import checkout, generate
+from bot.discover import discover
 from bot.draft import render_draft
 from bot.emit import cdef, ffi_rs
 from bot.errors import Blocked, Failed
@@ -92,8 +93,8 @@ def test_cross_check_catches_drift(silu):
 
 
 def test_generation_is_deterministic(silu):
-    first = generate.generate(silu, _plan(silu)[0], checkout.inspect(silu))
-    second = generate.generate(silu, _plan(silu)[0], checkout.inspect(silu))
+    first = generate.generate(silu, _plan(silu)[0], checkout.inspect(silu, discover(silu)))
+    second = generate.generate(silu, _plan(silu)[0], checkout.inspect(silu, discover(silu)))
     assert [(f.path, f.content) for f in first.files] == [(f.path, f.content) for f in second.files]
 
 
@@ -102,7 +103,7 @@ def test_checkout_without_macros_gets_explicit_style(silu):
     text = util.read_text()
     text = re.sub(r"#\[macro_export\]\s*macro_rules!\s*dispatch_by_dtype\s*\{.*?\n\}\n", "", text, flags=re.S)
     util.write_text(text)
-    co = checkout.inspect(silu)
+    co = checkout.inspect(silu, discover(silu))
     assert co.style == "explicit" and "dispatch_by_dtype" in co.style_source.detail
     plan, _ = _plan(silu)
     rendered = ffi_rs.render(plan, has_rc_module=co.has_rc_module)
@@ -114,7 +115,7 @@ def test_checkout_without_macros_gets_explicit_style(silu):
 def test_checkout_without_runtime_is_blocked_host(silu):
     (silu.ops_dir / "ffi_util.rs").unlink()
     with pytest.raises(Blocked) as info:
-        checkout.inspect(silu)
+        checkout.inspect(silu, discover(silu))
     assert info.value.klass == "host" and "ffi_util.rs" in info.value.reason
 
 
@@ -147,7 +148,7 @@ def test_missing_reference_leaves_a_precise_question_and_draft(silu):
 def test_mut_tensor_output_is_a_kernel_fault(silu):
     shutil.copy(FIXTURES / "kernels" / "axpy_mut_output.rs", silu.kernel_rs)
     with pytest.raises(Failed) as info:
-        build_plan(silu, read_kernel(silu.kernel_rs), Facts(), checkout.inspect(silu))
+        build_plan(silu, read_kernel(silu.kernel_rs), Facts(), checkout.inspect(silu, discover(silu)))
     assert info.value.klass == "kernel"
     assert "&mut Tensor" in info.value.reason and "partition_full_mut" in info.value.followup
 

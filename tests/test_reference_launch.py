@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.discover import discover
 from bot.infer import reference_launch
 from bot.infer.facts import Facts
 from bot.types import BlockUse, Entry, Generic, KernelSignature, Param, Target
@@ -105,7 +106,7 @@ def test_prologue_refuses_what_the_kernel_cannot_do_and_keeps_the_rest():
 def test_facts_offered_with_reference_sources(tmp_path):
     target = _target(tmp_path, REFERENCE.read_text())
     facts = Facts()
-    reference_launch.gather(target, SIGNATURE, facts)
+    reference_launch.gather(target, SIGNATURE, facts, _ref(target))
     assert facts.get("python.key") == "(rows, cols, flip_x, x.dtype, looping)"
     assert facts.get("python.args.num_programs") == (
         "(min(get_num_sm() // cfg.NUM_CTAS, cdiv(rows, cfg.BM)) * cfg.OCCUPANCY) if looping "
@@ -126,7 +127,7 @@ def test_a_contract_still_wins(tmp_path):
     from bot.types import Source
 
     facts.offer("python.key", "(rows,)", Source("contract", "host_contract.yaml"))
-    reference_launch.gather(target, SIGNATURE, facts)
+    reference_launch.gather(target, SIGNATURE, facts, _ref(target))
     assert facts.get("python.key") == "(rows,)"
 
 
@@ -152,7 +153,7 @@ def test_other_shapes_are_reported_not_guessed(tmp_path, edit, why):
     assert edit in source
     target = _target(tmp_path, source.replace(edit, why))
     facts = Facts()
-    reference_launch.gather(target, SIGNATURE, facts)
+    reference_launch.gather(target, SIGNATURE, facts, _ref(target))
     for key in reference_launch.KEYS:
         assert not facts.has(key)
         assert any("tiled_gemm.py" in t for t in facts.tried[key]), facts.tried
@@ -188,11 +189,17 @@ def _target(tmp_path: Path, source: str) -> Target:
     return Target(tmp_path, "tiled_gemm")
 
 
+def _ref(target: Target):
+    from bot.infer import reference
+
+    return reference.load(target, discover(target))
+
+
 def test_an_unparsable_reference_is_noted_once_not_a_crash(tmp_path):
     from bot.infer import reference
 
     target = _target(tmp_path, "def tiled_gemm(:\n")
-    ref = reference.load(target)
+    ref = reference.load(target, discover(target))
     assert ref.tree is None and ref.problem.startswith("does not parse")
     facts = Facts()
     reference.gather(target, facts, ref)

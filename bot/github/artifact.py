@@ -38,6 +38,7 @@ ALLOWED_PATHS = (
     "src/tilegym/backend/selector.py",
     "src/tilegym/ops/__init__.py",
     "tests/ops/test_*.py",
+    "tests/ops/*/test_*.py",  # subpackages (tests/ops/activation/); fnmatch's * also crosses "/"
 )
 FORBIDDEN_PATHS = ("src/tilegym/ops/cutile_rs/*_kernel/kernel.rs", "*/target/*")
 _HEX40 = r"^[0-9a-f]{40}$"

@@ -1,67 +1,57 @@
-"""Facts from the public op declarations in ``src/tilegym/ops/ops.py`` (read with ``ast``).
+"""Facts from the op's public declaration: the ``@dispatch`` function discovery found (``ops.py``
+or any other module under ``src/tilegym``), read with ``ast``.
 
 Gives the dispatch name the wrapper registers under, whether it is a getter (``get_<op>``
-returning a callable), the signature as declared, and which parameters are tensors.
+returning a callable), the signature as declared, and which parameters are tensors. When the
+tests call the op with keyword names the declaration does not have (``gelu(x)`` declared, tests
+pass ``input=``), the declaration is not offered: the cuTile reference's signature is what the
+tests were written against.
 """
 
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
+from bot.discover import public_function
 from bot.infer.facts import Facts
-from bot.types import Source, Target
+from bot.types import Discovery, Source, Target
 
-OPS_PY = Path("src/tilegym/ops/ops.py")
+# popped by TileGym's dispatcher before the implementation is called
+_DISPATCH_KEYWORDS = {"backend"}
 
 
-def gather(target: Target, facts: Facts) -> None:
-    path = target.repo / OPS_PY
-    if not path.is_file():
-        facts.note_tried("python.register.name", f"{OPS_PY} (missing)")
+def gather(target: Target, found: Discovery, facts: Facts) -> None:
+    if found.public is None:
+        for line in found.tried:
+            facts.note_tried("python.register.name", line)
         return
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    declared = _dispatch_functions(tree)
-    for name, kind in ((target.op, "direct"), (f"get_{target.op}", "getter")):
-        fn = declared.get(name)
-        if fn is None:
-            continue
-        where = Source("ops_py", f"{OPS_PY}:{fn.lineno} @dispatch({name!r})")
-        facts.offer("python.register.name", name, where)
-        facts.offer("python.register.kind", kind, where)
-        facts.offer("python.signature", render_signature(fn.args), where)
-        if kind == "direct":
-            facts.offer("python.tensor_params", tensor_params(fn.args), where)
-            out = [a.arg for a in fn.args.args if a.arg == "out"]
-            if out:
-                facts.offer("python.out_param", out[0], where)
+    fn = public_function(target.repo, found.public)
+    if fn is None:
+        facts.note_tried("python.register.name", f"{found.public.path}: does not parse")
         return
-    facts.note_tried("python.register.name", f"{OPS_PY}: no @dispatch({target.op!r}) or get_{target.op}")
+    kind = "getter" if found.public.detail.endswith("getter") else "direct"
+    name = found.public.detail.split("'")[1]
+    where = Source("ops_py", f"{found.public.path}:{fn.lineno} @dispatch({name!r})")
+    facts.offer("python.register.name", name, where)
+    facts.offer("python.register.kind", kind, where)
+    unknown = _unknown_keywords(fn.args, found.call_keywords)
+    if kind == "direct" and unknown:
+        facts.note_tried(
+            "python.signature",
+            f"{found.public.path}:{fn.lineno}: tests pass {', '.join(unknown)}=, which {name}() does not declare",
+        )
+        return
+    facts.offer("python.signature", render_signature(fn.args), where)
+    if kind == "direct":
+        facts.offer("python.tensor_params", tensor_params(fn.args), where)
+        out = [a.arg for a in fn.args.args if a.arg == "out"]
+        if out:
+            facts.offer("python.out_param", out[0], where)
 
 
-def _dispatch_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
-    found: dict[str, ast.FunctionDef] = {}
-    for node in tree.body:
-        if not isinstance(node, ast.FunctionDef):
-            continue
-        for deco in node.decorator_list:
-            if (
-                isinstance(deco, ast.Call)
-                and _name(deco.func) == "dispatch"
-                and deco.args
-                and isinstance(deco.args[0], ast.Constant)
-                and isinstance(deco.args[0].value, str)
-            ):
-                found[deco.args[0].value] = node
-    return found
-
-
-def _name(node: ast.AST) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return ""
+def _unknown_keywords(args: ast.arguments, keywords: tuple[str, ...]) -> list[str]:
+    declared = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    return [k for k in keywords if k not in declared and k not in _DISPATCH_KEYWORDS]
 
 
 def render_signature(args: ast.arguments) -> str:

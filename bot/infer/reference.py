@@ -1,4 +1,5 @@
-"""Facts from the cuTile Python reference op ``src/tilegym/ops/cutile/<op>.py`` (read with ``ast``).
+"""Facts from the cuTile Python reference op, the module discovery found registering the op for the
+cuTile backend (``src/tilegym/ops/cutile/**``), read with ``ast``.
 
 The reference is what stage B ported, so its host code says how outputs are sized. We find
 the function registered for the cuTile backend, locate the output allocation
@@ -17,15 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.infer.facts import Facts
-from bot.infer.ops_py import render_signature
-from bot.types import Source, Target
+from bot.infer.ops_py import render_signature, tensor_params
+from bot.types import Discovery, Source, Target
 
 _ALLOCATORS = {"empty", "empty_like", "zeros", "zeros_like", "empty_strided"}
 _MAX_DEPTH = 8
 _MAX_CALL_DEPTH = 4
 
 
-def reference_path(target: Target) -> Path:
+def reference_path(target: Target, found: Discovery) -> Path:
+    """The module that registers the op; without a registration, ``ops/cutile/<op>.py``."""
+    if found.reference is not None:
+        return target.repo / found.reference.path
     return target.repo / "src" / "tilegym" / "ops" / "cutile" / f"{target.op}.py"
 
 
@@ -36,29 +40,30 @@ class ReferenceOp:
     rel: Path  # relative to the repository, for sources
     tree: ast.Module | None  # None when missing or unparsable
     problem: str = ""  # why there is no tree
+    name: str = ""  # the dispatch name the op is registered under
 
 
-def load(target: Target) -> ReferenceOp:
-    path = reference_path(target)
+def load(target: Target, found: Discovery) -> ReferenceOp:
+    path = reference_path(target, found)
     rel = path.relative_to(target.repo)
+    name = found.dispatch_name
     if not path.is_file():
-        return ReferenceOp(rel, None, "missing")
+        return ReferenceOp(rel, None, "missing", name)
     try:
-        return ReferenceOp(rel, ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
+        return ReferenceOp(rel, ast.parse(path.read_text(encoding="utf-8"), filename=str(path)), "", name)
     except SyntaxError as exc:
-        return ReferenceOp(rel, None, f"does not parse ({exc.msg}, line {exc.lineno})")
+        return ReferenceOp(rel, None, f"does not parse ({exc.msg}, line {exc.lineno})", name)
 
 
-def gather(target: Target, facts: Facts, ref: ReferenceOp | None = None) -> None:
-    ref = ref or load(target)
+def gather(target: Target, facts: Facts, ref: ReferenceOp) -> None:
     rel, tree = ref.rel, ref.tree
     if tree is None:
         facts.note_tried("python.out_cols", f"{rel} ({ref.problem})")
         return
     index = _ModuleIndex(tree)
-    fn = registered_function(tree, target.op)
+    fn = registered_function(tree, ref.name)
     if fn is None:
-        facts.note_tried("python.out_cols", f"{rel}: no register_impl({target.op!r}, backend='cutile')")
+        facts.note_tried("python.out_cols", f"{rel}: no register_impl({ref.name!r}, backend='cutile')")
         return
     getter = _returned_function(fn, index)
     if getter is not None:
@@ -67,6 +72,12 @@ def gather(target: Target, facts: Facts, ref: ReferenceOp | None = None) -> None
         facts.offer("python.inner_signature", render_signature(getter.args), where)
         facts.offer("python.tensor_params", _required(getter.args), where)
         fn = getter
+    else:
+        # below ops.py in authority: used when the public declaration is missing or does not
+        # take the keyword names the tests pass
+        where = Source("reference", f"{rel}:{fn.lineno} {fn.name}() registered for the cuTile backend")
+        facts.offer("python.signature", render_signature(fn.args), where)
+        facts.offer("python.tensor_params", tensor_params(fn.args) or _required(fn.args), where)
     found = _find_allocation(fn, index, depth=0)
     if found is None:
         facts.note_tried(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from bot.checkout import Checkout
 from bot.errors import Failed
 from bot.infer.facts import Facts
-from bot.plan import general, rows
+from bot.plan import common, general, rows
 from bot.types import KernelSignature, LaunchPlan, Target
 
 
@@ -36,5 +36,8 @@ def build_plan(target: Target, signature: KernelSignature, facts: Facts, checkou
                 followup="write the output through partition_full_mut / partition_mut / store_ptr_tko",
             )
     if len(signature.entries) == 1 and rows.matches(signature.entries[0]):
-        return rows.plan(target, signature, signature.entries[0], facts, checkout)
-    return general.plan(target, signature, facts, checkout)
+        plan = rows.plan(target, signature, signature.entries[0], facts, checkout)
+    else:
+        plan = general.plan(target, signature, facts, checkout)
+    plan.more_tests = common.test_wirings(checkout)[1:]
+    return plan

@@ -149,8 +149,20 @@ def contract_grid(entry: Entry, facts: Facts) -> tuple[list[str], Source] | None
 
 
 def test_wiring(target: Target, checkout: Checkout) -> TestWiring:
-    return TestWiring(
-        str(target.test_file.relative_to(target.repo)) if checkout.test_file else "",
-        checkout.test_scope,
-        checkout.test_scope_source,
-    )
+    """The primary test file's wiring (an empty one when no test reaches the op)."""
+    wirings = test_wirings(checkout)
+    return wirings[0] if wirings else TestWiring("", "", None)
+
+
+def test_wirings(checkout: Checkout) -> list[TestWiring]:
+    """One wiring per test file that exercises the op (discovery); the primary first."""
+    return [
+        TestWiring(
+            site.path,
+            site.scope,
+            Source("checkout", f"{site.path}:{site.backends_line} {site.scope}-level _backends ({site.how})")
+            if site.backends_line
+            else Source("checkout", f"{site.path}: no _backends ({site.how})"),
+        )
+        for site in checkout.test_sites
+    ]

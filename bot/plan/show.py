@@ -14,9 +14,8 @@ def render_plan(plan: LaunchPlan) -> str:
         out.append(
             f"  {t.name:<14} {t.role:<6} -> {t.param} ({t.kind} {t.elem}, rank {t.rank})  [{t.source}]"
         )
-    out.append(
-        f"  element generic {ffi.dtype_generic} from {ffi.dtype_from} in {ffi.dtypes}  [{ffi.sources.get('dtype_from')}]"
-    )
+    element = f"element generic {ffi.dtype_generic}" if ffi.dtype_generic else "element type (fixed)"
+    out.append(f"  {element} from {ffi.dtype_from} in {ffi.dtypes}  [{ffi.sources.get('dtype_from')}]")
     out.append("scalars:")
     for s in ffi.scalars:
         feeds = f" -> {s.feeds}" if s.feeds else ""
@@ -44,10 +43,12 @@ def render_plan(plan: LaunchPlan) -> str:
         }[step.kind]
         out.append(f"  {text}" + (f"  [{step.source}]" if step.source else ""))
     out.append(f"  launch: {py.launch_mode}; tensors {py.tensors_py}; scalars {py.ffi_args}")
-    out += [
-        "",
-        f"tests: {plan.tests.file or '(no test file)'} ({plan.tests.scope or 'unknown'}-level _backends)",
-    ]
+    out.append("")
+    for wired in [plan.tests, *plan.more_tests]:
+        where = f"  [{wired.source}]" if wired.source else ""
+        out.append(
+            f"tests: {wired.file or '(no test file)'} ({wired.scope or 'unknown'}-level _backends){where}"
+        )
     out.append(f"contract lines written by the porter: {plan.contract_lines}")
     if plan.missing:
         out += ["", "MISSING (write these in host_contract.yaml):"]

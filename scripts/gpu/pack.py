@@ -224,9 +224,11 @@ def _json_tail(stdout: str):
 def selection_args(tree: Path, op: str) -> list[str]:
     """pytest arguments after ``python -m pytest`` (agent-d's own rule, domain.md section 7)."""
     from bot import testrun
+    from bot.discover import discover
     from bot.types import Target
 
-    argv, _ = testrun.command(Target(tree, op), "python3")
+    sites = discover(Target(tree, op)).test_sites
+    argv, _ = testrun.command("python3", testrun.read_test_files(tree, sites))
     return argv[3:]
 
 

@@ -1,0 +1,267 @@
+"""Discovery on a TileGym-shaped tree written here: ops and tests in subpackages, dispatch names that
+are not file names, public functions outside ops.py, tests that call with keyword names or reach
+the op through helpers."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from bot.discover import discover
+from bot.infer import ops_py, reference
+from bot.infer.facts import Facts
+from bot.types import Target
+
+
+def _write(repo: Path, rel: str, text: str) -> None:
+    path = repo / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+
+
+def _tree(repo: Path) -> Path:
+    _write(
+        repo,
+        "src/tilegym/ops/activation.py",
+        """\
+        import torch
+        from tilegym.backend import dispatch
+
+
+        @dispatch("squash")
+        def squash(x: torch.Tensor, slope: float = 0.5) -> torch.Tensor:
+            raise NotImplementedError
+        """,
+    )
+    _write(
+        repo,
+        "src/tilegym/ops/cutile/activation/squash.py",
+        """\
+        import torch
+        from tilegym.backend import register_impl
+
+
+        @register_impl("squash", backend="cutile")
+        def squash(input: torch.Tensor, slope=0.5):
+            return torch.empty_like(input)
+        """,
+    )
+    _write(
+        repo,
+        "src/tilegym/ops/ops.py",
+        """\
+        import torch
+        from tilegym.backend import dispatch
+
+
+        @dispatch("blend_decode")
+        def blend_decode(q: torch.Tensor, k: torch.Tensor, scale: float):
+            raise NotImplementedError
+        """,
+    )
+    _write(
+        repo,
+        "src/tilegym/ops/cutile/blend.py",
+        """\
+        from tilegym.backend import register_impl
+
+
+        @register_impl("blend_decode", backend="cutile")
+        def blend_decode(q, k, scale):
+            return q
+
+
+        @register_impl("blend_decode_backward", backend="cutile")
+        def blend_decode_backward(q, k, scale):
+            return q
+        """,
+    )
+    _write(
+        repo,
+        "src/tilegym/ops/iface.py",
+        """\
+        from torch.nn.functional import softmax
+        from tilegym.ops.ops import blend_decode
+
+
+        def _inner(q, k):
+            return blend_decode(q, k, 1.0)
+
+
+        def blend_interface(q, k):
+            return _inner(q, k)
+
+
+        def unrelated(x):
+            return softmax(x)
+        """,
+    )
+    _write(
+        repo,
+        "src/tilegym/suites/other/ops.py",
+        """\
+        from tilegym.backend import dispatch
+
+
+        @dispatch("other.squash")
+        def squash(x):
+            raise NotImplementedError
+        """,
+    )
+    _write(
+        repo,
+        "tests/ops/activation/test_squash.py",
+        """\
+        import tilegym
+        from ... import common
+
+
+        class Test_Squash(common.PyTestCase):
+            _backends = ["cutile"]
+
+            def test_op(self, backend):
+                args = {"input": x, "slope": 0.1}
+                self.assertCorrectness(tilegym.ops.activation.squash, self.reference, args)
+
+            def test_perf(self, backend):
+                tilegym.ops.activation.squash(x, unused_perf_flag=True)
+        """,
+    )
+    _write(
+        repo,
+        "tests/suites/other/test_squash.py",
+        """\
+        import tilegym
+
+
+        class Test_Other:
+            _backends = ["cutile"]
+
+            def test_op(self):
+                tilegym.suites.other.ops.squash(x)
+        """,
+    )
+    _write(
+        repo,
+        "tests/ops/test_blend.py",
+        """\
+        from tilegym.ops import iface
+
+        _backends = ["cutile"]
+
+
+        def test_op(backend):
+            iface.blend_interface(q, k)
+        """,
+    )
+    _write(
+        repo,
+        "tests/ops/experimental/test_blend_backward.py",
+        """\
+        import tilegym
+
+
+        class Test_B:
+            _backends = ["cutile"]
+
+            def test_op(self):
+                tilegym.ops.blend_decode(q, k, scale=2.0)
+        """,
+    )
+    return repo
+
+
+def test_subpackage_reference_public_outside_ops_py_and_keyword_names(tmp_path):
+    found = discover(Target(_tree(tmp_path), "squash"))
+    assert found.dispatch_name == "squash"
+    assert found.reference.path == "src/tilegym/ops/cutile/activation/squash.py"
+    assert found.reference.line == 5
+    assert found.public.path == "src/tilegym/ops/activation.py" and found.public.line == 6
+    # the other suite's `squash` is another op: its test is not ours, nor is it named after us
+    assert [t.path for t in found.tests] == ["tests/ops/activation/test_squash.py"]
+    site = found.tests[0]
+    assert (site.backends_line, site.scope, site.functional) == (6, "class", ("test_op",))
+    assert "tilegym.ops.activation.squash" in site.how
+    # keywords of the correctness test, through its local dict; the benchmark's are not taken
+    assert found.call_keywords == ("input", "slope")
+
+
+def test_tests_keyword_names_pick_the_signature_the_tests_were_written_against(tmp_path):
+    repo = _tree(tmp_path)
+    target = Target(repo, "squash")
+    found = discover(target)
+    facts = Facts()
+    ops_py.gather(target, found, facts)
+    reference.gather(target, facts, reference.load(target, found))
+    assert facts.get("python.register.name") == "squash"
+    assert (
+        facts.source("python.register.name").detail == "src/tilegym/ops/activation.py:6 @dispatch('squash')"
+    )
+    # activation.py declares `x`, the tests pass `input=`: the cuTile reference's signature wins
+    assert facts.get("python.signature") == "input, slope=0.5"
+    assert facts.source("python.signature").kind == "reference"
+    assert facts.get("python.tensor_params") == ["input"]
+    assert any("tests pass input=" in t for t in facts.tried["python.signature"])
+
+
+def test_registry_name_differs_from_the_file_and_helpers_reach_it(tmp_path):
+    found = discover(Target(_tree(tmp_path), "blend"))
+    # blend.py registers a forward op and its backward: the forward one is the port's
+    assert found.dispatch_name == "blend_decode"
+    assert found.reference.path == "src/tilegym/ops/cutile/blend.py"
+    assert "the only forward op blend.py registers" in found.dispatch_source.detail
+    assert found.public.path == "src/tilegym/ops/ops.py"
+    by_path = {t.path: t for t in found.tests}
+    # the backward-only file calls the op directly but is not the correctness surface
+    assert by_path["tests/ops/experimental/test_blend_backward.py"].functional == ()
+    # the direct caller keeps the helper-only file out
+    assert "tests/ops/test_blend.py" not in by_path
+    assert [t.path for t in found.test_sites] == ["tests/ops/experimental/test_blend_backward.py"]
+
+
+def test_a_helper_chain_counts_when_no_test_calls_the_op_itself(tmp_path):
+    repo = _tree(tmp_path)
+    (repo / "tests/ops/experimental/test_blend_backward.py").unlink()
+    found = discover(Target(repo, "blend"))
+    assert [t.path for t in found.test_sites] == ["tests/ops/test_blend.py"]
+    site = found.test_sites[0]
+    assert not site.direct and site.functional == ("test_op",)
+    assert "blend_interface -> _inner -> blend_decode" in site.how
+    assert site.scope == "module"
+
+
+def test_unclear_names_are_reported_with_what_was_tried(tmp_path):
+    repo = _tree(tmp_path)
+    _write(
+        repo,
+        "src/tilegym/ops/cutile/mix.py",
+        """\
+        from tilegym.backend import register_impl
+
+
+        @register_impl("mix_a", backend="cutile")
+        def a(x):
+            return x
+
+
+        register_impl("mix_b", backend="cutile")(a)
+        """,
+    )
+    found = discover(Target(repo, "mix"))
+    assert found.reference is None and found.public is None and found.tests == ()
+    assert found.candidates == ("mix_a", "mix_b")  # the call form of register_impl counts too
+    assert any("registers mix_a, mix_b" in t for t in found.tried)
+    assert any("none reaches 'mix'" in t for t in found.tried)
+    facts = Facts()
+    ops_py.gather(Target(repo, "mix"), found, facts)
+    assert not facts.has("python.register.name")
+    assert any("registers mix_a, mix_b" in t for t in facts.tried["python.register.name"])
+
+
+def test_a_test_named_after_the_op_is_the_last_resort(tmp_path):
+    repo = _tree(tmp_path)
+    _write(repo, "tests/ops/test_lonely.py", "_backends = ['cutile']\n")
+    found = discover(Target(repo, "lonely"))
+    assert [(t.path, t.direct, t.scope) for t in found.tests] == [
+        ("tests/ops/test_lonely.py", False, "module")
+    ]
