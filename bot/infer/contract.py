@@ -1,8 +1,10 @@
 """Facts from an explicit host contract: ``<op>_kernel/host_contract.yaml`` (version 1, docs/contract.md),
 or the ``host_launch_contract`` YAML block of stage B's ``reports/agent_b.md``.
 
-Every key is optional and overrides what any other source infers. Unknown keys are
-rejected with the list of known ones, so a typo cannot silently fall back to a guess.
+Every key is optional and overrides what any other source infers. The contract is checked against
+``contract.schema.json`` (``contract_keys`` nests dotted keys first, ``contract_schema`` words the
+errors): an unknown key or a mistyped value is rejected with its dotted path, so a typo cannot
+silently fall back to a guess.
 """
 
 from __future__ import annotations
@@ -13,43 +15,13 @@ from pathlib import Path
 import yaml
 
 from bot.errors import Blocked
+from bot.infer import contract_keys, contract_schema
+from bot.infer.contract_keys import LEAF_MAPPINGS
 from bot.infer.facts import Facts
 from bot.types import Source, Target
 
 CONTRACT_NAME = "host_contract.yaml"
 VERSION = 1
-# Keys a contract may set; a trailing ".*" takes any name below it.
-KNOWN = (
-    "ffi.scalars.*",
-    "ffi.generics.*",
-    "ffi.derived_generics.*",
-    "ffi.dtype_from",
-    "ffi.dtypes",
-    "ffi.grid.*",
-    "ffi.variants",
-    "ffi.selector",
-    "ffi.dispatch_key",
-    "ffi.checks",
-    "python.register.name",
-    "python.register.kind",
-    "python.signature",
-    "python.tensor_params",
-    "python.inner_name",
-    "python.inner_signature",
-    "python.out_cols",
-    "python.out_param",
-    "python.generics.*",
-    "python.steps",
-    "python.alloc",
-    "python.tensors",
-    "python.args.*",
-    "python.configs",
-    "python.key",
-    "python.result",
-    "python.dtypes",
-)
-# Mappings that are values in their own right, not namespaces of further keys.
-LEAF_MAPPINGS = {"python.alloc", "python.tensors", "ffi.variants"}
 _AGENT_B_BLOCK = re.compile(r"host_launch_contract[^\n]*\n+```ya?ml\n(?P<body>.*?)\n```", re.S | re.I)
 
 
@@ -87,19 +59,23 @@ def count_lines(text: str) -> int:
 
 
 def _load(text: str, where: str) -> dict:
+    """The contract in nested form, checked against the schema (without ``contract_version``)."""
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise Blocked("host", f"{where}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(data, dict):
         raise Blocked("host", f"{where}: the contract must be a mapping")
-    version = data.pop("contract_version", VERSION)
-    if version != VERSION:
-        raise Blocked("host", f"{where}: contract_version {version!r} is not supported (expected {VERSION})")
-    return data
+    nested, twice = contract_keys.nest(data)
+    lines = sorted(twice) + contract_schema.problems(nested)
+    if lines:
+        raise Blocked("host", "\n".join(f"{where}: {line}" for line in lines))
+    nested.pop("contract_version", None)
+    return nested
 
 
 def _flatten(data: dict, prefix: str = "") -> dict[str, object]:
+    """Nested form -> the dotted Facts keys (a leaf mapping stays one value)."""
     out: dict[str, object] = {}
     for key, value in data.items():
         full = f"{prefix}{key}"
@@ -111,7 +87,7 @@ def _flatten(data: dict, prefix: str = "") -> dict[str, object]:
 
 
 def _known(key: str) -> bool:
-    for pattern in KNOWN:
+    for pattern in contract_keys.known_keys():
         if pattern.endswith(".*") and key.startswith(pattern[:-1]) and len(key) > len(pattern) - 1:
             return True
         if key == pattern:
@@ -120,9 +96,5 @@ def _known(key: str) -> bool:
 
 
 def _offer(data: dict, where: str, kind: str, facts: Facts) -> None:
-    flat = _flatten(data)
-    unknown = sorted(k for k in flat if not _known(k))
-    if unknown:
-        raise Blocked("host", f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(KNOWN)}")
-    for key, value in flat.items():
+    for key, value in _flatten(data).items():
         facts.offer(key, value, Source(kind, f"{where}: {key}"))
