@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from bot.types import BlockUse, Entry, Generic, KernelSignature, Param
+from bot.types import BlockUse, Entry, FileUse, Generic, KernelSignature, Param
 
 SCHEMA_VERSION = 1
 BINARY_NAME = "kernel-reader"
@@ -193,6 +193,13 @@ def _param(p: dict[str, Any]) -> Param:
         rank=p.get("rank"),
         ty=p.get("ty", ""),
         mutable=bool(p.get("mutable", False)),
+        partition_type=p.get("partition_type", ""),
+    )
+
+
+def _file_use(u: dict[str, Any]) -> FileUse:
+    return FileUse(
+        name=u["name"], path=u["path"], glob=bool(u.get("glob", False)), line=int(u.get("line", 0))
     )
 
 
@@ -222,4 +229,5 @@ def signature_from_json(doc: dict[str, Any]) -> KernelSignature:
         module=doc["module"],
         entries=tuple(_entry(e) for e in doc.get("entries", [])),
         path=str(doc.get("path", "")),
+        file_uses=tuple(_file_use(u) for u in doc.get("file_uses", [])),
     )

@@ -120,11 +120,12 @@ class Generic:
 @dataclass(frozen=True)
 class Param:
     name: str
-    kind: str  # "tensor" | "ptr" | "scalar"
-    elem: str = ""  # tensor/ptr element type: a generic name ("E") or a concrete type ("i32")
+    kind: str  # "tensor" | "ptr" | "partition" | "scalar"
+    elem: str = ""  # tensor/ptr/partition element type: a generic name ("E") or a concrete type ("i32")
     rank: int | None = None  # tensors only
     ty: str = ""  # scalars only: "i32", "f32", ...
-    mutable: bool = False  # "&mut Tensor" or "*mut"
+    mutable: bool = False  # "&mut Tensor", "*mut", or a *Mut partition type
+    partition_type: str = ""  # partitions only: the type as written ("MappedPartitionMut<E, {[B]}, M>")
 
 
 @dataclass(frozen=True)
@@ -157,10 +158,21 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class FileUse:
+    """A name a top-level ``use`` of kernel.rs brings into the scope ffi.rs shares (``*``: a glob)."""
+
+    name: str
+    path: str  # "cuda_core::Stream"; a glob's path before ``::*``
+    glob: bool = False
+    line: int = 0
+
+
+@dataclass(frozen=True)
 class KernelSignature:
     module: str
     entries: tuple[Entry, ...]
     path: str = ""
+    file_uses: tuple[FileUse, ...] = ()
 
 
 # --------------------------------------------------------------------------- launch plan
@@ -230,13 +242,15 @@ class FfiPlan:
     style: str  # "macros" | "explicit"
     tensors: list[CTensor]
     dtype_from: str  # C tensor name whose dtype drives the element generic
-    dtype_generic: str  # the ElementType generic ("E")
-    dtypes: list[str]  # dispatch list, e.g. ["f32", "f16", "bf16"]
+    dtype_generic: str  # the ElementType generic ("E"); "" when the entry has none (element type fixed)
+    dtypes: list[str]  # dispatch list, e.g. ["f32", "f16", "bf16"]; the one fixed type when no generic
     scalars: list[CScalar]
     derived: list[Derived]
     variants: list[Variant]
     checks: list[dict[str, str]] = field(default_factory=list)  # {"when": expr, "rc": "INVALID_ARGS"}
     sources: dict[str, Source] = field(default_factory=dict)  # for style/dtype choices
+    # kernel.rs's top-level imports: ffi.rs lands in the same scope and must not import a name twice
+    file_uses: list[FileUse] = field(default_factory=list)
 
     def c_params(self) -> list[tuple[str, str]]:
         """(name, C type) for every parameter in ABI order, trailer included."""

@@ -1,6 +1,6 @@
 """Our own fixture kernels for the host patterns TileGym 1.5.1 does not cover (issue 3).
 
-Three ops written by us (tests/fixtures/ops/<op>_kernel: kernel.rs + host_contract.yaml):
+Five ops written by us (tests/fixtures/ops/<op>_kernel: kernel.rs + host_contract.yaml):
 
 - ``row_softmax``: raw ``*mut E`` pointers rebuilt as tensor views inside the kernel
   (make_tensor_view / partition / partition_mut); m, n, s_m, s_n come from the naming rule over
@@ -9,6 +9,10 @@ Three ops written by us (tests/fixtures/ops/<op>_kernel: kernel.rs + host_contra
   FFI by the contract's dispatch key ``dim(x,1)``.
 - ``gather_rows``: an ``&Tensor<i32, {[-1]}>`` index tensor next to the ``E`` data, output
   written through partition_full_mut, 2-D grid.
+- ``square_rows``: a row kernel over ``*mut f32`` with no type generic: the launch passes only the
+  declared const generic, and the FFI checks for f32 instead of dispatching over dtypes.
+- ``tile_copy``: top-level ``use`` items in kernel.rs (``cuda_core::{Device, Stream}`` and others),
+  which share ``mod tile_copy`` with ffi.rs: the generated imports must not name them again.
 
 agent-d generates ffi.rs and the wrapper for each, the aggregated crate compiles against the
 real cutile 0.2.0 crates, each symbol is exported and the ABI smoke check passes. The verdict
@@ -27,11 +31,12 @@ import pytest
 from bot.cli import main
 from bot.demo import assemble_checkout
 from bot.pipeline import make_plan
+from bot.reader import read_kernel
 from bot.types import Target
 from bot.wheel import default_cache_dir
 
 pytestmark = pytest.mark.slow
-OPS = ["row_softmax", "head_norm", "gather_rows"]
+OPS = ["row_softmax", "head_norm", "gather_rows", "square_rows", "tile_copy"]
 FIXTURES = Path(__file__).parent / "fixtures" / "ops"
 OPS_DIR = "src/tilegym/ops/cutile_rs"
 
@@ -42,9 +47,7 @@ def repo(tmp_path, tilegym_wheel):
     for op in OPS:
         shutil.copytree(FIXTURES / f"{op}_kernel", repo / OPS_DIR / f"{op}_kernel")
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
-    subprocess.run(
-        ["git", "commit", "-qm", "fixture ops: row_softmax, head_norm, gather_rows"], cwd=repo, check=True
-    )
+    subprocess.run(["git", "commit", "-qm", "fixture ops: " + ", ".join(OPS)], cwd=repo, check=True)
     return repo
 
 
@@ -89,6 +92,15 @@ def _check_plans(repo: Path) -> None:
     assert gather.dtype_from == "table"
     assert [s.name for s in gather.scalars if s.role == "grid"] == ["grid_x", "grid_y"]
 
+    # No type generic: the launch's generics are exactly the declared const one; f32 only.
+    square = plans["square_rows"].ffi
+    assert [v.generics for v in square.variants] == [["block_size"]]
+    assert (square.dtype_generic, square.dtypes) == ("", ["f32"])
+
+    # kernel.rs's top-level imports travel with the plan to the emitter.
+    copy = plans["tile_copy"].ffi
+    assert {u.name for u in copy.file_uses if not u.glob} >= {"Device", "Stream", "CompileOptions", "c_void"}
+
 
 def _check_generated(repo: Path) -> None:
     def ffi_rs(op: str) -> str:
@@ -107,6 +119,18 @@ def _check_generated(repo: Path) -> None:
     assert "if idx_d.dtype != 3 {" in gather  # TensorDesc dtype code 3 = i32
     assert "borrow_tensor::<i32>(idx_d)" in gather
     assert "if out_d.dtype != table_d.dtype {" in gather
+
+    square = ffi_rs("square_rows")
+    assert ".generics(vec![block_size.to_string()])" in square
+    assert "if in_d.dtype != 0 {\n        return rc::UNSUPPORTED_DTYPE;" in square
+
+    copy = ffi_rs("tile_copy")
+    theirs = ["Device", "Stream", "TileKernel", "CompileOptions", "c_void", "tile_copy_kernel"]
+    kernel_uses = read_kernel(repo / OPS_DIR / "tile_copy_kernel" / "kernel.rs").file_uses
+    assert set(theirs) <= {u.name for u in kernel_uses}
+    imported = re.findall(rf"^use [^;]*\b({'|'.join(theirs)})\b", copy, re.M)
+    assert imported == [], imported  # each one already comes from kernel.rs
+    assert "*mut core::ffi::c_void" in copy  # kernel.rs has std::ffi::c_void: ours is spelled in full
 
     wrapper = (repo / OPS_DIR / "gather_rows.py").read_text()
     assert '@register_impl("gather_rows", backend="cutile-rs")' in wrapper

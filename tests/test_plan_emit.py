@@ -176,3 +176,138 @@ def test_row_kernel_honours_contract_checks_and_grid(silu):
     assert plan.ffi.variants[0].source.kind == "contract"
     text = ffi_rs.render(plan)
     assert "if in_d.dim(1) != (2 * out_d.dim(1)) {" in text
+
+
+# --------------------------------------------------------------------------- partitions, fixed types, imports
+
+
+def _fixture_op(silu: Target, op: str, kernel: str | None = None) -> Target:
+    """Our fixture op ``op`` (tests/fixtures/ops) copied into the silu checkout; ``kernel`` replaces its kernel.rs."""
+    target = Target(silu.repo, op)
+    shutil.copytree(FIXTURES / "ops" / f"{op}_kernel", target.kernel_dir)
+    if kernel is not None:
+        target.kernel_rs.write_text(kernel)
+    return target
+
+
+def _use_names(rust: str) -> list[str]:
+    """Names the ``use`` lines of a Rust file bind (explicit ones; globs and ``as _`` bind none)."""
+    names = []
+    for m in re.finditer(r"^use\s+([^;]+);", rust, re.M):
+        tree = m.group(1)
+        prefix, _, group = tree.partition("{")
+        leaves = [x.strip() for x in group.rstrip("}").split(",")] if group else [tree.rsplit("::", 1)[-1]]
+        for leaf in filter(None, leaves):
+            bound = leaf.split(" as ")[-1].strip().rsplit("::", 1)[-1]
+            if bound not in ("*", "_"):
+                names.append(bound)
+    return names
+
+
+def test_mapped_partition_output_is_a_kernel_fault(silu):
+    shutil.copy(FIXTURES / "kernels" / "mapped_partition_output.rs", silu.kernel_rs)
+    with pytest.raises(Failed) as info:
+        _plan(silu)
+    reason, followup = info.value.reason, info.value.followup
+    assert info.value.klass == "kernel"
+    assert reason.startswith(
+        "mapped_copy_kernel: output parameter dst: MappedPartitionMut<E, {[BM, BN]}, MAP_SHAPE>"
+    )
+    assert "Specified launch grid does not match inferred tensor partition grid" in reason
+    assert "no output found" not in reason and "scalar" not in reason
+    assert "\n" not in followup and "dst" in followup and "partition_full_mut" in followup
+
+
+def test_partition_param_without_a_launcher_argument_is_a_kernel_fault(silu):
+    shutil.copy(FIXTURES / "kernels" / "partition_params.rs", silu.kernel_rs)
+    with pytest.raises(Failed) as info:
+        _plan(silu)
+    assert info.value.klass == "kernel"
+    assert info.value.reason.startswith(
+        "by_value_partitions: parameter src: Partition<'a, E, {[B]}> is a partition type"
+    )
+    assert "\n" not in info.value.followup and "src" in info.value.followup
+
+
+def test_no_type_generic_row_kernel_launches_its_declared_generics(silu):
+    target = _fixture_op(silu, "square_rows")
+    (entry,) = read_kernel(target.kernel_rs).entries
+    assert [(g.name, g.kind) for g in entry.generics] == [("BLOCK_SIZE", "const")]
+    plan, _ = _plan(target)
+    assert plan.missing == []
+    (variant,) = plan.ffi.variants
+    assert variant.generics == ["block_size"]  # one C argument per declared generic, nothing invented
+    assert (plan.ffi.dtype_generic, plan.ffi.dtypes) == ("", ["f32"])
+    text = ffi_rs.render(plan)
+    assert ".generics(vec![block_size.to_string()])" in text
+    assert not re.search(r"\bdty\b", text) and "macro_rules!" not in text and "dispatch" not in text
+    assert "    if in_d.dtype != 0 {\n        return rc::UNSUPPORTED_DTYPE;\n    }" in text  # code 0 = f32
+    assert "    if out_d.dtype != 0 {\n        return rc::INVALID_ARGS;\n    }" in text
+    assert "DevicePointer<f32>" in text and "$E" not in text
+    assert "cutile::half" not in text  # nothing to dispatch over: no half types to name
+    assert cdef.cross_check(text, cdef.render(plan.ffi)) == []
+    from bot.emit import wrapper_py
+
+    assert "_DTYPES = (torch.float32,)" in wrapper_py.render(plan)
+
+
+def test_no_type_generic_tiled_kernel_launches_its_declared_generics(silu):
+    """The general planner too: a concrete element type and only const generics, in declared order."""
+    kernel = (FIXTURES / "ops" / "tile_copy_kernel" / "kernel.rs").read_text()
+    kernel = kernel.replace("<E: ElementType, const BLOCK: i32>", "<const BLOCK: i32, const UNROLL: i32>")
+    kernel = re.sub(r"\bE\b", "f32", kernel)
+    target = _fixture_op(silu, "tile_copy", kernel)
+    plan, _ = _plan(target)
+    assert [v.generics for v in plan.ffi.variants] == [["block", "unroll"]]
+    assert plan.ffi.dtypes == ["f32"]
+    text = ffi_rs.render(plan)
+    assert ".generics(vec![block.to_string(), unroll.to_string()])" in text
+    assert "borrow_tensor::<f32>(x_d)" in text and not re.search(r"\bdty\b", text)
+    assert "    if x_d.dtype != 0 {\n        return rc::UNSUPPORTED_DTYPE;\n    }" in text
+
+
+def test_kernel_file_imports_are_not_imported_twice(silu):
+    target = _fixture_op(silu, "tile_copy")
+    plan, _ = _plan(target)
+    kernel_names = [u.name for u in read_kernel(target.kernel_rs).file_uses if not u.glob]
+    assert [u.name for u in plan.ffi.file_uses if not u.glob] == kernel_names
+    text = ffi_rs.render(plan)
+    ours = _use_names(text)
+    assert len(ours) == len(set(ours))
+    assert not set(ours) & set(kernel_names), set(ours) & set(kernel_names)
+    # Same path as kernel.rs's import: left out. Another path: ours written in full where used.
+    assert "use cuda_core" not in text and "use tile_copy_module" not in text
+    assert "raw_stream as *mut core::ffi::c_void" in text
+    assert "let mut opts = cutile::tile_kernel::CompileOptions::default();" in text
+    assert "compile_options!" not in text  # the macro would resolve kernel.rs's CompileOptions
+    assert "crate::dispatch_by_dtype!(dty, dispatch, f32, f16, bf16)" in text
+    assert "unsafe { tile_copy_kernel(&*out_t, &*x_t) }" in text
+    assert cdef.cross_check(text, cdef.render(plan.ffi)) == []
+
+
+def test_colliding_names_are_spelled_in_full_outside_strings(silu):
+    """Every name ffi.rs imports, imported by kernel.rs from elsewhere: no second import, full paths in code."""
+    from bot.types import FileUse
+
+    target = _fixture_op(silu, "tile_copy")
+    plan, _ = _plan(target)
+    names = ["c_void", "Device", "Stream", "bf16", "f16", "CompileOptions", "TileKernel", "TensorDesc", "rc"]
+    names += ["borrow_tensor", "tile_copy_kernel"]
+    plan.ffi.file_uses = [FileUse(n, f"elsewhere::{n}") for n in names]
+    text = ffi_rs.render(plan)
+    assert not set(_use_names(text)) & set(names)
+    assert "use cutile::tile_kernel::TileKernel as _;" in text  # a trait: in scope for its methods only
+    assert "    out: *const crate::ffi_util::TensorDesc," in text
+    assert "fn agent_d_desc_ok(d: &crate::ffi_util::TensorDesc, rank: i32, exact: bool)" in text
+    assert "return crate::ffi_util::rc::INVALID_ARGS;" in text and " rc::" not in text
+    assert "cuda_core::Device::new(device_id as usize)" in text
+    assert "cuda_core::Stream::borrow_raw(raw_stream as *mut core::ffi::c_void, &device)" in text
+    assert "crate::ffi_util::borrow_tensor::<$E>(out_d)" in text
+    assert "unsafe { tile_copy_module::tile_copy_kernel(&*out_t, &*x_t) }" in text
+    # dispatch_by_dtype! matches stringify!(type), so a full-path type needs the plain match
+    assert '"f16" => dispatch!(cutile::half::f16),' in text and "dispatch_by_dtype" not in text
+    # strings and comments keep the plain names
+    assert 'eprintln!("cutile_tile_copy: tile_copy_kernel launch failed: {e:?}");' in text
+    assert "// tile_copy_kernel: generics <dtype, block>" in text
+    assert "Device::new({device_id}) failed" in text
+    assert cdef.cross_check(text, cdef.render(plan.ffi)) == []

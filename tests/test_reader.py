@@ -13,10 +13,11 @@ import pytest
 
 from bot import reader
 from bot.reader import ReaderError, ReaderUnavailable, read_kernel, read_kernel_json
-from bot.types import BlockUse, Generic, KernelSignature, Param
+from bot.types import BlockUse, FileUse, Generic, KernelSignature, Param
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "kernels"
+FIXTURE_OPS = REPO / "tests" / "fixtures" / "ops"
 SCHEMA_DOC = REPO / "docs" / "reader-schema.md"
 WHEEL_OPS = ["silu_and_mul", "swiglu", "matmul", "bmm", "attention_sink"]
 
@@ -149,9 +150,10 @@ def test_wheel_kernels_deterministic_and_clean(reader_bin, tilegym_wheel, op):
     assert rc1 == rc2 == 0
     assert out1 == out2
     doc = json.loads(out1)
-    assert list(doc) == ["schema_version", "path", "module", "entries", "warnings"]
+    assert list(doc) == ["schema_version", "path", "module", "entries", "warnings", "file_uses"]
     assert doc["path"] == str(path)
     assert doc["warnings"] == []
+    assert doc["file_uses"] == []  # TileGym kernels import only inside their module
     for e in doc["entries"]:
         assert list(e) == [
             "name",
@@ -246,6 +248,81 @@ def test_bare_entry_is_an_error_diagnostic(reader_bin):
     assert "no launcher" in str(exc.value)
     relaxed = read_kernel(FIXTURES / "bare_entry.rs", strict=False)
     assert [e.name for e in relaxed.entries] == ["flagged_kernel"]
+
+
+def test_mapped_partition_output_is_a_partition_not_a_scalar(reader_bin):
+    path = FIXTURES / "mapped_partition_output.rs"
+    (e,) = read_kernel(path).entries
+    dst = e.param("dst")
+    assert dst == Param(
+        "dst",
+        "partition",
+        elem="E",
+        mutable=True,
+        partition_type="MappedPartitionMut<E, {[BM, BN]}, MAP_SHAPE>",
+    )
+    # An output by its type (the launcher lowers it like &mut Tensor), whatever the body does.
+    assert e.outputs == ("dst",)
+    assert e.output_evidence == {"dst": "MappedPartitionMut"}
+    assert e.param("src") == Param("src", "tensor", elem="E", rank=2)
+    assert [g.name for g in e.generics] == ["E", "BM", "BN", "MAP_SHAPE"]
+    doc = read_kernel_json(path)
+    assert doc["entries"][0]["params"][0] == {
+        "name": "dst",
+        "kind": "partition",
+        "elem": "E",
+        "mutable": True,
+        "partition_type": "MappedPartitionMut<E, {[BM, BN]}, MAP_SHAPE>",
+    }
+    assert doc["warnings"] == []
+
+
+def test_partition_params_by_value_and_borrowed(reader_bin):
+    entries = entry_map(read_kernel(FIXTURES / "partition_params.rs"))
+    by_value = entries["by_value_partitions"]
+    assert [(p.name, p.kind) for p in by_value.params] == [
+        ("src", "partition"),
+        ("dst", "partition"),
+        ("scale", "scalar"),
+    ]
+    src, dst = by_value.param("src"), by_value.param("dst")
+    assert (src.elem, src.mutable, src.partition_type) == ("E", False, "Partition<'a, E, {[B]}>")
+    assert (dst.elem, dst.mutable, dst.partition_type) == ("E", True, "PartitionMut<'a, E, {[B]}>")
+    assert by_value.outputs == ("dst",)  # the read-only Partition is not an output
+    assert by_value.output_evidence == {"dst": "PartitionMut"}
+    borrowed = entries["borrowed_mapped"].param("out")
+    assert (borrowed.kind, borrowed.mutable) == ("partition", True)
+    assert borrowed.partition_type == "&mut cutile::core::MappedPartitionMut<E, {[BM]}, MAP>"
+
+
+def test_other_param_kinds_keep_their_json(reader_bin, tilegym_wheel):
+    """The partition kind adds keys only to partitions: tensor, ptr and scalar params print as before."""
+    doc = read_kernel_json(wheel_kernel(tilegym_wheel, "attention_sink"))
+    params = {p["name"]: p for p in doc["entries"][0]["params"]}
+    assert list(params["start_q"]) == ["name", "kind", "elem", "rank", "mutable", "shape"]
+    assert list(params["qk_scale"]) == ["name", "kind", "ty"]
+    doc = read_kernel_json(wheel_kernel(tilegym_wheel, "silu_and_mul"))
+    assert list(doc["entries"][0]["params"][0]) == ["name", "kind", "elem", "mutable"]
+
+
+def test_file_uses_top_level_only(reader_bin):
+    path = FIXTURE_OPS / "tile_copy_kernel" / "kernel.rs"
+    sig = read_kernel(path)
+    assert sig.file_uses == (
+        FileUse("Device", "cuda_core::Device", line=10),
+        FileUse("Stream", "cuda_core::Stream", line=10),
+        FileUse("TileKernel", "cutile::tile_kernel::TileKernel", line=11),
+        FileUse("tile_copy_kernel", "tile_copy_module::tile_copy_kernel", line=12),
+        FileUse("*", "cutile::prelude", glob=True, line=14),
+        FileUse("CompileOptions", "cutile_compiler::compiler::utils::CompileOptions", line=16),
+        FileUse("c_void", "std::ffi::c_void", line=18),
+    )  # `use cutile::core::*;` inside the module is not in the file's scope
+    doc = read_kernel_json(path)
+    assert doc["file_uses"][0] == {"name": "Device", "path": "cuda_core::Device", "glob": False, "line": 10}
+    assert read_kernel(FIXTURES / "mapped_partition_output.rs").file_uses == (
+        FileUse("cutile", "cutile", line=7),
+        FileUse("*", "cutile::prelude", glob=True, line=8),
+    )
 
 
 # --------------------------------------------------------------------------- errors

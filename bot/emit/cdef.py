@@ -10,7 +10,14 @@ import re
 
 from bot.types import FfiPlan
 
-_RUST_TO_C = {"*const TensorDesc": "const TensorDesc*", "i32": "int32_t", "u64": "uint64_t", "f32": "float"}
+_RUST_TO_C = {
+    "*const TensorDesc": "const TensorDesc*",
+    # spelled in full when kernel.rs imports another `TensorDesc` (ffi_rs._imports)
+    "*const crate::ffi_util::TensorDesc": "const TensorDesc*",
+    "i32": "int32_t",
+    "u64": "uint64_t",
+    "f32": "float",
+}
 
 
 def render(ffi: FfiPlan) -> str:

@@ -14,6 +14,8 @@ instead of aborting Python (``sync_on`` would leave its thread-local lock poison
 
 from __future__ import annotations
 
+import re
+
 from bot.emit import rustexpr
 from bot.types import FfiPlan, LaunchPlan, Variant
 
@@ -33,12 +35,13 @@ _RC_CODES = (
 
 def render(plan: LaunchPlan, has_rc_module: bool = True) -> str:
     ffi = plan.ffi
+    imports, spelled = _imports(ffi, has_rc_module)
     lines = [*HEADER, "//", *_signature_comment(ffi), "//", *_sources_comment(plan), ""]
-    lines += _imports(ffi, has_rc_module)
+    lines += imports
     lines.append("")
-    lines += _function(ffi)
+    lines += _spell_out(_function(ffi, spelled), spelled)
     lines.append("")
-    lines += _desc_check_fn()
+    lines += _spell_out(_desc_check_fn(), spelled)
     if ffi.style == "explicit" and not has_rc_module:
         lines.append("")
         lines += _local_rc_module()
@@ -56,7 +59,10 @@ def _signature_comment(ffi: FfiPlan) -> list[str]:
 
 def _sources_comment(plan: LaunchPlan) -> list[str]:
     ffi = plan.ffi
-    rows = [(ffi.dtype_generic, f"dtype of {ffi.dtype_from}", ffi.sources.get("dtype_from"))]
+    if ffi.dtype_generic:
+        rows = [(ffi.dtype_generic, f"dtype of {ffi.dtype_from}", ffi.sources.get("dtype_from"))]
+    else:
+        rows = [("element type", f"{_fixed_elem(ffi)}, fixed by the kernel", ffi.sources.get("dtype_from"))]
     rows += [
         (s.feeds or s.name, f"C argument {s.name}", s.source)
         for s in ffi.scalars
@@ -71,36 +77,88 @@ def _sources_comment(plan: LaunchPlan) -> list[str]:
     return out
 
 
-def _imports(ffi: FfiPlan, has_rc_module: bool) -> list[str]:
+_TRAITS = {"TileKernel"}  # needed in scope for their methods only: `as _` keeps them out of the way
+
+
+def _imports(ffi: FfiPlan, has_rc_module: bool) -> tuple[list[str], dict[str, str]]:
+    """The ``use`` lines, and the names the body must spell as full paths.
+
+    kernel.rs and ffi.rs share one ``mod <op>``, so a name kernel.rs already imports explicitly at
+    its top level is not imported again (E0252): from the same path it is simply in scope; from
+    another path the body writes ours as its full path (a trait comes in ``as _``).
+    """
     uses_ptr = any(t.kind == "ptr" for t in ffi.tensors)
     uses_tensor = any(t.kind == "tensor" for t in ffi.tensors)
     uses_tf32 = any("cast_tf32(" in e for v in ffi.variants for e in v.generics) or any(
         "cast_tf32(" in d.expr for d in ffi.derived
     )
+    fixed = not ffi.dtype_generic  # no element generic: no dtype dispatch
     util = ["TensorDesc"]
     if ffi.style == "macros" or has_rc_module:
         util.append("rc")
-    if ffi.style == "explicit":
+    if ffi.style == "explicit" and not fixed:
         util.append("dtype_str")
     if uses_tensor:
         util.append("borrow_tensor")
     if uses_tf32:
         util.append("cast_tf32")
-    lines = ["use core::ffi::c_void;"]
+    half = ["bf16", "f16"]
+    if fixed:
+        half = [h for h in half if any(t.elem == h for t in ffi.tensors)]
+    groups: list[tuple[str, list[str]] | None] = [("core::ffi", ["c_void"])]
     if uses_ptr:
-        lines.append("use cuda_async::device_buffer::DevicePointer;")
-    lines += [
-        "use cuda_core::{Device, Stream};",
-        "use cutile::half::{bf16, f16};",
-        "use cutile::prelude::*;",
-        "use cutile::tile_kernel::{CompileOptions, TileKernel};",
-        "",
-        "use crate::ffi_util::{" + ", ".join(sorted(util, key=str.lower)) + "};",
+        groups.append(("cuda_async::device_buffer", ["DevicePointer"]))
+    groups += [
+        ("cuda_core", ["Device", "Stream"]),
+        ("cutile::half", half),
+        ("cutile::prelude", ["*"]),
+        ("cutile::tile_kernel", ["CompileOptions", "TileKernel"]),
+        None,
+        ("crate::ffi_util", sorted(util, key=str.lower)),
+        (ffi.module, sorted({v.entry for v in ffi.variants})),
     ]
-    entries = sorted({v.entry for v in ffi.variants})
-    inner = entries[0] if len(entries) == 1 else "{" + ", ".join(entries) + "}"
-    lines.append(f"use {ffi.module}::{inner};")
-    return lines
+    theirs = {u.name: u.path.lstrip(":") for u in ffi.file_uses if not u.glob and u.name != "_"}
+    spelled: dict[str, str] = {}
+    lines: list[str] = []
+    for group in groups:
+        if group is None:
+            lines.append("")
+            continue
+        prefix, names = group
+        kept = []
+        for name in names:
+            path = f"{prefix}::{name}"
+            if name not in theirs:
+                kept.append(name)
+            elif theirs[name] != path:
+                if name in _TRAITS:
+                    kept.append(f"{name} as _")
+                else:
+                    spelled[name] = path
+            # else: kernel.rs imports the very same path; it is in scope already
+        if not kept:
+            continue
+        braced = len(kept) > 1 or prefix == "crate::ffi_util"
+        lines.append(f"use {prefix}::" + ("{" + ", ".join(kept) + "}" if braced else kept[0]) + ";")
+    return lines, spelled
+
+
+_STRING = r'"(?:[^"\\]|\\.)*"'
+
+
+def _spell_out(lines: list[str], spelled: dict[str, str]) -> list[str]:
+    """Write each name in ``spelled`` as its full path where it starts a path in code (not in a
+    string or a comment, not after ``::`` or ``.``)."""
+    if not spelled:
+        return lines
+    names = "|".join(re.escape(n) for n in sorted(spelled, key=len, reverse=True))
+    pattern = re.compile(rf"{_STRING}|(?<![\w:.$])(?:{names})\b")
+
+    def sub(m: re.Match) -> str:
+        text = m.group(0)
+        return text if text.startswith('"') else spelled[text]
+
+    return [line if line.lstrip().startswith("//") else pattern.sub(sub, line) for line in lines]
 
 
 def _bind(ffi: FfiPlan):
@@ -124,7 +182,12 @@ def _elem(ffi: FfiPlan):
     return elem
 
 
-def _function(ffi: FfiPlan) -> list[str]:
+def _fixed_elem(ffi: FfiPlan) -> str:
+    """The element type of the dtype driver: with no element generic, the one type the FFI launches."""
+    return next(t.elem for t in ffi.tensors if t.name == ffi.dtype_from)
+
+
+def _function(ffi: FfiPlan, spelled: dict[str, str]) -> list[str]:
     bind, elem = _bind(ffi), _elem(ffi)
     rust = lambda expr: rustexpr.to_rust(expr, bind, elem)  # noqa: E731
     params = [f"    {t.name}: *const TensorDesc," for t in ffi.tensors]
@@ -139,13 +202,15 @@ def _function(ffi: FfiPlan) -> list[str]:
     names = ", ".join(t.name for t in ffi.tensors)
     binds = ", ".join(t.bind for t in ffi.tensors)
     driver = next(t.bind for t in ffi.tensors if t.name == ffi.dtype_from)
+    fixed = not ffi.dtype_generic
     if ffi.style == "macros":
         body.append(
             f"    let ({binds},) = crate::deref_descs!({names});"
             if len(ffi.tensors) == 1
             else f"    let ({binds}) = crate::deref_descs!({names});"
         )
-        body.append(f"    let dty: &'static str = crate::resolve_dtype!({driver});")
+        if not fixed:
+            body.append(f"    let dty: &'static str = crate::resolve_dtype!({driver});")
     else:
         nulls = " || ".join(f"{t.name}.is_null()" for t in ffi.tensors)
         body.append(f"    if {nulls} {{")
@@ -154,10 +219,16 @@ def _function(ffi: FfiPlan) -> list[str]:
         derefs = ", ".join(f"&*{t.name}" for t in ffi.tensors)
         tup = f"({binds},)" if len(ffi.tensors) == 1 else f"({binds})"
         body.append(f"    let {tup} = unsafe {{ ({derefs}{',' if len(ffi.tensors) == 1 else ''}) }};")
-        body.append(f"    let dty: &'static str = match dtype_str({driver}.dtype) {{")
-        body.append("        Some(s) => s,")
-        body.append("        None => return rc::UNSUPPORTED_DTYPE,")
-        body.append("    };")
+        if not fixed:
+            body.append(f"    let dty: &'static str = match dtype_str({driver}.dtype) {{")
+            body.append("        Some(s) => s,")
+            body.append("        None => return rc::UNSUPPORTED_DTYPE,")
+            body.append("    };")
+    if fixed:
+        # One element type, no dispatch: any other dtype is unsupported, as a dispatch miss would be.
+        body.append(f"    if {_fixed_dtype_condition(driver, _fixed_elem(ffi))} {{")
+        body.append("        return rc::UNSUPPORTED_DTYPE;")
+        body.append("    }")
     body += _descriptor_checks(ffi)
     for d in ffi.derived:
         body.append(f"    let {d.name}: i32 = {rustexpr.strip_outer(rust(d.expr))};")
@@ -165,10 +236,16 @@ def _function(ffi: FfiPlan) -> list[str]:
         body.append(f"    if {rustexpr.strip_outer(rust(check['when']))} {{")
         body.append(f"        return rc::{check.get('rc', 'INVALID_ARGS')};")
         body.append("    }")
-    body += _device_setup(ffi)
+    body += _device_setup(ffi, spelled)
+    if fixed:
+        body.append("")
+        body += ["    " + line for line in _variant_chain(ffi, rust)]
+        body.append("}")
+        return body
     body += _dispatch_macro(ffi, rust)
     allowed = ", ".join(ffi.dtypes)
-    if ffi.style == "macros":
+    # dispatch_by_dtype! matches stringify!(type): a type spelled as a full path needs the plain match.
+    if ffi.style == "macros" and not any(d in spelled for d in ffi.dtypes):
         body.append(f"    crate::dispatch_by_dtype!(dty, dispatch, {allowed})")
     else:
         body.append("    match dty {")
@@ -220,7 +297,7 @@ def _fixed_dtype_condition(bind: str, elem: str) -> str:
     return f"{bind}.dtype != {code}"
 
 
-def _device_setup(ffi: FfiPlan) -> list[str]:
+def _device_setup(ffi: FfiPlan, spelled: dict[str, str]) -> list[str]:
     out = [
         "    if device_id < 0 {",
         "        return rc::DEVICE_INIT_FAILED;",
@@ -234,7 +311,8 @@ def _device_setup(ffi: FfiPlan) -> list[str]:
         "    };",
         "    let stream = unsafe { Stream::borrow_raw(raw_stream as *mut c_void, &device) };",
     ]
-    if ffi.style == "macros":
+    # compile_options! names CompileOptions at the call site: spelled as a full path, write it out.
+    if ffi.style == "macros" and "CompileOptions" not in spelled:
         out.append("    let opts = crate::compile_options!(occupancy, num_cta_in_cga);")
     else:
         out += [

@@ -10,7 +10,7 @@ from bot.checkout import Checkout
 from bot.errors import Failed
 from bot.infer.facts import Facts
 from bot.plan import common, general, rows
-from bot.types import KernelSignature, LaunchPlan, Target
+from bot.types import Entry, KernelSignature, LaunchPlan, Target
 
 
 def build_plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Checkout) -> LaunchPlan:
@@ -29,6 +29,7 @@ def build_plan(target: Target, signature: KernelSignature, facts: Facts, checkou
                 "grid then fails with 'Specified launch grid does not match inferred tensor partition grid'",
                 followup=f"declare {', '.join(mutable)} as &Tensor and write it via partition_full_mut (or use *mut E)",
             )
+        _refuse_partitions(entry)
         if not entry.outputs:
             raise Failed(
                 "kernel",
@@ -41,3 +42,28 @@ def build_plan(target: Target, signature: KernelSignature, facts: Facts, checkou
         plan = general.plan(target, signature, facts, checkout)
     plan.more_tests = common.test_wirings(checkout)[1:]
     return plan
+
+
+def _refuse_partitions(entry: Entry) -> None:
+    """A partition-typed param has no place in a launch the FFI grids itself: refuse it by its real type."""
+    for p in entry.params:
+        if p.kind != "partition":
+            continue
+        declared = f"{p.name}: {p.partition_type}"
+        head = p.partition_type.split("<", 1)[0]
+        if head.split("::")[-1] == "MappedPartitionMut" and not head.startswith("&"):
+            # cutile 0.2.0 lowers a by-value MappedPartitionMut like &mut Tensor (a KernelOutput), and
+            # the FFI always sets an explicit grid.
+            raise Failed(
+                "kernel",
+                f"{entry.name}: output parameter {declared} is lowered like &mut Tensor (a partition output); "
+                "an explicit launch grid then fails with 'Specified launch grid does not match inferred "
+                "tensor partition grid'",
+                followup=f"declare {p.name} as &Tensor and write it via partition_full_mut (or use *mut E)",
+            )
+        raise Failed(
+            "kernel",
+            f"{entry.name}: parameter {declared} is a partition type; cutile 0.2.0 launchers take only "
+            "&Tensor, &mut Tensor, by-value MappedPartitionMut, *mut E and scalars",
+            followup=f"declare {p.name} as &Tensor and partition it in the kernel body (partition / partition_full_mut)",
+        )

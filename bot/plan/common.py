@@ -58,6 +58,9 @@ def dtype_driver(tensors: list[CTensor], elem: str, facts: Facts) -> tuple[str, 
     chosen = facts.get("ffi.dtype_from")
     if isinstance(chosen, str) and any(t.name == chosen for t in tensors):
         return chosen, facts.source("ffi.dtype_from")
+    if not elem:  # no element generic: the driver's dtype is only checked against its fixed type
+        t = next((t for t in tensors if t.role == "input"), tensors[0])
+        return t.name, Source("kernel", f"no type generic: {t.name} must be {t.elem}")
     for t in tensors:
         if t.role == "input" and t.elem == elem:
             return t.name, Source("policy", f"dtype of the first input of element type {elem}")
@@ -74,6 +77,19 @@ def dtypes(facts: Facts) -> tuple[list[str], Source]:
     return list(DEFAULT_DTYPES), Source(
         "policy", "TileGym ops dispatch f32, f16, bf16 for the element generic"
     )
+
+
+def dispatch_dtypes(
+    elem: str, tensors: list[CTensor], dtype_from: str, facts: Facts
+) -> tuple[list[str], Source]:
+    """The dtypes the FFI launches: the dispatch list, or the one fixed type of an entry without
+    an element generic (the kernel decides; there is nothing to dispatch over)."""
+    if not elem:
+        fixed = next(t.elem for t in tensors if t.name == dtype_from)
+        return [fixed], Source(
+            "kernel", f"no type generic: the element type is fixed to {fixed}, no dtype dispatch"
+        )
+    return dtypes(facts)
 
 
 def generic_arg(generic: str, facts: Facts) -> tuple[str, Source]:

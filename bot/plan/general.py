@@ -42,7 +42,7 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
     elem = common.element_generic(first)
     tensors = _tensors(entries)
     dtype_from, dtype_src = common.dtype_driver(tensors, elem, facts)
-    dtypes, dtypes_src = common.dtypes(facts)
+    dtypes, dtypes_src = common.dispatch_dtypes(elem, tensors, dtype_from, facts)
     bases = {
         naming.tensor_base(e.param(t.param)): t.name for e in entries for t in tensors if _has(e, t.param)
     }
@@ -127,6 +127,7 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
             "dtypes": dtypes_src,
             "order": POLICY_ORDER,
         },
+        file_uses=list(signature.file_uses),
     )
     python = python_side.plan(target, ffi, facts, missing)
     tests = common.test_wiring(target, checkout)

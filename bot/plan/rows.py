@@ -58,7 +58,7 @@ def plan(
     out = outputs[0]
     bases = common.kernel_base_names(tensors, entry)
     dtype_from, dtype_src = common.dtype_driver(tensors, elem, facts)
-    dtypes, dtypes_src = common.dtypes(facts)
+    dtypes, dtypes_src = common.dispatch_dtypes(elem, tensors, dtype_from, facts)
 
     derived: list[Derived] = [Derived("n_rows", f"dim({out.name},0)", KERNEL_SHAPE)]
     args: list[str] = []
@@ -79,11 +79,12 @@ def plan(
         args.append(p.name)
 
     scalars: list[CScalar] = []
-    generics = ["dtype"]
+    generics: list[str] = []  # exactly the entry's generics, in declared order
     py_generics: dict[str, str] = {}
     py_generic_sources: dict[str, Source] = {}
     for g in entry.generics:
         if g.kind == "type":
+            generics.append("dtype")
             continue
         arg, arg_src = common.generic_arg(g.name, facts)
         scalars.append(CScalar(arg, "i32", "generic", g.name, arg_src))
@@ -118,6 +119,7 @@ def plan(
         variants=[variant],
         checks=common.contract_checks(facts),
         sources={"style": checkout.style_source, "dtype_from": dtype_src, "dtypes": dtypes_src},
+        file_uses=list(signature.file_uses),
     )
     python = _python_plan(target, inputs, out, dtypes, py_generics, py_generic_sources, facts, missing)
     tests = common.test_wiring(target, checkout)

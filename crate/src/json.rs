@@ -2,7 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::model::{Diagnostic, Entry, Failure, Generic, Param, ParamKind, Report};
+use crate::model::{Diagnostic, Entry, Failure, Generic, Param, ParamKind, Report, UseName};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -18,6 +18,10 @@ pub fn report(path: &str, report: &Report) -> Value {
     doc.insert(
         "warnings".into(),
         Value::Array(report.warnings.iter().map(diagnostic).collect()),
+    );
+    doc.insert(
+        "file_uses".into(),
+        Value::Array(report.file_uses.iter().map(use_name).collect()),
     );
     Value::Object(doc)
 }
@@ -107,11 +111,28 @@ fn param(p: &Param) -> Value {
             m.insert("elem".into(), json!(elem));
             m.insert("mutable".into(), json!(mutable));
         }
+        ParamKind::Partition {
+            elem, mutable, ty, ..
+        } => {
+            m.insert("kind".into(), json!("partition"));
+            m.insert("elem".into(), json!(elem));
+            m.insert("mutable".into(), json!(mutable));
+            m.insert("partition_type".into(), json!(ty));
+        }
         ParamKind::Scalar { ty } => {
             m.insert("kind".into(), json!("scalar"));
             m.insert("ty".into(), json!(ty));
         }
     }
+    Value::Object(m)
+}
+
+fn use_name(u: &UseName) -> Value {
+    let mut m = Map::new();
+    m.insert("name".into(), json!(u.name));
+    m.insert("path".into(), json!(u.path));
+    m.insert("glob".into(), json!(u.glob));
+    m.insert("line".into(), json!(u.line));
     Value::Object(m)
 }
 

@@ -52,6 +52,15 @@ pub enum ParamKind {
     },
     /// `*mut elem` / `*const elem`.
     Ptr { elem: String, mutable: bool },
+    /// A cutile partition type (`MappedPartitionMut<E, D, M>`, `Partition<..>`, `PartitionMut<..>`,
+    /// by value or borrowed): not a tensor, and not a scalar either. `name` is the type's last
+    /// path segment, `ty` the whole type as compact text.
+    Partition {
+        elem: String,
+        mutable: bool,
+        name: String,
+        ty: String,
+    },
     /// Anything else, by its type text.
     Scalar { ty: String },
 }
@@ -63,7 +72,7 @@ pub struct Param {
 }
 
 impl Param {
-    /// Tensors and pointers carry memory; only they can be outputs.
+    /// Tensors, pointers and partitions carry memory; only they can be outputs.
     pub fn is_memory(&self) -> bool {
         !matches!(self.kind, ParamKind::Scalar { .. })
     }
@@ -90,9 +99,20 @@ pub struct Entry {
     pub block: BlockUse,
 }
 
+/// One name a top-level `use` item of the file brings into scope (`*` for a glob).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UseName {
+    pub name: String,
+    pub path: String,
+    pub glob: bool,
+    pub line: usize,
+}
+
 #[derive(Debug, Clone)]
 pub struct Report {
     pub module: String,
     pub entries: Vec<Entry>,
     pub warnings: Vec<Diagnostic>,
+    /// The file's top-level `use` names, outside the module: they share a scope with ffi.rs.
+    pub file_uses: Vec<UseName>,
 }

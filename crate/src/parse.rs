@@ -4,10 +4,10 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{
     Attribute, Expr, FnArg, GenericArgument, GenericParam, Item, ItemFn, ItemMod, Meta, Pat,
-    PathArguments, Token, Type, TypeParamBound, Visibility, WherePredicate,
+    PathArguments, Token, Type, TypeParamBound, UseTree, Visibility, WherePredicate,
 };
 
-use crate::model::{Diagnostic, Entry, Failure, Generic, Param, ParamKind, Report};
+use crate::model::{Diagnostic, Entry, Failure, Generic, Param, ParamKind, Report, UseName};
 use crate::text::{compact, tokens};
 use crate::{blockid, dataflow};
 
@@ -56,7 +56,71 @@ pub fn read_kernel(source: &str) -> Result<Report, Failure> {
         module: module.ident.to_string(),
         entries,
         warnings,
+        file_uses: file_uses(&file.items),
     })
+}
+
+/// Names brought in by the file's top-level `use` items. kernel.rs and ffi.rs are included into
+/// one `mod <op>`, so these share a scope with ffi.rs's own imports.
+fn file_uses(items: &[Item]) -> Vec<UseName> {
+    let mut out = Vec::new();
+    for item in items {
+        if let Item::Use(u) = item {
+            let line = u.use_token.span.start().line;
+            let mut prefix = Vec::new();
+            if u.leading_colon.is_some() {
+                prefix.push(String::new()); // joins as a leading `::`
+            }
+            use_tree_names(&u.tree, &mut prefix, line, &mut out);
+        }
+    }
+    out
+}
+
+fn use_tree_names(tree: &UseTree, prefix: &mut Vec<String>, line: usize, out: &mut Vec<UseName>) {
+    let named = |name: String, path: Vec<String>| UseName {
+        name,
+        path: path.join("::"),
+        glob: false,
+        line,
+    };
+    match tree {
+        UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            use_tree_names(&p.tree, prefix, line, out);
+            prefix.pop();
+        }
+        UseTree::Name(n) => {
+            // `a::b::{self}` binds `b`.
+            if n.ident == "self" {
+                if let Some(last) = prefix.last().filter(|l| !l.is_empty()) {
+                    out.push(named(last.clone(), prefix.clone()));
+                }
+            } else {
+                let mut path = prefix.clone();
+                path.push(n.ident.to_string());
+                out.push(named(n.ident.to_string(), path));
+            }
+        }
+        UseTree::Rename(r) => {
+            let mut path = prefix.clone();
+            if r.ident != "self" {
+                path.push(r.ident.to_string());
+            }
+            out.push(named(r.rename.to_string(), path));
+        }
+        UseTree::Glob(_) => out.push(UseName {
+            name: "*".to_string(),
+            path: prefix.join("::"),
+            glob: true,
+            line,
+        }),
+        UseTree::Group(g) => {
+            for t in &g.items {
+                use_tree_names(t, prefix, line, out);
+            }
+        }
+    }
 }
 
 fn diag(
@@ -144,6 +208,14 @@ fn read_entry(func: &ItemFn, warnings: &mut Vec<Diagnostic>) -> Option<Entry> {
     for p in &params {
         if let ParamKind::Tensor { mutable: true, .. } = p.kind {
             outputs.push((p.name.clone(), "&mut".to_string()));
+        } else if let ParamKind::Partition {
+            mutable: true,
+            name: type_name,
+            ..
+        } = &p.kind
+        {
+            // An output by its type, like `&mut Tensor`: the launcher lowers it as a KernelOutput.
+            outputs.push((p.name.clone(), type_name.clone()));
         } else if let Some(sink) = flow.sinks.get(&p.name) {
             outputs.push((p.name.clone(), sink.name.clone()));
         }
@@ -279,7 +351,10 @@ fn strip_group(ty: &Type) -> &Type {
     }
 }
 
-/// Parameter type -> tensor / pointer / scalar.
+/// The cutile partition types an entry may name as a parameter type.
+const PARTITION_TYPES: [&str; 3] = ["Partition", "PartitionMut", "MappedPartitionMut"];
+
+/// Parameter type -> tensor / pointer / partition / scalar.
 pub fn classify(ty: &Type) -> ParamKind {
     match strip_group(ty) {
         Type::Reference(r) => {
@@ -289,6 +364,15 @@ pub fn classify(ty: &Type) -> ParamKind {
                     mutable: r.mutability.is_some(),
                     shape,
                 };
+            }
+            // `&mut MappedPartitionMut<..>` is refused by the macro, but it is still a partition.
+            if let Some(kind) = partition(strip_group(&r.elem), ty) {
+                return kind;
+            }
+        }
+        Type::Path(_) => {
+            if let Some(kind) = partition(strip_group(ty), ty) {
+                return kind;
             }
         }
         Type::Ptr(p) => {
@@ -300,6 +384,35 @@ pub fn classify(ty: &Type) -> ParamKind {
         _ => {}
     }
     ParamKind::Scalar { ty: compact(ty) }
+}
+
+/// `MappedPartitionMut<E, {[BM]}, M>` (last path segment one of `PARTITION_TYPES`) -> a partition
+/// of element `E`; `written` is the parameter type as declared, reference included.
+fn partition(ty: &Type, written: &Type) -> Option<ParamKind> {
+    let Type::Path(tp) = ty else { return None };
+    let last = tp.path.segments.last()?;
+    let name = last.ident.to_string();
+    if !PARTITION_TYPES.contains(&name.as_str()) {
+        return None;
+    }
+    // `Partition<'a, E, D>`: the element is the first type argument, after any lifetime.
+    let elem = match &last.arguments {
+        PathArguments::AngleBracketed(args) => args
+            .args
+            .iter()
+            .find_map(|a| match a {
+                GenericArgument::Type(t) => Some(compact(t)),
+                _ => None,
+            })
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    Some(ParamKind::Partition {
+        elem,
+        mutable: name.ends_with("Mut"),
+        name,
+        ty: compact(written),
+    })
 }
 
 /// `Tensor<E, {[d0, d1]}>` -> `("E", Some(["d0", "d1"]))`.
@@ -343,7 +456,102 @@ fn array_of(expr: &Expr) -> Option<Vec<String>> {
 
 #[cfg(test)]
 mod tests {
-    use super::read_kernel;
+    use super::{classify, read_kernel};
+    use crate::model::{ParamKind, UseName};
+
+    fn kind(src: &str) -> ParamKind {
+        classify(&syn::parse_str::<syn::Type>(src).unwrap())
+    }
+
+    fn partition(src: &str) -> (String, bool, String, String) {
+        match kind(src) {
+            ParamKind::Partition {
+                elem,
+                mutable,
+                name,
+                ty,
+            } => (elem, mutable, name, ty),
+            other => panic!("{src}: not a partition: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn partition_types_are_their_own_kind() {
+        let (elem, mutable, name, ty) = partition("MappedPartitionMut<E, { [BM, BN] }, MAP_SHAPE>");
+        assert_eq!(
+            (elem.as_str(), mutable, name.as_str()),
+            ("E", true, "MappedPartitionMut")
+        );
+        assert_eq!(ty, "MappedPartitionMut<E, {[BM, BN]}, MAP_SHAPE>");
+        // The element is the first type argument, after the lifetime.
+        let (elem, mutable, name, _) = partition("Partition<'a, f32, { [B] }>");
+        assert_eq!(
+            (elem.as_str(), mutable, name.as_str()),
+            ("f32", false, "Partition")
+        );
+        let (_, mutable, name, _) = partition("cutile::core::PartitionMut<'a, E, { [B] }>");
+        assert_eq!((mutable, name.as_str()), (true, "PartitionMut"));
+        let (_, mutable, _, ty) = partition("&mut MappedPartitionMut<E, { [B] }, M>");
+        assert!(mutable);
+        assert_eq!(ty, "&mut MappedPartitionMut<E, {[B]}, M>");
+        // Neighbours keep their kinds.
+        assert!(matches!(
+            kind("&Tensor<E, { [-1] }>"),
+            ParamKind::Tensor { .. }
+        ));
+        assert!(matches!(kind("*mut E"), ParamKind::Ptr { .. }));
+        assert!(matches!(kind("PartitionIndex"), ParamKind::Scalar { .. }));
+        assert!(matches!(kind("i32"), ParamKind::Scalar { .. }));
+    }
+
+    #[test]
+    fn mutable_partition_is_an_output_by_its_type() {
+        let src = "#[cutile::module] mod m {\n #[cutile::entry()] fn k<E: ElementType, const B: i32, const M: [i32; 1]>(\n z: MappedPartitionMut<E, { [B] }, M>, p: Partition<'static, E, { [B] }>, x: &Tensor<E, { [-1] }>) {}\n}";
+        let report = read_kernel(src).unwrap();
+        let e = &report.entries[0];
+        // No store in the body: the type alone makes `z` an output; `p` is read-only.
+        assert_eq!(
+            e.outputs,
+            [("z".to_string(), "MappedPartitionMut".to_string())]
+        );
+        assert!(e.params[1].is_memory());
+    }
+
+    #[test]
+    fn file_uses_list_every_bound_name() {
+        let src = "use cuda_core::{Device, Stream as S, self};\nuse ::std::ffi::c_void;\n\
+                   pub use cutile::prelude::*;\nuse a::b::{self as bee, c::{d, _e as _}};\n\
+                   #[cutile::module] mod m { use cutile::core::*; }\nmod inner { use x::Y; }\n";
+        let report = read_kernel(src).unwrap();
+        let got: Vec<(String, String, bool, usize)> = report
+            .file_uses
+            .iter()
+            .map(
+                |UseName {
+                     name,
+                     path,
+                     glob,
+                     line,
+                 }| (name.clone(), path.clone(), *glob, *line),
+            )
+            .collect();
+        let want = [
+            ("Device", "cuda_core::Device", false, 1),
+            ("S", "cuda_core::Stream", false, 1),
+            ("cuda_core", "cuda_core", false, 1),
+            ("c_void", "::std::ffi::c_void", false, 2),
+            ("*", "cutile::prelude", true, 3),
+            ("bee", "a::b", false, 4),
+            ("d", "a::b::c::d", false, 4),
+            ("_", "a::b::c::_e", false, 4),
+        ];
+        let want: Vec<(String, String, bool, usize)> = want
+            .iter()
+            .map(|(n, p, g, l)| (n.to_string(), p.to_string(), *g, *l))
+            .collect();
+        // Uses inside the cutile module or another mod are not in the file's scope.
+        assert_eq!(got, want);
+    }
 
     #[test]
     fn syntax_error_position() {
