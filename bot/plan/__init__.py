@@ -1,7 +1,8 @@
 """The launch plan: facts merged by authority into plain data that the emitters render.
 
-``build_plan`` picks the host pattern from the kernel's shape and hands over to that
-pattern's planner; a pattern the planner cannot recognise is a precise BLOCKED(host).
+``build_plan`` refuses what is a kernel fault (no entry, a ``&mut Tensor`` or partition output, no
+output at all), then hands every kernel shape to the one planner, ``launch``; what no source says
+becomes a precise question (``MissingFact``), never a crash in an emitter.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 from bot.checkout import Checkout
 from bot.errors import Failed
 from bot.infer.facts import Facts
-from bot.plan import common, general, rows
-from bot.types import Entry, KernelSignature, LaunchPlan, Target
+from bot.plan import common, launch
+from bot.types import Entry, KernelSignature, LaunchPlan, MissingFact, Target
 
 
 def build_plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Checkout) -> LaunchPlan:
@@ -36,12 +37,32 @@ def build_plan(target: Target, signature: KernelSignature, facts: Facts, checkou
                 f"{entry.name}: no output found (no parameter reaches partition_full_mut, partition_mut or a store)",
                 followup="write the output through partition_full_mut / partition_mut / store_ptr_tko",
             )
-    if len(signature.entries) == 1 and rows.matches(signature.entries[0]):
-        plan = rows.plan(target, signature, signature.entries[0], facts, checkout)
-    else:
-        plan = general.plan(target, signature, facts, checkout)
+    plan = launch.plan(target, signature, facts, checkout)
     plan.more_tests = common.test_wirings(checkout)[1:]
+    plan.missing += _unbound(plan, facts)
     return plan
+
+
+def _unbound(plan: LaunchPlan, facts: Facts) -> list[MissingFact]:
+    """Every C parameter needs a Python value before anything is rendered: a descriptor nobody
+    packs (a second output the wrapper does not allocate) is a question, not an emitter crash."""
+    asked = {m.key for m in plan.missing}
+    out: list[MissingFact] = []
+    for t in plan.ffi.tensors:
+        if t.name not in plan.python.tensors_py and "python.tensors" not in asked:
+            what = "allocated (python.alloc) and packed" if t.role == "output" else "packed"
+            out.append(
+                MissingFact(
+                    "python.tensors",
+                    f"which Python value is {what} for descriptor `{t.name}` (kernel {t.role} `{t.param}`)",
+                    list(facts.tried.get("python.tensors", [])),
+                )
+            )
+    for s in plan.ffi.scalars:
+        key = f"python.args.{s.name}"
+        if s.name not in plan.python.ffi_args and key not in asked:
+            out.append(MissingFact(key, f"the Python value of C argument `{s.name}` ({s.role})", []))
+    return out
 
 
 def _refuse_partitions(entry: Entry) -> None:

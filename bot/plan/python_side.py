@@ -12,7 +12,7 @@ import ast
 from bot.errors import Blocked
 from bot.infer.facts import Facts
 from bot.plan import common
-from bot.types import FfiPlan, PyPlan, PyStep, Source, Target
+from bot.types import CScalar, FfiPlan, PyPlan, PyStep, Source, Target
 
 _COMPILE_FIELDS = {"num_cta_in_cga": ("NUM_CTA_IN_CGA", "NUM_CTAS"), "occupancy": ("OCCUPANCY",)}
 
@@ -29,7 +29,7 @@ def plan(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) ->
     if not isinstance(signature, str):
         missing.add("python.signature", "the wrapper's parameters (ops.py declares none for this op)", facts)
         signature = ", ".join(params) + ", **kwargs"
-    configs = _configs(facts)
+    cfgs = configs(facts)
     alloc = facts.get("python.alloc")
     outputs = [t for t in ffi.tensors if t.role == "output"]
     if not isinstance(alloc, dict) or not alloc:
@@ -41,15 +41,9 @@ def plan(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) ->
     steps = common.wrapper_prologue(op, params, same_dtype=False) + contract_steps(facts)
     args = {}
     for s in ffi.scalars:
-        expr, _src = _arg(s.name, s.role, s.feeds, signature, configs, facts)
+        expr, _src = arg_value(s.name, s.role, s.feeds, signature, cfgs, facts)
         if expr is None:
-            missing.add(
-                f"python.args.{s.name}",
-                f"the Python value of C argument `{s.name}` ({s.role}"
-                + (f" feeding {s.feeds}" if s.feeds else "")
-                + ")",
-                facts,
-            )
+            ask_arg(s, facts, missing)
             expr = "0"
         args[s.name] = expr
     result = facts.get("python.result")
@@ -65,8 +59,8 @@ def plan(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) ->
         else [common.TORCH_DTYPES[d] for d in ffi.dtypes if d in common.TORCH_DTYPES],
         steps=steps,
         alloc={str(k): str(v) for k, v in alloc.items()},
-        launch_mode="autotune" if configs else "direct",
-        configs=configs,
+        launch_mode="autotune" if cfgs else "direct",
+        configs=cfgs,
         autotune_key=str(facts.get("python.key") or ""),
         python_grid={},
         device_of=tensors_py[outputs[0].name] if outputs else "",
@@ -119,7 +113,18 @@ def _check_step(i: int, item: dict, src: Source | None) -> None:
                 ) from None
 
 
-def _configs(facts: Facts) -> list[dict[str, object]]:
+def ask_arg(scalar: CScalar, facts: Facts, missing: common.Missing) -> None:
+    """The question for a C argument no rule gives a Python value; a kernel scalar may instead be
+    computed in the FFI from the descriptors."""
+    question = f"the Python value of C argument `{scalar.name}` ({scalar.role}" + (
+        f" feeding {scalar.feeds})" if scalar.feeds else ")"
+    )
+    if scalar.role == "runtime_scalar":
+        question += f", or ffi.scalars.{scalar.feeds}: an expression over the descriptors (e.g. dim(out,1))"
+    missing.add(f"python.args.{scalar.name}", question, facts)
+
+
+def configs(facts: Facts) -> list[dict[str, object]]:
     """Config groups: ``[{"when": cond, "configs": [..]}]``; a plain list is one group for every call."""
     raw = facts.get("python.configs")
     if not raw:
@@ -156,7 +161,7 @@ def _tensors(
     return out
 
 
-def _arg(
+def arg_value(
     name: str, role: str, feeds: str, signature: str, configs, facts: Facts
 ) -> tuple[str | None, Source | None]:
     explicit = facts.get(f"python.args.{name}")

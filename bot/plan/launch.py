@@ -1,10 +1,20 @@
-"""Every other host pattern: tiled ``&Tensor`` kernels (1-D/2-D/3-D grids), persistent grid-stride
-entries, variants chosen by a selector, derived generics, flag generics, fixed-type auxiliary tensors,
-raw pointers with in-kernel views, literal-specialised entries with a dispatch table.
+"""The one launch planner: every kernel shape is a case of the same plan.
 
-The FFI side is inferred from the kernel and TileGym's naming conventions wherever they say
-something; the Python side (preprocessing, allocation, configs, grid values) comes from the
-facts, and what no source gives becomes a precise ``MissingFact``.
+Discovery finds the facts, this module merges them into the FFI half of a ``LaunchPlan`` (plain
+data, each value with its source) and ``python_side`` fills the wrapper half; emitters only render.
+The cases differ in a few decisions, each made here from the kernel's shape and recorded:
+
+- **layout**: a *row* kernel (every tensor a raw pointer, one block-id axis, no grid-stride loop,
+  TileGym's silu_and_mul / swiglu) is launched with one block per output row: its descriptors are
+  rows x columns (the wrapper flattens leading dims), the grid is ``dim(out,0)`` computed in the
+  FFI, and the reference op names the output's column count. Every other kernel is *tiled*: its
+  grid terms are C arguments (``num_programs`` or ``grid_x/y/z``) the wrapper computes.
+- kernel scalars: descriptor fields by naming or the contract, GEMM letters, else C arguments of
+  their own (runtime scalars such as ``eps``) whose Python value the wrapper side finds;
+- generics: the entry's own, in declared order (type generic -> the dtype, const -> a C argument
+  or a derived FFI value such as ``CAST_TF32``);
+- variants: ``static_persistent_*`` / ``non_persistent_*`` by a selector, literal-specialised
+  entries by a dispatch key, or the contract's conditions.
 """
 
 from __future__ import annotations
@@ -14,7 +24,7 @@ import re
 from bot.checkout import Checkout
 from bot.infer import naming
 from bot.infer.facts import Facts
-from bot.plan import common, python_side
+from bot.plan import common, python_side, row_wrapper
 from bot.types import (
     CScalar,
     CTensor,
@@ -33,6 +43,24 @@ _LITERAL_SUFFIX = re.compile(r"^(?P<base>.+)_(?P<tag>[a-z]?)(?P<value>\d+)$")
 POLICY_ORDER = Source(
     "policy", "C scalars: runtime scalars, generic arguments, grid, compile options, selector"
 )
+TILED = Source("kernel", "not a row kernel: the wrapper computes the grid terms")
+
+
+ROW_SHAPE = Source("kernel", "raw pointers, one block-id axis, no grid-stride loop: one block per row")
+
+
+def row_layout(entries: list[Entry]) -> bool:
+    """One entry whose tensors are all raw pointers, one block-id axis, no grid-stride loop."""
+    if len(entries) != 1:
+        return False
+    entry = entries[0]
+    tensors = [p for p in entry.params if p.kind in ("tensor", "ptr")]
+    return (
+        bool(tensors)
+        and all(p.kind == "ptr" for p in tensors)
+        and entry.block.axes == 1
+        and not entry.block.grid_stride
+    )
 
 
 def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Checkout) -> LaunchPlan:
@@ -41,6 +69,10 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
     first = entries[0]
     elem = common.element_generic(first)
     tensors = _tensors(entries)
+    rows = row_layout(entries)
+    if rows:
+        for t in tensors:
+            t.rank = 2  # rows x columns: the wrapper flattens leading dims
     dtype_from, dtype_src = common.dtype_driver(tensors, elem, facts)
     dtypes, dtypes_src = common.dispatch_dtypes(elem, tensors, dtype_from, facts)
     bases = {
@@ -62,6 +94,9 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
         if all(d.name != name for d in derived):
             derived.append(Derived(name, expr, source))
 
+    row_out = next(t for t in tensors if t.role == "output")
+    if rows:
+        derive("n_rows", f"dim({row_out.name},0)", ROW_SHAPE)
     selector, when_of = _variant_selection(entries, facts, missing)
     variants: list[Variant] = []
     for entry in entries:
@@ -84,6 +119,8 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
                 args.append(f"ptr({_c_name(tensors, p.name)})")
             else:
                 expr, source = _scalar_value(p.name, p.ty, entry, bases, tensors, facts)
+                if expr is None and rows:
+                    expr, source = _row_columns(p.name, row_out.name, facts) or (expr, source)
                 if expr is None:
                     add(
                         runtime,
@@ -94,7 +131,7 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
                 else:
                     derive(p.name, expr, source)
                 args.append(p.name)
-        grid, grid_source = _grid(entry, facts)
+        grid, grid_source = _grid(entry, facts, rows)
         for g in grid:
             if g in ("num_programs", "grid_x", "grid_y", "grid_z"):
                 add(grid_args, CScalar(g, "i32", "grid", "", grid_source))
@@ -105,7 +142,8 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
         )
     variants.sort(key=lambda v: v.when in ("else", "always"))  # the catch-all closes the chain
 
-    _pointer_ranks(tensors, derived, variants, facts)
+    if not rows:
+        _pointer_ranks(tensors, derived, variants, facts)
     scalars = runtime + generic_args + grid_args + common.compile_option_scalars()
     if selector is not None:
         scalars.append(selector)
@@ -126,10 +164,13 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
             "dtype_from": dtype_src,
             "dtypes": dtypes_src,
             "order": POLICY_ORDER,
+            "layout": ROW_SHAPE if rows else TILED,
         },
         file_uses=list(signature.file_uses),
     )
-    python = python_side.plan(target, ffi, facts, missing)
+    # the wrapper half: the row defaults for a row kernel, the general rules otherwise; both honour
+    # every wrapper key of the contract
+    python = (row_wrapper.plan if rows else python_side.plan)(target, ffi, facts, missing)
     tests = common.test_wiring(target, checkout)
     return LaunchPlan(target.op, ffi, python, tests, missing.items, int(facts.get("contract.lines", 0) or 0))
 
@@ -226,10 +267,20 @@ def _scalar_value(name, ty, entry, bases, tensors, facts) -> tuple[str | None, S
     )
 
 
-def _grid(entry: Entry, facts: Facts) -> tuple[list[str], Source]:
+def _row_columns(name: str, out: str, facts: Facts) -> tuple[str, Source] | None:
+    """A row kernel's scalar that the reference op sizes the output's columns with (``hidden_size``)."""
+    if facts.get("reference.out_cols_var") != name:
+        return None
+    src = facts.source("reference.out_cols_var")
+    return f"dim({out},1)", Source("reference", f"{src.detail} -> `{name}` is the output's column count")
+
+
+def _grid(entry: Entry, facts: Facts, rows: bool) -> tuple[list[str], Source]:
     explicit = common.contract_grid(entry, facts)
     if explicit:
         return explicit
+    if rows:
+        return ["n_rows", "1", "1"], ROW_SHAPE
     block = entry.block
     if block.axes <= 1:
         why = (

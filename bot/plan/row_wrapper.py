@@ -1,147 +1,64 @@
-"""Pattern P1: raw-pointer row kernels, one block per row (TileGym's silu_and_mul, swiglu).
-
-Recognised from the kernel alone: every tensor is a ``*mut E`` pointer, the body reads one
-block-id axis and has no grid-stride loop. Then:
-- the grid is one block per output row, computed in the FFI from the output descriptor;
-- kernel scalars are descriptor fields (naming rules, or the reference op for the output's
-  column count);
-- a 1-D tile generic is the next power of two of the output row length, computed in Python;
-- the wrapper flattens each input to 2-D rows, allocates the output rows, launches once.
+"""The wrapper half of a plan for a row kernel (``launch.row_layout``): TileGym's silu_and_mul /
+swiglu shape. The row defaults come first (flatten every input to rows, the output rows shaped by
+the reference's column count, a tile generic = next power of two of the row length, one launch),
+then every wrapper key of the contract on top of them, as on every other kernel shape, and the C
+arguments still without a value are resolved by the shared rules (``python_side.arg_value``):
+a runtime scalar such as ``eps`` is the wrapper parameter of its name.
 """
 
 from __future__ import annotations
 
 import ast
 
-from bot.checkout import Checkout
 from bot.errors import Blocked
 from bot.infer import naming
 from bot.infer.facts import Facts
-from bot.plan import common
-from bot.types import (
-    CScalar,
-    Derived,
-    Entry,
-    FfiPlan,
-    KernelSignature,
-    LaunchPlan,
-    PyPlan,
-    PyStep,
-    Source,
-    Target,
-    Variant,
-)
-
-KERNEL_SHAPE = Source("kernel", "raw pointers, one block-id axis, no grid-stride loop: one block per row")
+from bot.plan import common, python_side
+from bot.types import FfiPlan, PyPlan, PyStep, Source, Target
 
 
-def matches(entry: Entry) -> bool:
-    tensors = [p for p in entry.params if p.kind in ("tensor", "ptr")]
-    return (
-        bool(tensors)
-        and all(p.kind == "ptr" for p in tensors)
-        and entry.block.axes == 1
-        and not entry.block.grid_stride
-    )
-
-
-def plan(
-    target: Target, signature: KernelSignature, entry: Entry, facts: Facts, checkout: Checkout
-) -> LaunchPlan:
-    missing = common.Missing()
-    elem = common.element_generic(entry)
-    tensors = common.c_tensors(entry)
-    for t in tensors:
-        t.rank = 2  # rows x columns: the wrapper flattens leading dims
-    outputs = [t for t in tensors if t.role == "output"]
-    inputs = [t for t in tensors if t.role == "input"]
-    out = outputs[0]
-    bases = common.kernel_base_names(tensors, entry)
-    dtype_from, dtype_src = common.dtype_driver(tensors, elem, facts)
-    dtypes, dtypes_src = common.dispatch_dtypes(elem, tensors, dtype_from, facts)
-
-    derived: list[Derived] = [Derived("n_rows", f"dim({out.name},0)", KERNEL_SHAPE)]
-    args: list[str] = []
-    for p in entry.params:
-        if p.kind == "ptr":
-            args.append(f"ptr({next(t.name for t in tensors if t.param == p.name)})")
+def plan(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) -> PyPlan:
+    py = _base(target, ffi, facts, missing)
+    _contract_overlay(py, facts)
+    configs = python_side.configs(facts)
+    if configs:
+        py.configs, py.launch_mode = configs, "autotune"
+        py.autotune_key = str(facts.get("python.key") or "")
+        py.sources["python.configs"] = facts.source("python.configs")
+    for s in ffi.scalars:
+        if s.name in py.ffi_args:
             continue
-        expr, src = _scalar_source(p.name, out.name, bases, facts)
+        expr, _src = python_side.arg_value(s.name, s.role, s.feeds, py.signature, py.configs, facts)
         if expr is None:
-            missing.add(
-                f"ffi.scalars.{p.name}",
-                f"what value feeds kernel scalar `{p.name}: {p.ty}` (an expression over descriptors, "
-                f"e.g. dim({out.name},1))",
-                facts,
-            )
-            expr, src = "0", Source("policy", "unknown")
-        derived.append(Derived(p.name, expr, src))
-        args.append(p.name)
+            python_side.ask_arg(s, facts, missing)
+            expr = "0"
+        py.ffi_args[s.name] = expr
+    return py
 
-    scalars: list[CScalar] = []
-    generics: list[str] = []  # exactly the entry's generics, in declared order
-    py_generics: dict[str, str] = {}
-    py_generic_sources: dict[str, Source] = {}
-    for g in entry.generics:
-        if g.kind == "type":
-            generics.append("dtype")
+
+def _generic_values(ffi: FfiPlan, facts: Facts) -> dict[str, tuple[str, Source]]:
+    """C argument -> (Python value, source) for the const generics the row rules know: the
+    contract's ``python.generics.<G>``, else a tile width = next power of two of the row length."""
+    out: dict[str, tuple[str, Source]] = {}
+    for s in ffi.scalars:
+        if s.role != "generic":
             continue
-        arg, arg_src = common.generic_arg(g.name, facts)
-        scalars.append(CScalar(arg, "i32", "generic", g.name, arg_src))
-        generics.append(arg)
-        value = facts.get(f"python.generics.{g.name}")
+        value = facts.get(f"python.generics.{s.feeds}")
         if isinstance(value, str):
-            py_generics[arg] = value
-            py_generic_sources[arg] = facts.source(f"python.generics.{g.name}")
-        elif naming.is_tile_width(g.name):
-            py_generics[arg] = "next_power_of_2(out_cols)"
-            py_generic_sources[arg] = Source(
-                "policy", f"P1 row kernel: {g.name} = next power of two of the output row length"
+            out[s.name] = (value, facts.source(f"python.generics.{s.feeds}"))
+        elif naming.is_tile_width(s.feeds):
+            out[s.name] = (
+                "next_power_of_2(out_cols)",
+                Source("policy", f"P1 row kernel: {s.feeds} = next power of two of the output row length"),
             )
-        else:
-            missing.add(f"python.generics.{g.name}", f"what Python value feeds const generic {g.name}", facts)
-            py_generics[arg] = "0"
-            py_generic_sources[arg] = Source("policy", "unknown")
-    scalars += common.compile_option_scalars()
-
-    grid, grid_source = common.contract_grid(entry, facts) or (["n_rows", "1", "1"], KERNEL_SHAPE)
-    variant = Variant("always", entry.name, generics, args, grid, entry.name, grid_source, entry.unsafe)
-    ffi = FfiPlan(
-        symbol=target.symbol,
-        module=signature.module,
-        style=checkout.style,
-        tensors=tensors,
-        dtype_from=dtype_from,
-        dtype_generic=elem,
-        dtypes=dtypes,
-        scalars=scalars,
-        derived=derived,
-        variants=[variant],
-        checks=common.contract_checks(facts),
-        sources={"style": checkout.style_source, "dtype_from": dtype_src, "dtypes": dtypes_src},
-        file_uses=list(signature.file_uses),
-    )
-    python = _python_plan(target, inputs, out, dtypes, py_generics, py_generic_sources, facts, missing)
-    tests = common.test_wiring(target, checkout)
-    return LaunchPlan(target.op, ffi, python, tests, missing.items, int(facts.get("contract.lines", 0) or 0))
+    return out
 
 
-def _scalar_source(
-    name: str, out: str, bases: dict[str, str], facts: Facts
-) -> tuple[str | None, Source | None]:
-    known = common.known_scalar(name, bases, facts)
-    if known:
-        return known
-    if facts.get("reference.out_cols_var") == name:
-        src = facts.source("reference.out_cols_var")
-        return f"dim({out},1)", Source("reference", f"{src.detail} -> `{name}` is the output's column count")
-    return None, None
-
-
-def _python_plan(
-    target, inputs, out, dtypes, py_generics, py_generic_sources, facts: Facts, missing
-) -> PyPlan:
+def _base(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) -> PyPlan:
+    """The row wrapper: flatten every input to rows, allocate the output rows, launch once."""
     op = target.op
+    inputs = [t for t in ffi.tensors if t.role == "input"]
+    out = next(t for t in ffi.tensors if t.role == "output")
     kind = facts.get("python.register.kind")
     inner = facts.get("python.inner_name") if kind == "getter" else ""
     if kind not in ("direct", "getter") or (kind == "getter" and not inner):
@@ -197,20 +114,20 @@ def _python_plan(
         steps.append(
             PyStep("let", target="out_shape", expr=f"{first}.shape[:-1] + (out_cols,)", source=policy)
         )
-    for arg, value in py_generics.items():
-        steps.append(PyStep("let", target=arg, expr=value, source=py_generic_sources[arg]))
+    py_generics = _generic_values(ffi, facts)
+    for arg, (value, source) in py_generics.items():
+        steps.append(PyStep("let", target=arg, expr=value, source=source))
     out_var = f"{out.name}_rows"
     tensors_py = {out.name: out_var}
     tensors_py.update({t.name: f"{p}_rows" for t, p in zip(inputs, params)})
     ffi_args = {arg: arg for arg in py_generics}
-    ffi_args.update({"num_cta_in_cga": "_AUTO_COMPILE_OPTION", "occupancy": "_AUTO_COMPILE_OPTION"})
     return PyPlan(
         register_name=str(facts.get("python.register.name") or op),
         register_kind=str(kind or "direct"),
         signature=_signature(facts, params),
         inner_signature=str(facts.get("python.inner_signature") or "") if inner else "",
         inner_name=str(inner or ""),
-        dtypes=[common.TORCH_DTYPES[d] for d in dtypes if d in common.TORCH_DTYPES],
+        dtypes=[common.TORCH_DTYPES[d] for d in ffi.dtypes if d in common.TORCH_DTYPES],
         steps=steps,
         alloc={out_var: _allocation(first, out_cols)},
         launch_mode="direct",
@@ -237,6 +154,46 @@ def _python_plan(
             if v is not None
         },
     )
+
+
+def _contract_overlay(py: PyPlan, facts: Facts) -> None:
+    """The contract's wrapper keys over the row defaults, so every key means the same on every
+    kernel shape: extra statements, allocations (a second output such as ``rstd``), descriptor
+    bindings, C argument values and the returned expression."""
+    steps = python_side.contract_steps(facts)
+    if steps:
+        py.steps += steps
+        py.sources["python.steps"] = facts.source("python.steps")
+    alloc = facts.get("python.alloc")
+    if isinstance(alloc, dict):
+        py.alloc.update({str(k): str(v) for k, v in alloc.items()})
+        py.sources["python.alloc"] = facts.source("python.alloc")
+    tensors = facts.get("python.tensors")
+    if isinstance(tensors, dict):
+        py.tensors_py.update({str(k): str(v) for k, v in tensors.items()})
+    for key, fact in facts.under("python.args").items():
+        py.ffi_args[key] = str(fact.value)
+    dtypes = facts.get("python.dtypes")
+    if isinstance(dtypes, list):
+        py.dtypes = [str(d) for d in dtypes]
+    result = facts.get("python.result")
+    if isinstance(result, str):
+        py.result = result
+        given = facts.source("python.out_param")
+        if py.out_param and not (given and given.kind in ("contract", "agent_b")):
+            # the copy into out= assumes the single row output; refuse it rather than guess
+            o = py.out_param
+            py.steps.insert(
+                0,
+                PyStep(
+                    "check",
+                    expr=f"{o} is not None",
+                    error="NotImplementedError",
+                    message=f"cutile-rs {py.register_name}: {o}= is not supported when python.result is set",
+                    source=facts.source("python.result"),
+                ),
+            )
+            py.out_param = ""
 
 
 def _signature(facts: Facts, params: list[str]) -> str:
