@@ -156,9 +156,13 @@ def read_test_file(test_file: Path) -> TestFile:
     return TestFile(tuple(dict.fromkeys(names)), tuple(reasons))
 
 
-def command(python: str, tests: TestFile) -> tuple[list[str], str]:
+# -k expressions of a backend's parametrized cases: ids spell cutile-rs both ways (domain.md section 7)
+CUTILE_RS = "(cutile_rs or cutile-rs)"
+CUTILE = "(cutile and not cutile_rs and not cutile-rs)"  # the cuTile Python backend, a new op's baseline
+
+
+def command(python: str, tests: TestFile, backend: str = CUTILE_RS) -> tuple[list[str], str]:
     """The pytest argv over the op's test files and the selection it uses (for the report)."""
-    backend = "(cutile_rs or cutile-rs)"
     if tests.functional:
         selection = f"{backend} and ({' or '.join(tests.functional)})"
     else:

@@ -21,6 +21,8 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the repositor
 
 from gpu import OPS
 
+NEW_KERNELS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "tilegym_ops"
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
@@ -31,7 +33,15 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("pack", help="build both trees and the bundle (CPU machine)")
     s.add_argument("--tilegym", type=Path, required=True, help="TileGym checkout (work tree or bare git dir)")
     s.add_argument("--out", type=Path, default=Path("gpu_bundle"))
-    s.add_argument("--ops", nargs="+", default=list(OPS), choices=OPS)
+    s.add_argument("--ops", nargs="+", default=list(OPS), choices=OPS, help="TileGym's own cutile-rs ports")
+    s.add_argument(
+        "--new-kernels",
+        type=Path,
+        default=NEW_KERNELS,
+        help="folder of <op>_kernel/kernel.rs for ops TileGym has no cutile-rs port of (default: %(default)s; "
+        "their baseline is the cuTile backend)",
+    )
+    s.add_argument("--new-ops", nargs="*", help="only these of --new-kernels (default: all of them)")
     s.add_argument(
         "--cargo-target-dir",
         type=Path,
@@ -85,12 +95,23 @@ def main(argv: list[str] | None = None) -> int:
 
         cache = default_cache_dir()
         cargo_target = args.cargo_target_dir or cache / "cargo-target"
+        from gpu.pack import new_kernels
+
+        new = new_kernels(args.new_kernels)
+        if args.new_ops is not None:
+            unknown = sorted(set(args.new_ops) - set(new))
+            if unknown:
+                p.error(
+                    f"--new-ops {', '.join(unknown)}: not in {args.new_kernels} ({', '.join(new) or 'none'})"
+                )
+            new = {op: new[op] for op in args.new_ops}
         pack(
             args.tilegym,
             args.out,
             args.ops,
             cargo_target.resolve(),
             (args.cache or cache / "gpu-proof").resolve(),
+            new,
         )
         return 0
     if args.cmd == "run":

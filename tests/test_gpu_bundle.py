@@ -155,3 +155,25 @@ def test_strip_op_removes_host_files_and_wiring(tmp_path):
     assert "mod silu_and_mul" not in (ops / "cutile_kernels" / "src" / "lib.rs").read_text()
     assert "cutile-rs" not in (tmp_path / "tests" / "ops" / "test_silu_and_mul.py").read_text()
     assert strip_op(tmp_path, "silu_and_mul", strict=False) == []  # nothing left: lenient mode is a no-op
+
+
+def test_new_kernels_go_into_tree_b_as_a_porters_pr_would(tmp_path):
+    from gpu import pack
+
+    kernels = tmp_path / "kernels"
+    (kernels / "dropout_kernel").mkdir(parents=True)
+    (kernels / "dropout_kernel" / "kernel.rs").write_text("// ours\n")
+    (kernels / "rope_kernel").mkdir()
+    (kernels / "rope_kernel" / "kernel.rs").write_text("// ours\n")
+    (kernels / "rope_kernel" / "host_contract.yaml").write_text("contract_version: 1\n")
+    (kernels / "notes").mkdir()  # not a kernel folder
+    found = pack.new_kernels(kernels)
+    assert sorted(found) == ["dropout", "rope"]
+    assert pack.new_kernels(tmp_path / "absent") == {}
+    tree = tmp_path / "tree"
+    assert pack.add_new_op(tree, "rope", found["rope"]) == [
+        "src/tilegym/ops/cutile_rs/rope_kernel/kernel.rs",
+        "src/tilegym/ops/cutile_rs/rope_kernel/host_contract.yaml",
+    ]
+    with pytest.raises(FileExistsError):  # a ported op is not a new one
+        pack.add_new_op(tree, "rope", found["rope"])

@@ -202,3 +202,49 @@ def test_run_end_to_end_with_a_fake_gpu_interpreter(tmp_path):
     assert merged["tests_from"]["stage"] == "all" and merged["tests_from"]["time_utc"] == tested_at
     assert merged["host_time_from"]["stage"] == "bench"
     assert merged["host_time_from"]["time_utc"] == again["ops"]["silu_and_mul"]["host_time"]["finished_utc"]
+
+
+def _with_new_op() -> dict:
+    """MANIFEST plus an op TileGym has no cutile-rs port of: its tree-A run is the cuTile baseline."""
+    manifest = {**MANIFEST, "ops": dict(MANIFEST["ops"])}
+    manifest["ops"]["dropout"] = {
+        "new": True,
+        "contract_lines": 0,
+        "pytest_args": [
+            "tests/ops/test_dropout.py",
+            "-k",
+            "(cutile and not cutile_rs and not cutile-rs) and (test_op)",
+            "--tb=short",
+            "-v",
+            "-x",
+            "--timeout=60",
+        ],
+        "pack": {"status": "generated", "reason": ""},
+    }
+    return manifest
+
+
+def test_a_new_op_runs_its_baseline_and_verify_side_by_side_and_is_not_benchmarked(tmp_path):
+    root, site, logs = tmp_path / "root", tmp_path / "site", tmp_path / "logs"
+    manifest = _with_new_op()
+    steps = device.plan(manifest, root, site, ["silu_and_mul", "dropout"], "python3", logs)
+    assert [(s.kind, s.op) for s in steps] == [
+        ("pytest", "silu_and_mul"),
+        ("verify", "silu_and_mul"),
+        ("pytest", "dropout"),
+        ("verify", "dropout"),
+        ("bench", "silu_and_mul"),  # no hand-written wrapper of dropout to time against
+    ]
+    baseline = steps[2]
+    assert baseline.argv[3:] == manifest["ops"]["dropout"]["pytest_args"]
+    assert baseline.argv[baseline.argv.index("-k") + 1].startswith(
+        "(cutile and not cutile_rs and not cutile-rs)"
+    )
+
+
+def test_a_new_ops_failures_are_marked_against_the_cutile_baseline():
+    ours = {"outcomes": {"tests/ops/test_dropout.py::T::test_op[0.5-cutile_rs]": "FAILED"}}
+    base = {"outcomes": {"tests/ops/test_dropout.py::T::test_op[0.5-cutile]": "PASSED"}}
+    (row,) = device.compare(ours, base)
+    assert (row["hand_written"], row["mark"]) == ("PASSED", "passes with hand-written code")
+    assert device.compare(ours, {"outcomes": {}})[0]["mark"] == "not reached in the hand-written run"

@@ -81,3 +81,40 @@ def test_a_bench_only_run_does_not_claim_the_tests_it_carried(tmp_path):
     # on its own, the bench run's carried tests are credited to when they finished, not to T2
     alone = table.merge([timed])["ops"]["silu_and_mul"]
     assert alone["hand_written"]["passed"] == 99 and alone["tests_from"]["time_utc"] == "T0"
+
+
+def test_a_new_op_is_shown_against_the_cutile_backend():
+    from gpu import table
+
+    results = {
+        "date": "2026-12-03",
+        "ops": {
+            "dropout": {
+                "new": True,
+                "contract_lines": 2,
+                "pack": {"status": "generated"},
+                "agent_d": {
+                    "passed": 3,
+                    "failed": 1,
+                    "skipped": 0,
+                    "exit": 1,
+                    "first_failure": "FAILED x",
+                    "verdict": {"verdict": "FAIL", "class": "kernel", "reason": "a|b"},
+                },  # fmt: skip
+                "hand_written": {"passed": 4, "failed": 0, "skipped": 0, "exit": 0},
+            },
+            "rope": {
+                "new": True,
+                "pack": {"status": "blocked", "port_verdict": "BLOCKED", "reason": "cannot infer: x"},
+                "hand_written": {"passed": 2, "failed": 0, "skipped": 0, "exit": 0},
+            },  # fmt: skip
+        },
+    }
+    text = table.render(results)
+    dropout = text.split("## dropout")[1].split("## rope")[0]
+    assert "| | cutile-rs: our kernel.rs, agent-d host code | cuTile backend, same test cases |" in dropout
+    assert "| Contract lines the porter wrote | 2 | |" in dropout
+    assert "hand-written host code" not in dropout and "Host time" not in dropout
+    assert "`VERDICT: FAIL` (kernel: a\\|b)" in dropout
+    rope = text.split("## rope")[1]
+    assert "not generated (BLOCKED host: cannot infer: x)" in rope

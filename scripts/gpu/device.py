@@ -227,13 +227,15 @@ def plan(
                 str(b / "cutile_kernel_out"), "--python", python, "--test-timeout", "{timeout}", "--json"]  # fmt: skip
         steps.append(Step("verify", op, "agent_d", argv, str(b), {"PYTHONPATH": str(site), "AGENT_D_READER": str(reader)},
                           str(out_logs / f"{op}.agent_d.verify.txt"), 3.0, group=group))  # fmt: skip
-    if generated:
+    # a new op has no hand-written wrapper to time against: its tree-A run is the cuTile baseline
+    benched = [op for op in generated if not manifest["ops"][op].get("new")]
+    if benched:
         # One process times both trees' wrappers, interleaved (bench.py); ``cross`` ops are also
         # timed over the other tree's library (only for ops whose two C signatures agree).
-        argv = [python, str(BENCH), "--hand-written", str(a), "--agent-d", str(b), "--ops", *generated,
-                "--cross", *[o for o in (cross or []) if o in generated], "--json", str(out_logs / "bench.json")]  # fmt: skip
-        steps.append(Step("bench", ",".join(generated), "both", argv, str(a), {"PYTHONPATH": str(site)},
-                          str(out_logs / "bench.txt"), 1.0, list(generated), group=len(steps)))  # fmt: skip
+        argv = [python, str(BENCH), "--hand-written", str(a), "--agent-d", str(b), "--ops", *benched,
+                "--cross", *[o for o in (cross or []) if o in benched], "--json", str(out_logs / "bench.json")]  # fmt: skip
+        steps.append(Step("bench", ",".join(benched), "both", argv, str(a), {"PYTHONPATH": str(site)},
+                          str(out_logs / "bench.txt"), 1.0, list(benched), group=len(steps)))  # fmt: skip
     for op in baseline_only:
         steps.append(pytest_step(op, 1.0, len(steps)))
     return steps
@@ -350,19 +352,26 @@ def last_line(text: str) -> str:
     return lines[-1][:200] if lines else "(no output)"
 
 
+_CUTILE_RS_ID = re.compile(r"cutile[_-]rs")
+
+
 def compare(agent: dict, hand: dict) -> list[dict]:
-    """agent-d's failures, each marked with what the hand-written run did for the same test id."""
+    """agent-d's failures, each marked with what the hand-written run did for the same test id (a new
+    op's baseline ran the cuTile backend: its id names ``cutile`` where ours names ``cutile_rs``)."""
     rows = []
+    theirs = hand.get("outcomes", {})
     for test, outcome in agent.get("outcomes", {}).items():
         if outcome not in ("FAILED", "ERROR"):
             continue
-        other = hand.get("outcomes", {}).get(test)
-        mark = {
-            "FAILED": "also fails with hand-written code",
-            "ERROR": "also fails with hand-written code",
-            "PASSED": "passes with hand-written code",
-            None: "not reached in the hand-written run",
-        }.get(other, f"{other.lower()} with hand-written code")
+        other = theirs.get(test, theirs.get(_CUTILE_RS_ID.sub("cutile", test)))
+        if other is None:
+            mark = "not reached in the hand-written run"
+        elif other in ("FAILED", "ERROR"):
+            mark = "also fails with hand-written code"
+        elif other == "PASSED":
+            mark = "passes with hand-written code"
+        else:
+            mark = f"{other.lower()} with hand-written code"
         rows.append({"test": test, "outcome": outcome, "hand_written": other or "", "mark": mark})
     return rows
 
@@ -416,6 +425,8 @@ def run(
         # a bench-only run keeps the op's test results from an earlier run of this bundle
         entry = results["ops"].get(op, {}) if stage == "bench" else {}
         entry.update({"pack": manifest["ops"][op]["pack"], "pytest_args": manifest["ops"][op]["pytest_args"]})
+        if manifest["ops"][op].get("new"):  # no hand-written port: tree A ran the cuTile baseline
+            entry.update({"new": True, "contract_lines": manifest["ops"][op].get("contract_lines", 0)})
         results["ops"][op] = entry
     if not info.get("cuda"):
         why = info.get("error") or "torch sees no CUDA device"

@@ -221,15 +221,41 @@ def _json_tail(stdout: str):
         return None
 
 
-def selection_args(tree: Path, op: str) -> list[str]:
-    """pytest arguments after ``python -m pytest`` (agent-d's own rule, domain.md section 7)."""
+def selection_args(tree: Path, op: str, backend: str = "") -> list[str]:
+    """pytest arguments after ``python -m pytest`` (agent-d's own rule, domain.md section 7);
+    ``backend``: the -k expression of the backend whose cases run (the cuTile baseline of a new op)."""
     from bot import testrun
     from bot.discover import discover
     from bot.types import Target
 
     sites = discover(Target(tree, op)).test_sites
-    argv, _ = testrun.command("python3", testrun.read_test_files(tree, sites))
+    argv, _ = testrun.command("python3", testrun.read_test_files(tree, sites), backend or testrun.CUTILE_RS)
     return argv[3:]
+
+
+def new_kernels(folder: Path | None) -> dict[str, Path]:
+    """``<op>_kernel/kernel.rs`` folders of kernels TileGym has no cutile-rs port of (ours, in tests/fixtures)."""
+    if folder is None or not folder.is_dir():
+        return {}
+    return {
+        d.name[: -len("_kernel")]: d
+        for d in sorted(folder.iterdir())
+        if d.is_dir() and d.name.endswith("_kernel") and (d / "kernel.rs").is_file()
+    }
+
+
+def add_new_op(tree: Path, op: str, kernel_dir: Path) -> list[str]:
+    """Put a new op's kernel.rs (and its host contract, if it has one) into ``tree``, as a porter's PR would."""
+    dest = tree / CUTILE_RS / f"{op}_kernel"
+    if dest.exists():
+        raise FileExistsError(f"{dest.relative_to(tree)} already exists: {op} is not a new op here")
+    dest.mkdir(parents=True)
+    added = []
+    for name in ("kernel.rs", "host_contract.yaml"):
+        if (kernel_dir / name).is_file():
+            shutil.copy2(kernel_dir / name, dest / name)
+            added.append(str(CUTILE_RS / f"{op}_kernel" / name))
+    return added
 
 
 # ------------------------------------------------------------------------------------ build
@@ -358,7 +384,17 @@ def working_tree_bytes() -> int:
     return total
 
 
-def pack(tilegym: Path, out: Path, ops: list[str], cargo_target_dir: Path, cache: Path) -> dict:
+def pack(
+    tilegym: Path,
+    out: Path,
+    ops: list[str],
+    cargo_target_dir: Path,
+    cache: Path,
+    new: dict[str, Path] | None = None,
+) -> dict:
+    """``ops``: TileGym's ported ops (tree A keeps its hand-written host code, tree B is regenerated);
+    ``new``: kernels of ops with no cutile-rs port (tree B gets the kernel and agent-d's host code;
+    tree A runs the same test cases on the cuTile backend as the baseline)."""
     sys.path.insert(0, str(REPO_ROOT))
     from bot.infer.contract import count_lines as contract_line_count
 
@@ -389,6 +425,19 @@ def pack(tilegym: Path, out: Path, ops: list[str], cargo_target_dir: Path, cache
             op_meta[op]["contract_lines"] = contract_line_count(contract.read_text(encoding="utf-8"))
         else:
             op_meta[op]["contract_lines"] = 0
+    from bot import testrun
+
+    for op, kernel_dir in (new or {}).items():
+        op_meta[op] = {
+            "new": True,
+            "pytest_args": selection_args(tree_a, op, testrun.CUTILE),  # the cuTile baseline
+            "added": add_new_op(tree_b, op, kernel_dir),
+        }
+        contract = kernel_dir / "host_contract.yaml"
+        op_meta[op]["contract_lines"] = (
+            contract_line_count(contract.read_text(encoding="utf-8")) if contract.is_file() else 0
+        )
+    ops = [*ops, *(new or {})]
     for op in ops:
         log(f"agent-d port {op} (tree B)")
         outcome = port_op(tree_b, op, cargo_target_dir, logs / f"port_{op}.txt")
@@ -412,7 +461,8 @@ def pack(tilegym: Path, out: Path, ops: list[str], cargo_target_dir: Path, cache
         )
         for op in ops:
             op_meta[op].setdefault("exports", {})[name] = f"cutile_{op}" in symbols
-            expected = name == "hand_written" or op_meta[op]["pack"]["status"] == "generated"
+            generated = op_meta[op]["pack"]["status"] == "generated"
+            expected = generated if name == "agent_d" else not op_meta[op].get("new")
             if expected != (f"cutile_{op}" in symbols):
                 raise RuntimeError(
                     f"{name}: libcutile_kernels.so {'lacks' if expected else 'has'} cutile_{op}"

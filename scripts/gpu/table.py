@@ -146,9 +146,13 @@ def render(results: dict, sources: list[str] | None = None) -> str:
         ad, hw = r.get("agent_d"), r.get("hand_written")
         ht = r.get("host_time", {})
         out += ["", f"## {op}", ""]
-        out.append("| | agent-d host code | hand-written host code |")
-        out.append("| --- | --- | --- |")
-        if generated:
+        new = bool(r.get("new"))
+        if new:
+            out += _new_op_rows(r, ad, hw)
+        else:
+            out.append("| | agent-d host code | hand-written host code |")
+            out.append("| --- | --- | --- |")
+        if generated and not new:
             out.append(f"| Tests passed / failed / skipped | {_cell_counts(ad)} | {_cell_counts(hw)} |")
             out.append(f"| pytest exit | {_exit(ad)} | {_exit(hw)} |")
             out.append(f"| First failure | {_first(ad)} | {_first(hw)} |")
@@ -179,7 +183,7 @@ def render(results: dict, sources: list[str] | None = None) -> str:
                     )
                     + " |"
                 )
-        else:
+        elif not new:
             why = f"not generated (BLOCKED host: {pack.get('reason', '?')})".replace("|", "\\|")
             out.append(f"| Tests passed / failed / skipped | {why} | {_cell_counts(hw)} |")
             out.append(f"| pytest exit | - | {_exit(hw)} |")
@@ -195,6 +199,31 @@ def render(results: dict, sources: list[str] | None = None) -> str:
             for f in failures:
                 out.append(f"- `{f['test']}`: {f['outcome']}, {f['mark']}")
     return "\n".join(out) + "\n"
+
+
+def _new_op_rows(r: dict, ad: dict | None, base: dict | None) -> list[str]:
+    """An op TileGym has no cutile-rs port of: our kernel with agent-d's host code against the same
+    test cases on the cuTile backend (tree A runs them with ``-k cutile``)."""
+    pack = r.get("pack", {})
+    rows = [
+        "| | cutile-rs: our kernel.rs, agent-d host code | cuTile backend, same test cases |",
+        "| --- | --- | --- |",
+        f"| Contract lines the porter wrote | {r.get('contract_lines', 0)} | |",
+    ]
+    if pack.get("status") != "generated":
+        why = f"not generated ({pack.get('port_verdict') or 'BLOCKED'} {pack.get('port_class') or 'host'}: "
+        why = (why + f"{pack.get('reason', '?')})").replace("|", "\\|")
+        return rows + [f"| Tests passed / failed / skipped | {why} | {_cell_counts(base)} |"]
+    v = (ad or {}).get("verdict") or {}
+    verdict = f"`VERDICT: {v['verdict']}`" if v.get("verdict") else "-"
+    if v.get("class"):
+        verdict += f" ({v['class']}: {v.get('reason', '')})".replace("|", "\\|")
+    return rows + [
+        f"| Tests passed / failed / skipped | {_cell_counts(ad)} | {_cell_counts(base)} |",
+        f"| pytest exit | {_exit(ad)} | {_exit(base)} |",
+        f"| First failure | {_first(ad)} | {_first(base)} |",
+        f"| Verdict agent-d posted | {verdict} | - |",
+    ]
 
 
 # the header line that lists the results files, so the tables can be checked against them
