@@ -264,8 +264,8 @@ class FfiPlan:
 class PyStep:
     """One statement of the wrapper body before the launch."""
 
-    kind: str  # "check" | "detach" | "let"
-    target: str = ""  # let: the variable(s) assigned
+    kind: str  # "check" | "detach" | "let" | "return"
+    target: str = ""  # let: the variable(s) assigned; return: the condition
     expr: str = ""  # let: the value; check: the failing condition
     error: str = ""  # check: ValueError | NotImplementedError
     message: str = ""  # check: the message

@@ -135,7 +135,7 @@ def test_bad_step_forms(tmp_path):
         "    - {assign: x}\n"  # no known form at all
         "    - {detach: x}\n"  # names must be a list
     )
-    forms = "one of {let, expr}, {check, raise?, message?}, {detach: [names]}"
+    forms = "one of {let, expr}, {check, raise?, message?}, {detach: [names]}, {return, when}"
     assert _refusal(tmp_path, steps) == [
         "python.steps[0]: missing key expr",
         "python.steps[0].exp: unknown key (did you mean python.steps[0].expr?)",

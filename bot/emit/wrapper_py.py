@@ -116,6 +116,8 @@ def _step(step: PyStep) -> list[str]:
         return [f"{n} = {n}.detach() if {n}.requires_grad else {n}" for n in step.names]
     if step.kind == "let":
         return [f"{step.target} = {step.expr}"]
+    if step.kind == "return":
+        return [f"if {step.target}:", f"    return {step.expr}"]
     raise ValueError(f"unknown wrapper step kind {step.kind!r}")
 
 
@@ -142,7 +144,8 @@ def _public_function(plan: LaunchPlan) -> str:
             "kernel_name=_KERNEL).output"
         )
     else:
-        body += [f"{var} = {expr}" for var, expr in py.alloc.items()]
+        # an output a step already binds (the reference's own allocation, or a caller's tensor) is not re-made
+        body += [f"{var} = {expr}" for var, expr in py.alloc.items() if expr != var]
         guard = " and ".join(f"{v}.numel() > 0" for v in outputs)
         body += [f"if {guard}:", f"    {call}"] if guard else [call]
     body.append(f"result = {py.result}")

@@ -96,6 +96,8 @@ def contract_steps(facts: Facts) -> list[PyStep]:
             )
         elif "detach" in item:
             steps.append(PyStep("detach", names=[str(n) for n in item["detach"]], source=src))
+        elif "return" in item:  # an early return: ``if when: return <expr>`` (dropout when not training)
+            steps.append(PyStep("return", target=str(item["when"]), expr=str(item["return"]), source=src))
     return steps
 
 
@@ -103,7 +105,7 @@ def _check_step(i: int, item: dict, src: Source | None) -> None:
     """A step's expressions must parse; say which step otherwise. (Its form is the contract schema's
     job: bot/infer/contract.schema.json, checked when the contract is read.)"""
     where = f"{src.detail if src else 'python.steps'}[{i}]"
-    for key in ("expr", "check"):
+    for key in ("expr", "check", "return", "when"):
         if key in item:
             try:
                 ast.parse(str(item[key]), mode="eval")

@@ -40,6 +40,7 @@ def render_plan(plan: LaunchPlan) -> str:
             "check": f"if {step.expr}: raise {step.error}",
             "detach": f"detach {', '.join(step.names)}",
             "let": f"{step.target} = {step.expr}",
+            "return": f"if {step.target}: return {step.expr}",
         }[step.kind]
         out.append(f"  {text}" + (f"  [{step.source}]" if step.source else ""))
     out.append(f"  launch: {py.launch_mode}; tensors {py.tensors_py}; scalars {py.ffi_args}")

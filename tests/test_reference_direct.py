@@ -1,0 +1,128 @@
+"""The reader of directly launched cuTile references (``ct.launch``), on a reference written by us
+(tests/fixtures/reference/scaled_mask.py) and small variations of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.infer import reference_direct
+from bot.infer.launch_ast import NotThisShape
+from bot.types import BlockUse, Entry, Generic, KernelSignature, Param
+
+REFERENCE = (Path(__file__).parent / "fixtures" / "reference" / "scaled_mask.py").read_text()
+
+
+def _signature(axes: int = 1) -> KernelSignature:
+    entry = Entry(
+        name="scaled_mask_kernel",
+        unsafe=True,
+        public=True,
+        attr_args={},
+        generics=(
+            Generic("E", "type"),
+            Generic("BLOCK_SIZE", "const", "i32"),
+            Generic("KEEP", "const", "i32"),
+        ),
+        params=(
+            Param("x", "tensor", "E", 1),
+            Param("out", "tensor", "E", 1),
+            Param("row_stats", "tensor", "f32", 1),
+            Param("n", "scalar", ty="i32"),
+            Param("p", "scalar", ty="f32"),
+            Param("seed", "scalar", ty="i32"),
+        ),
+        outputs=("out", "row_stats"),
+        output_evidence={},
+        block=BlockUse(axes, False),
+    )
+    return KernelSignature("scaled_mask_module", (entry,))
+
+
+def _read(source: str = REFERENCE, axes: int = 1):
+    import ast
+
+    return reference_direct.read_tree(ast.parse(source), "scaled_mask", _signature(axes))
+
+
+def test_the_launch_is_followed_through_the_autograd_function():
+    reading = _read()
+    assert reading.function == "scaled_mask():53" and reading.launch_line == 43
+    # the forward's parameters already carry the caller's names: no rebinding steps
+    assert not any(s.get("let") in ("x", "seed", "p") for s in reading.steps)
+    assert reading.steps[0] == {"return": "x", "when": "not training"}  # an early return
+    assert reading.steps[1] == {"let": "out", "expr": "x if inplace else torch.empty_like(x)"}
+    assert reading.steps[2]["check"] == "not (x.is_contiguous())"
+    assert reading.steps[2]["message"] == "cutile-rs scaled_mask: x must be contiguous"
+    assert reading.result == "out"
+
+
+def test_arguments_map_by_position_then_by_name_onto_kernel_rs():
+    reading = _read()
+    assert reading.tensors == {"x": "x.view(-1)", "out": "out.view(-1)", "row_stats": "stats"}
+    # outputs: what the reference writes into, in place or allocated
+    assert reading.outputs == {"out": "out", "row_stats": "stats"}
+    assert reading.args["n"][0] == "n"  # a scalar of the same name
+    assert reading.args["p"][0] == "p"  # P ~ p: case aside
+    # the module helper is inlined, its `if` turned into a conditional value
+    assert reading.args["seed"][0] == (
+        "(int(seed) * 40503 & 65535) - 65536 if int(seed) * 40503 & 65535 >= 32768 else int(seed) * 40503 & 65535"
+    )
+    # TILE_SIZE ~ BLOCK_SIZE (its twin), the module constant inlined; a bool flag feeds an i32 generic
+    assert reading.args["block_size"][0] == "int(512)"
+    assert reading.args["keep"][0] == "int(training)"
+    assert reading.args["num_programs"][0] == "cdiv(rows * n, 512)"  # math.ceil(a / b) -> cdiv
+
+
+def test_a_grid_of_more_terms_feeds_grid_xyz():
+    source = REFERENCE.replace(
+        "grid = (math.ceil(rows * n / TILE), 1, 1)", "grid = (rows, math.ceil(n / TILE))"
+    )
+    args = _read(source, axes=2).args
+    assert [args[g][0] for g in ("grid_x", "grid_y", "grid_z")] == ["rows", "cdiv(n, 512)", "1"]
+    with pytest.raises(NotThisShape, match="not 1-D"):
+        _read(source, axes=1)
+
+
+def test_what_the_wrapper_cannot_evaluate_stops_the_reading_with_the_name():
+    source = REFERENCE.replace(", _mix(seed),", ", _unknown_helper(seed),")
+    with pytest.raises(NotThisShape, match="would need _unknown_helper of the reference module"):
+        _read(source)
+
+
+def test_a_statement_it_cannot_follow_is_named_by_its_line():
+    source = REFERENCE.replace(
+        "        rows, n = x.shape\n",
+        "        for _ in range(2):\n            pass\n        rows, n = x.shape\n",
+    )
+    with pytest.raises(NotThisShape, match=r"line \d+: cannot follow `for _ in range\(2\):`"):
+        _read(source)
+
+
+def test_a_kernel_rs_tensor_without_a_twin_is_refused():
+    source = REFERENCE.replace("ROW_STATS", "STATS")
+    with pytest.raises(NotThisShape, match="kernel.rs tensors row_stats have no twin"):
+        _read(source)
+
+
+def test_a_reference_without_a_launch_is_not_this_reader_s():
+    assert (
+        _read(
+            "from tilegym.backend import register_impl\n\n@register_impl('scaled_mask', backend='cutile')\ndef f(x):\n    return x\n"
+        )
+        is None
+    )
+
+
+def test_an_early_return_step_is_rendered_before_the_launch():
+    from bot.emit.wrapper_py import _step
+    from bot.infer.facts import Facts
+    from bot.plan.python_side import contract_steps
+    from bot.types import Source
+
+    facts = Facts()
+    facts.offer("python.steps", _read().steps, Source("reference", "scaled_mask.py"))
+    first = contract_steps(facts)[0]
+    assert (first.kind, first.target, first.expr) == ("return", "not training", "x")
+    assert _step(first) == ["if not training:", "    return x"]
