@@ -1,0 +1,55 @@
+"""Kernels for TileGym ops that have no cutile-rs port yet, written by us (tests/fixtures/tilegym_ops).
+
+In a TileGym checkout assembled from the tilegym==1.5.1 wheel (its cuTile reference ops are those
+of TileGym main for these ops), agent-d plans each op with no missing fact and no contract line,
+generates its host side, and one cargo build of the aggregated crate holding all of them compiles
+against the real cutile 0.2.0 crates; each symbol is exported and answers the ABI smoke call.
+Their proof on a GPU is scripts/gpu_proof.py's (docs/gpu.md).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bot import apply, build, generate, toolchain
+from bot.demo import assemble_checkout
+from bot.discover import discover
+from bot.pipeline import _smoke, make_plan
+from bot.types import Target
+from bot.validator import exported_functions
+
+pytestmark = pytest.mark.slow
+KERNELS = Path(__file__).parent / "fixtures" / "tilegym_ops"
+OPS = sorted(d.name[: -len("_kernel")] for d in KERNELS.iterdir() if (d / "kernel.rs").is_file())
+OPS_DIR = Path("src/tilegym/ops/cutile_rs")
+
+
+@pytest.fixture()
+def repo(tmp_path, tilegym_wheel):
+    repo = assemble_checkout(tmp_path / "tg", tilegym_wheel, ["silu_and_mul"], ["silu_and_mul"]).repo
+    for op in OPS:
+        shutil.copytree(KERNELS / f"{op}_kernel", repo / OPS_DIR / f"{op}_kernel")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "new ops: " + ", ".join(OPS)], cwd=repo, check=True)
+    return repo
+
+
+def test_new_ops_plan_without_contract_and_build_in_one_crate(repo, cargo_target_dir):
+    assert OPS, "no kernels in tests/fixtures/tilegym_ops"
+    for op in OPS:
+        target = Target(repo, op)
+        plan, _facts, co = make_plan(target, repo / "out" / op)
+        assert plan.missing == [], (op, [m.key for m in plan.missing])
+        assert plan.contract_lines == 0, op
+        assert discover(target).reference is not None, op  # read from the wheel's cuTile reference
+        apply.apply(apply.formatted(generate.generate(target, plan, co), repo), repo)
+    first = Target(repo, OPS[0])
+    built = build.build(first, toolchain.resolve(), cargo_target_dir, repo / "build.txt", exported_functions)
+    for op in OPS:
+        assert f"cutile_{op}" in built.symbols, (op, built.symbols)
+        ok, detail = _smoke(Target(repo, op), built.so_path)
+        assert ok and "-5" in detail, (op, detail)
