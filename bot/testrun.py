@@ -118,6 +118,7 @@ class TestFile:
     # the constant text of every pytest.skip(...) reason (f-strings: their leading text)
     skips: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()  # the files, relative to the repo
+    all_tests: tuple[str, ...] = ()  # every test function name of the files
 
 
 def read_test_files(repo: Path, sites: tuple[TestSite, ...]) -> TestFile:
@@ -125,12 +126,17 @@ def read_test_files(repo: Path, sites: tuple[TestSite, ...]) -> TestFile:
     list of tests that call the op wins over the name rule."""
     functional: list[str] = []
     skips: list[str] = []
+    names: list[str] = []
     for site in sites:
         one = read_test_file(repo / site.path)
         functional += site.functional or one.functional
         skips += one.skips
+        names += one.all_tests
     return TestFile(
-        tuple(dict.fromkeys(functional)), tuple(dict.fromkeys(skips)), tuple(s.path for s in sites)
+        tuple(dict.fromkeys(functional)),
+        tuple(dict.fromkeys(skips)),
+        tuple(s.path for s in sites),
+        tuple(dict.fromkeys(names)),
     )
 
 
@@ -153,7 +159,12 @@ def read_test_file(test_file: Path) -> TestFile:
             reasons.append(arg.value)
         elif isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
             reasons.append(str(arg.values[0].value))
-    return TestFile(tuple(dict.fromkeys(names)), tuple(reasons))
+    every = [
+        n.name
+        for n in nodes
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")
+    ]
+    return TestFile(tuple(dict.fromkeys(names)), tuple(reasons), (), tuple(dict.fromkeys(every)))
 
 
 # -k expressions of a backend's parametrized cases: ids spell cutile-rs both ways (domain.md section 7)
@@ -165,6 +176,12 @@ def command(python: str, tests: TestFile, backend: str = CUTILE_RS) -> tuple[lis
     """The pytest argv over the op's test files and the selection it uses (for the report)."""
     if tests.functional:
         selection = f"{backend} and ({' or '.join(tests.functional)})"
+        # -k matches substrings: `test_op` would also select `test_op_backward`
+        widened = [
+            n for n in tests.all_tests if n not in tests.functional and any(f in n for f in tests.functional)
+        ]
+        if widened:
+            selection += f" and not ({' or '.join(widened)})"
     else:
         selection = backend
     # -rs prints every skip's reason, so each skip can be checked for its citation.

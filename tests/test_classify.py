@@ -231,10 +231,26 @@ def test_test_file_is_parsed_once_for_selection_and_skip_texts(tmp_path):
     assert (merged.functional, merged.skips) == (tests.functional, tests.skips)
     argv, selection = testrun.command("python3", merged)
     assert argv[3] == "tests/ops/test_x.py"
-    assert selection == "(cutile_rs or cutile-rs) and (test_op or test_autotune_op)"
+    assert selection == "(cutile_rs or cutile-rs) and (test_op or test_autotune_op) and not (test_op_backward)"
     # a site's own list of tests that call the op wins over the name rule
     called = TestSite("tests/ops/test_x.py", 4, "class", "line 9", functional=("test_autotune_op",))
     assert testrun.command("python3", testrun.read_test_files(tmp_path, (called,)))[1] == (
         "(cutile_rs or cutile-rs) and (test_autotune_op)"
     )
     assert testrun.read_test_file(tmp_path / "absent.py") == testrun.TestFile()
+
+
+def test_selection_excludes_tests_a_functional_name_is_a_substring_of(tmp_path):
+    """pytest -k matches substrings: `test_op` alone would also run `test_op_backward`."""
+    test_file = tmp_path / "tests" / "ops" / "test_y.py"
+    test_file.parent.mkdir(parents=True)
+    test_file.write_text(
+        "class T:\n    def test_op(self):\n        pass\n\n    def test_op_backward(self):\n        pass\n\n"
+        "    def test_op_irregular(self):\n        pass\n\n    def test_perf(self):\n        pass\n"
+    )
+    site = TestSite("tests/ops/test_y.py", 0, "", "named test_y.py", direct=False)
+    files = testrun.read_test_files(tmp_path, (site,))
+    assert files.all_tests == ("test_op", "test_op_backward", "test_op_irregular", "test_perf")
+    assert testrun.command("python3", files)[1] == (
+        "(cutile_rs or cutile-rs) and (test_op or test_op_irregular) and not (test_op_backward)"
+    )

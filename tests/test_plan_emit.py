@@ -314,3 +314,45 @@ def test_colliding_names_are_spelled_in_full_outside_strings(silu):
     assert "// tile_copy_kernel: generics <dtype, block>" in text
     assert "Device::new({device_id}) failed" in text
     assert cdef.cross_check(text, cdef.render(plan.ffi)) == []
+
+
+def test_gemm_letters_need_a_gemm_pair():
+    """`n` beside x [m,n] and a rank-1 weight is no GEMM letter (layer norm): no dim(w,1)."""
+    from bot.infer import naming
+    from bot.types import BlockUse, CTensor, Entry, Param, Source
+
+    src = Source("kernel", "test")
+    entry = Entry(
+        "k",
+        True,
+        True,
+        {},
+        (),
+        (Param("x", "tensor", "E", 2), Param("w", "tensor", "E", 1)),
+        (),
+        {},
+        BlockUse(1, False),
+    )
+    pair = [
+        CTensor("x", "x_d", "x", "tensor", "E", "input", 2, src),
+        CTensor("w", "w_d", "w", "tensor", "E", "input", 1, src),
+    ]
+    assert naming.gemm_dim("n", entry, pair) is None
+    pair[1].rank = 2
+    assert naming.gemm_dim("n", entry, pair)[0] == "dim(w,1)"
+
+
+def test_byte_element_types_of_fixed_type_tensors_are_imported():
+    """nvfp4-style outputs (f8e4m3fn scales, f4e2m1fnx2 packed values) need their Rust types in scope."""
+    from bot.types import CTensor, FfiPlan, Source
+
+    src = Source("kernel", "test")
+    ffi = FfiPlan(
+        "cutile_q", "q_module", "macros",
+        [CTensor("scales", "scales_d", "scales", "tensor", "f8e4m3fn", "output", 1, src),
+         CTensor("packed", "packed_d", "packed", "tensor", "f4e2m1fnx2", "output", 2, src),
+         CTensor("x", "x_d", "x", "tensor", "E", "input", 2, src)],
+        "x", "E", ["f32"], [], [], [],
+    )  # fmt: skip
+    lines, _spelled = ffi_rs._imports(ffi, True)
+    assert "use cuda_core::{Device, Stream, f4e2m1fnx2, f8e4m3fn};" in lines

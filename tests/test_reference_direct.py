@@ -48,14 +48,21 @@ def _read(source: str = REFERENCE, axes: int = 1):
 
 def test_the_launch_is_followed_through_the_autograd_function():
     reading = _read()
-    assert reading.function == "scaled_mask():53" and reading.launch_line == 43
+    assert reading.function == "scaled_mask():55" and reading.launch_line == 45
     # the forward's parameters already carry the caller's names: no rebinding steps
     assert not any(s.get("let") in ("x", "seed", "p") for s in reading.steps)
     assert reading.steps[0] == {"return": "x", "when": "not training"}  # an early return
     assert reading.steps[1] == {"let": "out", "expr": "x if inplace else torch.empty_like(x)"}
     assert reading.steps[2]["check"] == "not (x.is_contiguous())"
     assert reading.steps[2]["message"] == "cutile-rs scaled_mask: x must be contiguous"
+    # `if n > 65536: raise RuntimeError(...)` is the same check in the wrapper
+    assert {
+        "check": "n > 65536",
+        "raise": "RuntimeError",
+        "message": "rows wider than 64K are not supported",
+    } in (reading.steps)
     assert reading.result == "out"
+    assert reading.tensor_params == ["x"]  # the wrapper parameters the kernel reads as tensors
 
 
 def test_arguments_map_by_position_then_by_name_onto_kernel_rs():

@@ -77,6 +77,7 @@ def _sources_comment(plan: LaunchPlan) -> list[str]:
     return out
 
 
+_BYTE_TYPES = {"f8e4m3fn", "f8e5m2", "f4e2m1fnx2"}  # TensorDesc codes 7, 5, 6
 _TRAITS = {"TileKernel"}  # needed in scope for their methods only: `as _` keeps them out of the way
 
 
@@ -109,7 +110,8 @@ def _imports(ffi: FfiPlan, has_rc_module: bool) -> tuple[list[str], dict[str, st
     if uses_ptr:
         groups.append(("cuda_async::device_buffer", ["DevicePointer"]))
     groups += [
-        ("cuda_core", ["Device", "Stream"]),
+        # the byte element types a fixed-type tensor may have live beside Device in cuda_core
+        ("cuda_core", ["Device", "Stream", *sorted({t.elem for t in ffi.tensors if t.elem in _BYTE_TYPES})]),
         ("cutile::half", half),
         ("cutile::prelude", ["*"]),
         ("cutile::tile_kernel", ["CompileOptions", "TileKernel"]),

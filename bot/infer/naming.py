@@ -179,6 +179,8 @@ def gemm_dim(name: str, entry, tensors) -> tuple[str, Source] | None:
         return None
     a, b = inputs[0].name, inputs[1].name
     rank = inputs[0].rank
+    if rank != inputs[1].rank:
+        return None  # not a GEMM pair (layer norm's x [m,n] beside its weight [n])
     if rank == 2 and name in ("m", "n", "k"):
         expr = {"m": f"dim({a},0)", "k": f"dim({a},1)", "n": f"dim({b},1)"}[name]
         return expr, Source("naming", f"GEMM letter {name} of A={a} [m,k], B={b} [k,n]: {expr}")

@@ -77,7 +77,9 @@ def gather(target: Target, facts: Facts, ref: ReferenceOp) -> None:
         # take the keyword names the tests pass
         where = Source("reference", f"{rel}:{fn.lineno} {fn.name}() registered for the cuTile backend")
         facts.offer("python.signature", render_signature(fn.args), where)
-        facts.offer("python.tensor_params", tensor_params(fn.args) or _required(fn.args), where)
+        annotated = tensor_params(fn.args)
+        if annotated:  # without annotations the launch reader says which parameters are tensors
+            facts.offer("python.tensor_params", annotated, where)
     found = _find_allocation(fn, index, depth=0)
     if found is None:
         facts.note_tried(

@@ -72,6 +72,7 @@ class Direct:
     outputs: dict[str, str]  # output C tensor -> the variable that holds it
     args: dict[str, tuple[str, str]]  # C argument -> (Python value, what it comes from)
     result: str
+    tensor_params: list[str] = field(default_factory=list)  # wrapper parameters read as tensors
     unmatched: list[str] = field(default_factory=list)  # reference parameters kernel.rs has no twin of
 
 
@@ -98,6 +99,8 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref:
     )
     facts.offer("python.tensors", reading.tensors, where(f"arguments of {launch}"))
     facts.offer("python.result", reading.result, where(f"{reading.function} returns it"))
+    if reading.tensor_params:
+        facts.offer("python.tensor_params", reading.tensor_params, where(f"parameters packed by {launch}"))
     for name, (value, what) in reading.args.items():
         facts.offer(f"python.args.{name}", value, where(f"{launch} {what}"))
 
@@ -270,6 +273,11 @@ class _Flattener:
             self.steps.append(assert_step(stmt, "", self.op))
             return
         if isinstance(stmt, ast.If):
+            raised = _raised(stmt)
+            if raised is not None:  # `if N > MAX: raise RuntimeError("...")`: the same check
+                error, message = raised
+                self.steps.append({"check": self._expr(stmt.test), "raise": error, "message": message})
+                return
             early = _early_return(stmt)
             if early is not None:
                 self.steps.append({"return": self._expr(early), "when": self._expr(stmt.test)})
@@ -323,6 +331,18 @@ def _inlinable_call(stmt: ast.stmt) -> ast.Call | None:
     if isinstance(stmt, ast.Assign) and len(stmt.targets) != 1:
         return None
     return value if isinstance(value, ast.Call) else None
+
+
+def _raised(stmt: ast.If) -> tuple[str, str] | None:
+    """``if cond: raise SomeError("text")`` with no else: (SomeError, text)."""
+    if stmt.orelse or len(stmt.body) != 1 or not isinstance(stmt.body[0], ast.Raise):
+        return None
+    exc = stmt.body[0].exc
+    if not (isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name)):
+        return None
+    text = exc.args[0] if exc.args else None
+    message = text.value if isinstance(text, ast.Constant) and isinstance(text.value, str) else exc.func.id
+    return exc.func.id, message
 
 
 def _early_return(stmt: ast.If) -> ast.expr | None:
@@ -385,6 +405,7 @@ def _map_launch(flat: _Flattener, module: _Module, entry: Entry, fn: ast.Functio
     outputs: dict[str, str] = {}
     values: dict[str, tuple[str, str]] = {}
     unmatched: list[str] = []
+    inputs: list[str] = []  # wrapper parameters the kernel reads as tensors, in kernel order
     for ref, arg in zip(ref_params, args, strict=True):
         text = flat._expr(arg)
         twin = generic_twin(ref, generics) or next((g for g in generics if g.lower() == ref.lower()), None)
@@ -395,8 +416,11 @@ def _map_launch(flat: _Flattener, module: _Module, entry: Entry, fn: ast.Functio
         elif param is not None and param.kind in ("tensor", "ptr"):
             c_name, _bind, _src = naming.c_tensor_name(param)
             tensors[c_name] = text
+            root = _root(arg, flat.local)
             if param.name in entry.outputs:
-                outputs[c_name] = _root(arg, flat.local)
+                outputs[c_name] = root
+            elif root in params and root not in inputs:
+                inputs.append(root)
         elif param is not None:
             values[param.name] = (text, f"argument {ref} -> scalar {param.name}")
         else:
@@ -411,7 +435,7 @@ def _map_launch(flat: _Flattener, module: _Module, entry: Entry, fn: ast.Functio
     values.update(_grid_args(grid, entry, flat))
     returned = flat._expr(flat.result) if flat.result is not None else ""
     _check_names(flat, params, tensors, values, returned)
-    return Direct(function, launch.lineno, flat.steps, tensors, outputs, values, returned, unmatched)
+    return Direct(function, launch.lineno, flat.steps, tensors, outputs, values, returned, inputs, unmatched)
 
 
 def _tuple(node: ast.expr, local: dict[str, ast.expr], what: str) -> list[ast.expr]:
@@ -428,6 +452,9 @@ _VIEWS = {"view", "reshape", "contiguous", "flatten", "view_as", "detach"}
 def _root(node: ast.expr, local: dict[str, ast.expr]) -> str:
     """The variable behind ``out.view(-1)`` or ``out_flat = out.view(-1)``: what holds the output."""
     for _ in range(8):
+        if isinstance(node, ast.Name) and isinstance(local.get(node.id), ast.Name):
+            node = local[node.id]  # x = input: a callee's parameter bound to the caller's name
+            continue
         if isinstance(node, ast.Name) and isinstance(local.get(node.id), ast.Call):
             inner = local[node.id]
         elif isinstance(node, ast.Call):
