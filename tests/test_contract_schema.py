@@ -240,3 +240,14 @@ def test_agent_b_block_is_validated_the_same_way(tmp_path):
     contract.gather_agent_b(report, facts)
     assert facts.get("ffi.scalars.hidden_size") == "dim(out,1)"
     assert facts.source("python.args.bm") == Source("agent_b", "agent_b.md: python.args.bm")
+
+
+def test_the_verify_path_imports_without_jsonschema():
+    """GPU runners run `agent-d verify` with the wheels scripts/gpu/pack.py carries, and jsonschema is
+    not among them: the schema library loads only when a contract is checked."""
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['jsonschema'] = None; import bot.cli, bot.pipeline; print('ok')"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.stdout.strip() == "ok", proc.stderr
