@@ -40,7 +40,7 @@ from bot.infer.launch_ast import (
     num_sms,
     substitute,
 )
-from bot.infer.reference import ReferenceOp, registered_function
+from bot.infer.reference import ReferenceOp, read_with, registered_function
 from bot.types import Entry, KernelSignature, Source, Target
 
 KEYS = ("python.steps", "python.alloc", "python.tensors", "python.result")
@@ -77,14 +77,7 @@ class Direct:
 
 
 def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref: ReferenceOp) -> None:
-    if signature is None or ref.tree is None:
-        return  # a missing or unparsable reference is noted by reference.gather
-    try:
-        reading = read_tree(ref.tree, ref.name, signature)
-    except NotThisShape as exc:
-        for key in KEYS:
-            facts.note_tried(key, f"{ref.rel}: {exc}")
-        return
+    reading = read_with(read_tree, ref, signature, facts, KEYS)
     if reading is None:
         return
     rel = ref.rel

@@ -37,7 +37,7 @@ from bot.infer.launch_ast import (
     substitute,
 )
 from bot.infer.launch_configs import generator_configs
-from bot.infer.reference import ReferenceOp, registered_function
+from bot.infer.reference import ReferenceOp, read_with, registered_function
 from bot.types import KernelSignature, Source, Target
 
 KEYS = ("python.steps", "python.alloc", "python.configs", "python.key", "python.args.num_programs")
@@ -69,14 +69,7 @@ class Reading:
 
 def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref: ReferenceOp) -> None:
     rel = ref.rel
-    if signature is None or ref.tree is None:
-        return  # a missing or unparsable reference is noted by reference.gather
-    try:
-        reading = read_tree(ref.tree, ref.name, signature)
-    except NotThisShape as exc:
-        for key in KEYS:
-            facts.note_tried(key, f"{rel}: {exc}")
-        return
+    reading = read_with(read_tree, ref, signature, facts, KEYS)
     if reading is None:
         return
     launches = ", ".join(f"{v.kernel} -> {v.entry} ({v.condition or 'else'})" for v in reading.variants)
