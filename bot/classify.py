@@ -95,7 +95,7 @@ def classify(result: TestResult, known_gaps: list[str], test_skips: list[str] | 
     failed = [c for c in result.cases if c.outcome in ("failed", "error")]
     if failed or result.failed or result.errors or result.exit_code not in (0,):
         message = failed[0].message if failed else f"pytest exit {result.exit_code}"
-        return _failure(message, failed[0].nodeid if failed else "")
+        return _failure(message, failed[0].nodeid if failed else "", result.panics)
     skipped = [c for c in result.cases if c.outcome == "skipped"]
     uncited = [c for c in skipped if c.message and not _cited(c.message, known_gaps, test_skips or [])]
     unexplained = [c for c in skipped if not c.message]
@@ -133,8 +133,10 @@ def _cited(reason: str, known_gaps: list[str], test_skips: list[str]) -> bool:
     return any(gap and (gap.lower() in reason.lower() or reason.lower() in gap.lower()) for gap in known_gaps)
 
 
-def _failure(message: str, nodeid: str) -> Verdict:
+def _failure(message: str, nodeid: str, panics: list[str] | None = None) -> Verdict:
     short = " ".join(message.split())[:240]
+    # rc -3 says only "launch failed"; the panic the launcher caught says why (the JIT's message)
+    said = f"; the launch panicked: {' '.join(panics[0].split())[:240]}" if panics else ""
     where = f"{nodeid}: " if nodeid else ""
     for pattern in _ENV_PATTERNS:
         if pattern.search(message):
@@ -151,13 +153,12 @@ def _failure(message: str, nodeid: str) -> Verdict:
     for pattern, text in _KERNEL_PATTERNS:
         m = pattern.search(message)
         if m:
-            return Verdict(
-                VerdictKind.FAIL,
-                "kernel",
-                where + text.format(m=short),
-                followup=f"kernel.rs: {text.split(' (')[0]} in {nodeid or 'the correctness test'}; "
-                "the ABI checks passed, so check the device math",
+            followup = f"kernel.rs: {text.split(' (')[0]} in {nodeid or 'the correctness test'}; " + (
+                f"the JIT said: {' '.join(panics[0].split())[:200]}"
+                if panics
+                else "the ABI checks passed, so check the device math"
             )
+            return Verdict(VerdictKind.FAIL, "kernel", where + text.format(m=short) + said, followup=followup)
     return Verdict(VerdictKind.FAIL, "host", f"{where}{short}", host_fix="inspect the pytest log")
 
 

@@ -108,6 +108,7 @@ class ParsedLog:
     crashed: str = ""  # node id of a case that never got an outcome
     crash_message: str = ""
     header: bool = False  # real pytest header markers present
+    panics: list[str] = field(default_factory=list)  # Rust panic messages (the line after "panicked at")
     skip_groups: list[tuple[int, str]] = field(default_factory=list)  # -rs lines: (count, full reason)
 
     @property
@@ -191,11 +192,25 @@ def _parse_counts(body: str) -> dict[str, int] | None:
 # --------------------------------------------------------------------------- the parser
 
 
+_PANICKED = re.compile(r"^thread '.*' .*panicked at \S+:$")
+
+
+def _panics(lines: list[str]) -> list[str]:
+    """Rust panics in the captured output: the message on the line after ``thread '..' panicked at
+    <file>:<line>:<col>:`` (what the JIT said when a kernel launch returned rc -3)."""
+    found = [
+        lines[i + 1].strip()
+        for i, line in enumerate(lines[:-1])
+        if _PANICKED.match(line.strip()) and lines[i + 1].strip()
+    ]
+    return list(dict.fromkeys(found))
+
+
 def parse_log(text: str) -> ParsedLog:
     """Parse a pytest ``-v`` log. Never raises; an unrecognised text gives an empty result."""
     text = _strip_ansi(text.replace("\r\n", "\n").replace("\r", "\n"))
     lines = text.split("\n")
-    out = ParsedLog(header=has_pytest_header(text))
+    out = ParsedLog(header=has_pytest_header(text), panics=_panics(lines))
 
     order: list[str] = []
     outcome: dict[str, str] = {}
@@ -384,4 +399,5 @@ def to_test_result(
         cases=list(p.cases),
         gpu=gpu,
         skip_groups=list(p.skip_groups),
+        panics=list(p.panics),
     )

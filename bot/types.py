@@ -388,6 +388,7 @@ class TestResult:
     env_problem: str = ""  # why the tests could not run meaningfully here
     stopped_by_timeout: bool = False  # agent-d killed pytest at --test-timeout
     skip_groups: list[tuple[int, str]] = field(default_factory=list)  # -rs summary: (count, reason)
+    panics: list[str] = field(default_factory=list)  # Rust panic messages in the log (JIT, launcher)
 
 
 class VerdictKind(str, Enum):

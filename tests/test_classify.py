@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -231,7 +232,9 @@ def test_test_file_is_parsed_once_for_selection_and_skip_texts(tmp_path):
     assert (merged.functional, merged.skips) == (tests.functional, tests.skips)
     argv, selection = testrun.command("python3", merged)
     assert argv[3] == "tests/ops/test_x.py"
-    assert selection == "(cutile_rs or cutile-rs) and (test_op or test_autotune_op) and not (test_op_backward)"
+    assert (
+        selection == "(cutile_rs or cutile-rs) and (test_op or test_autotune_op) and not (test_op_backward)"
+    )
     # a site's own list of tests that call the op wins over the name rule
     called = TestSite("tests/ops/test_x.py", 4, "class", "line 9", functional=("test_autotune_op",))
     assert testrun.command("python3", testrun.read_test_files(tmp_path, (called,)))[1] == (
@@ -254,3 +257,19 @@ def test_selection_excludes_tests_a_functional_name_is_a_substring_of(tmp_path):
     assert testrun.command("python3", files)[1] == (
         "(cutile_rs or cutile-rs) and (test_op or test_op_irregular) and not (test_op_backward)"
     )
+
+
+def test_a_jit_panic_behind_rc_minus_3_is_named_in_the_kernel_verdict():
+    """Recorded on the H200 (agent-d d21bc59, our dropout kernel): the launcher caught the JIT's panic
+    and returned rc -3; the verdict says what the JIT said, so the kernel author can act on it."""
+    log = (Path(__file__).parent / "fixtures" / "logs" / "h200_dropout_jit_panic.txt").read_text()
+    result = to_test_result(log, command="pytest", exit_code=1, log_path="x", gpu=True)
+    assert result.panics == [
+        "Failed to serialize bytecode for /tmp/cd10e7c3-1e62-4178-98da-193a5946ab3f.bc: "
+        "bytecode write error: missing attribute 'overflow' on op ShLI"
+    ]
+    verdict = classify(result, [], [])
+    assert (verdict.kind, verdict.klass) == (VerdictKind.FAIL, "kernel")
+    assert "launch/JIT failure" in verdict.reason
+    assert verdict.reason.endswith("missing attribute 'overflow' on op ShLI")
+    assert "the JIT said:" in verdict.followup and "\n" not in verdict.followup
