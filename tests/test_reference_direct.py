@@ -133,3 +133,94 @@ def test_an_early_return_step_is_rendered_before_the_launch():
     first = contract_steps(facts)[0]
     assert (first.kind, first.target, first.expr) == ("return", "not training", "x")
     assert _step(first) == ["if not training:", "    return x"]
+
+
+ROTATE = """
+import cuda.tile as ct
+import torch
+from tilegym.backend import register_impl
+
+
+@ct.kernel
+def _rotate_kernel(a, b, table, ROWS, TILE_A):
+    pass
+
+
+def _pick(a, grid):
+    return cached_replace_hints(_rotate_kernel, occupancy=4)
+
+
+def _forward(a, b, table, width=None):
+    rows, cols = a.shape
+    if width is None:
+        width = cols
+    if table.ndim == 2:
+        table = table.unsqueeze(0)
+        b = b.contiguous()
+    grid = (rows, 1, 1)
+    kernel = _pick(a, grid)
+    ct.launch(torch.cuda.current_stream(), grid, kernel, (a, b, table, rows, next_power_of_2(width)))
+    return a, b, table
+
+
+@register_impl("rotate", backend="cutile")
+def rotate(a, b, table, factor=1.0):
+    width = None
+    if factor < 1.0:
+        full = a.shape[-1]
+        width = int(full * factor)
+        assert table.shape[-1] == width, "table width"
+    a, b, table = _forward(a, b, table, width=width)
+    return a, b
+"""
+
+
+def _rotate_signature() -> KernelSignature:
+    entry = Entry(
+        name="rotate_kernel",
+        unsafe=True,
+        public=True,
+        attr_args={},
+        generics=(Generic("E", "type"), Generic("ROWS", "const", "i32"), Generic("TILE_A", "const", "i32")),
+        params=(Param("a", "tensor", "E", 2), Param("b", "tensor", "E", 2), Param("table", "tensor", "E", 3)),
+        outputs=("a", "b"),
+        output_evidence={},
+        block=BlockUse(1, False),
+    )
+    return KernelSignature("rotate_module", (entry,))
+
+
+def test_in_place_outputs_a_tuned_kernel_helper_and_guarded_branches():
+    import ast
+
+    reading = reference_direct.read_tree(ast.parse(ROTATE), "rotate", _rotate_signature())
+    # the helper that tunes the kernel leaves no step: the launcher takes the kernel itself
+    assert not any("_pick" in s.get("expr", "") for s in reading.steps)
+    lets = [(s["let"], s["expr"]) for s in reading.steps if "let" in s]
+    # a branch of several assignments is decided once, before any of them
+    assert ("_branch_20", "table.ndim == 2") in lets
+    assert ("table", "table.unsqueeze(0) if _branch_20 else table") in lets
+    assert ("b", "b.contiguous() if _branch_20 else b") in lets
+    assert ("width", "cols if width is None else width") in lets  # `if width is None: width = cols`
+    # a name the branch introduces is None otherwise; the assert holds under the branch
+    assert ("full", "a.shape[-1] if _branch_32 else None") in lets
+    assert {"check": "(_branch_32) and not (table.shape[-1] == width)", "raise": "ValueError",
+            "message": "cutile-rs rotate: table width"} in reading.steps  # fmt: skip
+    # the kernel writes the caller's a and b in place: outputs without an allocation, and tensors
+    assert reading.outputs == {"a": "a", "b": "b"}
+    assert reading.tensor_params == ["a", "b", "table"]
+    assert reading.result == "(a, b)"
+    assert (
+        reading.args["rows"][0] == "int(rows)" and reading.args["tile_a"][0] == "int(next_power_of_2(width))"
+    )
+
+
+def test_a_value_computed_after_the_launch_stops_the_reading():
+    import ast
+
+    source = ROTATE.replace(
+        "a, b, table = _forward(a, b, table, width=width)", "c, d, e = _forward(a, b, table, width=width)"
+    )
+    source = source.replace("return a, b\n", "return c, d\n")
+    with pytest.raises(NotThisShape, match="is computed after the launch"):
+        reference_direct.read_tree(ast.parse(source), "rotate", _rotate_signature())

@@ -106,7 +106,8 @@ def read_tree(tree: ast.Module, name: str, signature: KernelSignature) -> Direct
     module = _Module(tree)
     if not module.launches(fn):
         return None
-    flat = _Flattener(module, name)
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
+    flat = _Flattener(module, name, params)
     flat.result = flat.walk(fn, depth=0)
     if flat.launch is None:
         raise NotThisShape(f"{fn.name}() reaches ct.launch only through a path the reader does not follow")
@@ -119,6 +120,11 @@ class _Module:
     def __init__(self, tree: ast.Module):
         self.functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
         self.classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+        self.kernels = {
+            n.name
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef) and any("kernel" in ast.unparse(d) for d in n.decorator_list)
+        }
         self.constants = {
             n.targets[0].id: n.value
             for n in tree.body
@@ -139,6 +145,16 @@ class _Module:
                 if isinstance(item, ast.FunctionDef) and item.name == "forward":
                     return item, 1
         return None
+
+    def kernel_behind(self, value: ast.expr) -> ast.FunctionDef | None:
+        """The one ``@ct.kernel`` module function a helper call hands back (a tuned copy of it)."""
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+            return None
+        helper = self.functions.get(value.func.id)
+        if helper is None or helper.name in self.kernels:
+            return None
+        named = {n.id for n in ast.walk(helper) if isinstance(n, ast.Name) and n.id in self.kernels}
+        return self.functions[named.pop()] if len(named) == 1 else None
 
     def launches(self, fn: ast.FunctionDef, depth: int = 0) -> bool:
         """Whether ``fn`` reaches a ``ct.launch``, itself or through callees."""
@@ -202,9 +218,11 @@ def _is_ctx(stmt: ast.stmt) -> bool:
 class _Flattener:
     """The statements on the way to the launch, as wrapper steps, with callees inlined."""
 
-    def __init__(self, module: _Module, op: str):
+    def __init__(self, module: _Module, op: str, params: list[str]):
         self.module = module
         self.op = op
+        self.bound = set(params)  # names with a value at this point of the wrapper
+        self.kernel_vars: dict[str, ast.expr] = {}  # `kernel = _select(...)`: the tuned kernel object
         self.steps: list[dict[str, str]] = []
         self.local: dict[str, ast.expr] = {}  # name -> value, for reading the launch's tuples
         self.launch: ast.Call | None = None
@@ -233,7 +251,14 @@ class _Flattener:
                     returned = value
                     break
                 if isinstance(stmt, ast.Assign) and value is not None:
-                    self._let(stmt.targets[0], value)
+                    if self.launch is not None and not _same_names(stmt.targets[0], value):
+                        # a value the callee returns after its launch: the wrapper's steps all run
+                        # before the launch, so only handing the same names back can be said
+                        raise NotThisShape(
+                            f"line {stmt.lineno}: `{_first_line(stmt)}` is computed after the launch"
+                        )
+                    if self.launch is None:
+                        self._let(stmt.targets[0], value)
                 continue
             self._statement(stmt)
         return returned
@@ -254,12 +279,19 @@ class _Flattener:
                 raise NotThisShape(f"line {call.lineno}: {callee.name}() gets no value for {param}")
             if not (isinstance(value, ast.Name) and value.id == param):
                 self._let(ast.Name(param, ast.Store()), value)
+            self.bound.add(param)
         return self.walk(callee, depth + 1)
 
     def _statement(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             if "current_stream" in ast.unparse(stmt.value):
                 return  # the wrapper launches on the stream of the tensors' device itself
+            kernel = self.module.kernel_behind(stmt.value)
+            if kernel is not None and isinstance(stmt.targets[0], ast.Name):
+                # `kernel = _select_rope_kernel(...)`: autotuning picks compile hints; the
+                # launcher takes the kernel itself, so the wrapper needs no such step
+                self.kernel_vars[stmt.targets[0].id] = kernel
+                return
             self._let(stmt.targets[0], stmt.value)
             return
         if isinstance(stmt, ast.Assert):
@@ -286,7 +318,36 @@ class _Flattener:
                 value = ast.IfExp(test=stmt.test, body=yes, orelse=no)
                 self._let(ast.Name(target, ast.Store()), value)
                 return
+            if self._guarded_block(stmt):
+                return
         raise NotThisShape(f"line {stmt.lineno}: cannot follow `{_first_line(stmt)}`")
+
+    def _guarded_block(self, stmt: ast.If) -> bool:
+        """``if c:`` over plain assignments and asserts, no else: each assignment keeps the name's
+        value otherwise (``None`` for a name the branch introduces), each assert holds under ``c``."""
+        body = [s for s in stmt.body if not _is_ctx(s)]
+        simple = all(
+            (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name))
+            or isinstance(s, ast.Assert)
+            for s in body
+        )
+        if stmt.orelse or not body or not simple:
+            return False
+        test = stmt.test
+        if sum(isinstance(s, ast.Assign) for s in body) > 1:
+            # the branch is decided once: a later assignment must not see an earlier one's effect
+            flag = ast.Name(f"_branch_{stmt.lineno}", ast.Store())
+            self._let(flag, stmt.test)
+            test = ast.Name(flag.id, ast.Load())
+        condition = self._expr(test)
+        for s in body:
+            if isinstance(s, ast.Assert):
+                self.steps.append(assert_step(s, condition, self.op))
+                continue
+            name = s.targets[0].id
+            keep = ast.Name(name, ast.Load()) if name in self.bound else ast.Constant(None)
+            self._let(ast.Name(name, ast.Store()), ast.IfExp(test=test, body=s.value, orelse=keep))
+        return True
 
     def _let(self, target: ast.expr, value: ast.expr) -> None:
         if not isinstance(target, (ast.Name, ast.Tuple)):
@@ -294,6 +355,7 @@ class _Flattener:
         value = self._inline_helpers(value)
         bind(target, value, self.local)
         names = target.elts if isinstance(target, ast.Tuple) else [target]
+        self.bound |= {ast.unparse(n) for n in names}
         self.steps.append({"let": ", ".join(ast.unparse(n) for n in names), "expr": self._expr(value)})
 
     def _inline_helpers(self, value: ast.expr) -> ast.expr:
@@ -313,6 +375,11 @@ class _Flattener:
 
     def _expr(self, node: ast.expr) -> str:
         return ast.unparse(_wrapper_expr(self._inline_helpers(node)))
+
+
+def _same_names(target: ast.expr, value: ast.expr) -> bool:
+    """``q, k = q, k``: the names handed back are the ones assigned (nothing to compute)."""
+    return ast.unparse(target).strip("()") == ast.unparse(value).strip("()")
 
 
 def _first_line(stmt: ast.stmt) -> str:
@@ -381,7 +448,8 @@ def _map_launch(flat: _Flattener, module: _Module, entry: Entry, fn: ast.Functio
     launch = flat.launch
     grid = _tuple(launch.args[1], flat.local, "grid")
     kernel_name = getattr(launch.args[2], "id", "")
-    kernel = module.functions.get(kernel_name)
+    kernel = flat.kernel_vars.get(kernel_name) or module.functions.get(kernel_name)
+    kernel_name = kernel.name if kernel is not None else kernel_name
     if kernel is None:
         raise NotThisShape(
             f"line {launch.lineno}: kernel {ast.unparse(launch.args[2])} is not a module function"
@@ -412,7 +480,7 @@ def _map_launch(flat: _Flattener, module: _Module, entry: Entry, fn: ast.Functio
             root = _root(arg, flat.local)
             if param.name in entry.outputs:
                 outputs[c_name] = root
-            elif root in params and root not in inputs:
+            if root in params and root not in inputs:  # the caller's tensor, read or written in place
                 inputs.append(root)
         elif param is not None:
             values[param.name] = (text, f"argument {ref} -> scalar {param.name}")
