@@ -224,3 +224,24 @@ def test_a_value_computed_after_the_launch_stops_the_reading():
     source = source.replace("return a, b\n", "return c, d\n")
     with pytest.raises(NotThisShape, match="is computed after the launch"):
         reference_direct.read_tree(ast.parse(source), "rotate", _rotate_signature())
+
+
+def test_facts_name_dropped_reference_parameters_and_offer_no_empty_result():
+    import ast
+
+    from bot.infer.facts import Facts
+    from bot.infer.reference import ReferenceOp
+
+    source = REFERENCE.replace("        ctx.p = p\n        return out\n", "        ctx.p = p\n")
+    source = source.replace(
+        "    return _ScaledMask.apply(x, seed, p, training, inplace)",
+        "    _ScaledMask.apply(x, seed, p, training, inplace)",
+    )
+    source = source.replace(
+        "def _scaled_mask_kernel(X, OUT,", "def _scaled_mask_kernel(X, OUT, EXTRA_FLAG,"
+    ).replace("args = (x.view(-1), out.view(-1),", "args = (x.view(-1), out.view(-1), 1,")
+    facts = Facts()
+    ref = ReferenceOp(Path("ops/cutile/scaled_mask.py"), ast.parse(source), "", "scaled_mask")
+    reference_direct.gather(None, _signature(), facts, ref)
+    assert not facts.has("python.result")  # nothing returned: the plan's own default stays
+    assert facts.source("python.steps").detail.endswith("not in kernel.rs: EXTRA_FLAG")

@@ -86,12 +86,15 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref:
         return Source("reference", f"{rel}: {what}")
 
     launch = f"ct.launch:{reading.launch_line}"
-    facts.offer("python.steps", reading.steps, where(f"{reading.function} before {launch}"))
+    # reference parameters kernel.rs has no twin of are said, not silently dropped
+    dropped = f"; not in kernel.rs: {', '.join(reading.unmatched)}" if reading.unmatched else ""
+    facts.offer("python.steps", reading.steps, where(f"{reading.function} before {launch}{dropped}"))
     facts.offer(
         "python.alloc", {v: v for v in reading.outputs.values()}, where(f"outputs written by {launch}")
     )
     facts.offer("python.tensors", reading.tensors, where(f"arguments of {launch}"))
-    facts.offer("python.result", reading.result, where(f"{reading.function} returns it"))
+    if reading.result:
+        facts.offer("python.result", reading.result, where(f"{reading.function} returns it"))
     if reading.tensor_params:
         facts.offer("python.tensor_params", reading.tensor_params, where(f"parameters packed by {launch}"))
     for name, (value, what) in reading.args.items():
