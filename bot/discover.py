@@ -32,10 +32,11 @@ _BACKEND_TREES = ("cutile_rs", "tilecpp", "triton")  # other backends' code is n
 def discover(target: Target) -> Discovery:
     repo = target.repo
     tried: list[str] = []
-    registry = _registrations(repo)
+    files = _Files()  # each file is read and parsed once, whichever finding needs it
+    registry = _registrations(repo, files)
     reference, name, name_source = _reference(target.op, registry, tried)
-    public = _public(repo, name, tried)
-    tests, keywords = _tests(repo, target.op, name, public, tried)
+    public = _public(repo, name, tried, files)
+    tests, keywords = _tests(repo, target.op, name, public, tried, files)
     return Discovery(
         op=target.op,
         dispatch_name=name,
@@ -57,6 +58,30 @@ def _parse(path: Path) -> ast.Module | None:
         return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except (SyntaxError, UnicodeDecodeError, ValueError):
         return None
+
+
+class _Files:
+    """The text and syntax tree of each file, read once per discovery."""
+
+    def __init__(self) -> None:
+        self._text: dict[Path, str] = {}
+        self._tree: dict[Path, ast.Module | None] = {}
+
+    def text(self, path: Path) -> str:
+        if path not in self._text:
+            try:
+                self._text[path] = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                self._text[path] = ""
+        return self._text[path]
+
+    def tree(self, path: Path) -> ast.Module | None:
+        if path not in self._tree:
+            try:
+                self._tree[path] = ast.parse(self.text(path), filename=str(path))
+            except (SyntaxError, ValueError):
+                self._tree[path] = None
+        return self._tree[path]
 
 
 def _python_files(root: Path) -> list[Path]:
@@ -95,11 +120,11 @@ class _Registration:
     function: str  # the registered function's name
 
 
-def _registrations(repo: Path) -> list[_Registration]:
+def _registrations(repo: Path, files: _Files) -> list[_Registration]:
     """Every ``register_impl(name, backend="cutile")``, as a decorator or as a call on a function."""
     found: list[_Registration] = []
     for path in _python_files(repo / REFERENCE_ROOT):
-        tree = _parse(path)
+        tree = files.tree(path)
         if tree is None:
             continue
         rel = path.relative_to(repo)
@@ -155,14 +180,14 @@ def _reference(op: str, registry: list[_Registration], tried: list[str]):
 # --------------------------------------------------------------------------- the public function
 
 
-def _public(repo: Path, name: str, tried: list[str]) -> Found | None:
+def _public(repo: Path, name: str, tried: list[str], files: _Files) -> Found | None:
     """The ``@dispatch(name)`` (or ``get_<name>``) declaration, wherever it lives under src/tilegym."""
     hits: list[Found] = []
     for path in _python_files(repo / SRC_ROOT):
         rel = path.relative_to(repo)
-        if any(part in _BACKEND_TREES for part in rel.parts) or "dispatch" not in _head(path):
+        if any(part in _BACKEND_TREES for part in rel.parts) or "dispatch" not in files.text(path):
             continue
-        tree = _parse(path)
+        tree = files.tree(path)
         if tree is None:
             continue
         for node in tree.body:
@@ -180,13 +205,6 @@ def _public(repo: Path, name: str, tried: list[str]) -> Found | None:
     # ops.py is the documented home; prefer it, then the direct form, then path order
     hits.sort(key=lambda f: (not f.path.endswith("/ops.py"), "getter" in f.detail, f.path))
     return hits[0]
-
-
-def _head(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
 
 
 def public_function(repo: Path, found: Found) -> ast.FunctionDef | None:
@@ -236,7 +254,7 @@ def _module_name(rel: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _reachers(repo: Path, public: Found) -> dict[str, str]:
+def _reachers(repo: Path, public: Found, files: _Files) -> dict[str, str]:
     """Dotted paths of the public function and of every tilegym function that calls it through up
     to ``_MAX_HOPS`` helpers (``fused_moe`` -> ``fused_experts_impl`` -> the op), each with its chain.
 
@@ -246,26 +264,18 @@ def _reachers(repo: Path, public: Found) -> dict[str, str]:
     name = public.detail.split("'")[1]
     reach = {f"{decl_module}.{name}": name}
     functions: list[tuple[str, str, set[str]]] = []  # (dotted, plain name, names its body loads)
-    for path in _python_files(repo / SRC_ROOT):
-        rel = path.relative_to(repo)
-        if any(part in _BACKEND_TREES for part in rel.parts):
-            continue
-        tree = _parse(path)
-        if tree is None:
-            continue
-        foreign = {
-            a.asname or a.name
-            for n in tree.body
-            if isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] not in ("tilegym", "")
-            for a in n.names
-        }
-        module = _module_name(rel)
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef):
-                loads = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in foreign}
-                functions.append((f"{module}.{node.name}", node.name, loads))
+    unread = [
+        p
+        for p in _python_files(repo / SRC_ROOT)
+        if not any(x in _BACKEND_TREES for x in p.relative_to(repo).parts)
+    ]
     for _ in range(_MAX_HOPS):
         names = {dotted.rsplit(".", 1)[1]: dotted for dotted in reach}
+        # parse only the modules whose text names a function reached so far (cheap to test)
+        now = [p for p in unread if any(n in files.text(p) for n in names)]
+        unread = [p for p in unread if p not in now]
+        for path in now:
+            functions += _module_functions(path, path.relative_to(repo), files)
         grown = False
         for dotted, plain, loads in functions:
             if dotted in reach:
@@ -279,6 +289,29 @@ def _reachers(repo: Path, public: Found) -> dict[str, str]:
     return reach
 
 
+def _module_functions(path: Path, rel: Path, files: _Files) -> list[tuple[str, str, set[str]]]:
+    """(dotted name, plain name, names its body loads) of each module-level function."""
+    tree = files.tree(path)
+    if tree is None:
+        return []
+    foreign = {
+        a.asname or a.name
+        for n in tree.body
+        if isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] not in ("tilegym", "")
+        for a in n.names
+    }
+    module = _module_name(rel)
+    return [
+        (
+            f"{module}.{node.name}",
+            node.name,
+            {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in foreign},
+        )
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+    ]
+
+
 def _reaches(path: str, reach: dict[str, str]) -> str:
     """The chain when ``path`` names a function in ``reach`` directly or through a package that
     re-exports it (``tilegym.ops.fmha`` for ``tilegym.ops.ops.fmha``); '' otherwise."""
@@ -290,9 +323,9 @@ def _reaches(path: str, reach: dict[str, str]) -> str:
     return ""
 
 
-def _tests(repo: Path, op: str, name: str, public: Found | None, tried: list[str]):
+def _tests(repo: Path, op: str, name: str, public: Found | None, tried: list[str], files: _Files):
     """(test sites, keyword names the tests pass the op), every file that reaches the op."""
-    reach = _reachers(repo, public) if public else {}
+    reach = _reachers(repo, public, files) if public else {}
     plain_names = {d.rsplit(".", 1)[1] for d in reach}
     sites: list[TestSite] = []
     named: list[TestSite] = []
@@ -300,11 +333,11 @@ def _tests(repo: Path, op: str, name: str, public: Found | None, tried: list[str
     for path in _python_files(repo / TESTS_ROOT):
         if not path.name.startswith("test_"):
             continue
-        text = _head(path)
+        text = files.text(path)
         by_name = path.name == f"test_{op}.py"
         if not by_name and not any(n in text for n in plain_names):
             continue
-        tree = _parse(path)
+        tree = files.tree(path)
         if tree is None:
             continue
         refs = _op_references(tree, _aliases(tree), reach)
