@@ -117,6 +117,7 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
     python = options.python or testrun.current_python()
     result = PortResult(target, Verdict(VerdictKind.BLOCKED, "host", "not run"), run.stages, str(out_dir))
     pytest_cmd, pytest_rc = "(pytest not run)", None
+    found: Discovery | None = None
     options.echo(
         f"[agent-d] {'verify' if options.verify_only else 'port'} {target.op}: {target.kernel_rs.relative_to(target.repo)} -> {out_dir}"
     )
@@ -167,7 +168,8 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
         result.verdict = Verdict(
             VerdictKind.BLOCKED, "host", f"internal error in agent-d: {type(exc).__name__}: {exc}"
         )
-    _finish(result, run, target, out_dir, pytest_cmd, pytest_rc, options)
+    test_files = [site.path for site in found.test_sites] if found is not None else None
+    _finish(result, run, target, out_dir, pytest_cmd, pytest_rc, options, test_files)
     return result
 
 
@@ -322,12 +324,13 @@ def _finish(
     pytest_cmd: str,
     pytest_rc: int | None,
     options: PortOptions,
+    test_files: list[str] | None,
 ) -> None:
     decision_log = _decision_log(result, run)
     so = Path(result.build.so_path) if result.build and result.build.so_path else None
     log_src = out_dir / "correctness_cutile_rs.txt"
     report.write_reports(out_dir, result, decision_log, log_src if log_src.is_file() else None)
-    runs = [validator.validate(out_dir, target.op, target.repo, so)]
+    runs = [validator.validate(out_dir, target.op, target.repo, so, test_files)]
     upstream = validator.run_repo_validator(target.repo, out_dir.parent, target.op)
     if upstream is not None:
         runs.append(upstream)
