@@ -74,7 +74,7 @@ def gather(target: Target, facts: Facts, ref: ReferenceOp) -> None:
     if tree is None:
         facts.note_tried("python.out_cols", f"{rel} ({ref.problem})")
         return
-    index = _ModuleIndex(tree)
+    index = ModuleIndex(tree)
     fn = registered_function(tree, ref.name)
     if fn is None:
         facts.note_tried("python.out_cols", f"{rel}: no register_impl({ref.name!r}, backend='cutile')")
@@ -107,7 +107,7 @@ def gather(target: Target, facts: Facts, ref: ReferenceOp) -> None:
         facts.offer("reference.out_cols_var", last_name, where)
 
 
-class _ModuleIndex:
+class ModuleIndex:
     """Module-level functions and autograd Function classes, for following calls."""
 
     def __init__(self, tree: ast.Module):
@@ -128,7 +128,7 @@ class _ModuleIndex:
         return None
 
 
-def _returned_function(fn: ast.FunctionDef, index: _ModuleIndex) -> ast.FunctionDef | None:
+def _returned_function(fn: ast.FunctionDef, index: ModuleIndex) -> ast.FunctionDef | None:
     """For a getter (``return swiglu``), the module-level function it hands out."""
     for node in fn.body:
         if isinstance(node, ast.Return) and isinstance(node.value, ast.Name):
@@ -145,7 +145,7 @@ def _params(fn: ast.FunctionDef) -> set[str]:
     return {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
 
 
-def _find_allocation(fn: ast.FunctionDef, index: _ModuleIndex, depth: int):
+def _find_allocation(fn: ast.FunctionDef, index: ModuleIndex, depth: int):
     """(last dim over ``fn``'s parameters, the variable that held it, the allocation call), or None."""
     params = _params(fn)
     assigned = _single_assignments(fn)

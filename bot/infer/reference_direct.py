@@ -40,7 +40,7 @@ from bot.infer.launch_ast import (
     num_sms,
     substitute,
 )
-from bot.infer.reference import ReferenceOp, read_with, registered_function
+from bot.infer.reference import ModuleIndex, ReferenceOp, read_with, registered_function
 from bot.types import Entry, KernelSignature, Source, Target
 
 KEYS = ("python.steps", "python.alloc", "python.tensors", "python.result")
@@ -117,12 +117,12 @@ def read_tree(tree: ast.Module, name: str, signature: KernelSignature) -> Direct
     return _map_launch(flat, module, signature.entries[0], fn)
 
 
-class _Module:
-    """Module-level functions and autograd Function classes of the reference."""
+class _Module(ModuleIndex):
+    """The reference's module index (functions, autograd Functions, ``callee``), with its
+    ``@ct.kernel`` functions and constants."""
 
     def __init__(self, tree: ast.Module):
-        self.functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-        self.classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+        super().__init__(tree)
         self.kernels = {
             n.name
             for n in tree.body
@@ -136,18 +136,6 @@ class _Module:
             and isinstance(n.targets[0], ast.Name)
             and isinstance(n.value, ast.Constant)
         }
-
-    def callee(self, call: ast.Call) -> tuple[ast.FunctionDef, int] | None:
-        """The module function (or ``Function.apply``'s forward) a call runs, and its leading
-        parameters the call does not fill (``ctx``)."""
-        if isinstance(call.func, ast.Name) and call.func.id in self.functions:
-            return self.functions[call.func.id], 0
-        if isinstance(call.func, ast.Attribute) and call.func.attr == "apply":
-            cls = self.classes.get(getattr(call.func.value, "id", ""))
-            for item in cls.body if cls else []:
-                if isinstance(item, ast.FunctionDef) and item.name == "forward":
-                    return item, 1
-        return None
 
     def kernel_behind(self, value: ast.expr) -> ast.FunctionDef | None:
         """The one ``@ct.kernel`` module function a helper call hands back (a tuned copy of it)."""
