@@ -99,11 +99,6 @@ class Discovery:
         functional = tuple(t for t in self.tests if t.functional)
         return functional or self.tests[:1]
 
-    @property
-    def test_file(self) -> str:
-        """The primary test file (relative), or "" when no test reaches the op."""
-        return self.tests[0].path if self.tests else ""
-
 
 # --------------------------------------------------------------------------- kernel signature
 # Mirrors the JSON printed by crate/ (docs/reader-schema.md).
@@ -321,9 +316,6 @@ class LaunchPlan:
     missing: list[MissingFact] = field(default_factory=list)
     contract_lines: int = 0  # lines of the porter-written contract this plan used
     more_tests: list[TestWiring] = field(default_factory=list)  # other files whose tests call the op
-
-    def test_files(self) -> list[str]:
-        return [t.file for t in [self.tests, *self.more_tests] if t.file]
 
     def to_dict(self) -> dict:
         return asdict(self)

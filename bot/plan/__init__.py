@@ -44,8 +44,9 @@ def build_plan(target: Target, signature: KernelSignature, facts: Facts, checkou
 
 
 def _unbound(plan: LaunchPlan, facts: Facts) -> list[MissingFact]:
-    """Every C parameter needs a Python value before anything is rendered: a descriptor nobody
-    packs (a second output the wrapper does not allocate) is a question, not an emitter crash."""
+    """Every descriptor needs a Python value before anything is rendered: one nobody packs (a second
+    output the wrapper does not allocate) is a question, not an emitter crash. (C scalars are
+    valued or asked for by ``python_side.fill_args`` on every layout.)"""
     asked = {m.key for m in plan.missing}
     out: list[MissingFact] = []
     for t in plan.ffi.tensors:
@@ -58,10 +59,6 @@ def _unbound(plan: LaunchPlan, facts: Facts) -> list[MissingFact]:
                     list(facts.tried.get("python.tensors", [])),
                 )
             )
-    for s in plan.ffi.scalars:
-        key = f"python.args.{s.name}"
-        if s.name not in plan.python.ffi_args and key not in asked:
-            out.append(MissingFact(key, f"the Python value of C argument `{s.name}` ({s.role})", []))
     return out
 
 

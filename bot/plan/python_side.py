@@ -39,13 +39,7 @@ def plan(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) ->
         alloc = {t.name: "None" for t in outputs}
     tensors_py = _tensors(ffi, params, alloc, facts, missing)
     steps = common.wrapper_prologue(op, params, same_dtype=False) + contract_steps(facts)
-    args = {}
-    for s in ffi.scalars:
-        expr, _src = arg_value(s.name, s.role, s.feeds, signature, cfgs, facts)
-        if expr is None:
-            ask_arg(s, facts, missing)
-            expr = "0"
-        args[s.name] = expr
+    args = fill_args(ffi, {}, signature, cfgs, facts, missing)
     result = facts.get("python.result")
     first_alloc = next(iter(alloc))
     dtypes = facts.get("python.dtypes")
@@ -113,6 +107,22 @@ def _check_step(i: int, item: dict, src: Source | None) -> None:
                 raise Blocked(
                     "host", f"{where}: {key} {item[key]!r} is not a Python expression ({exc.msg})"
                 ) from None
+
+
+def fill_args(
+    ffi: FfiPlan, args: dict[str, str], signature: str, cfgs, facts: Facts, missing
+) -> dict[str, str]:
+    """Every C scalar of ``ffi`` without a Python value in ``args`` gets one by the shared rules,
+    or a question (and a placeholder, since the plan is not rendered while questions remain)."""
+    for s in ffi.scalars:
+        if s.name in args:
+            continue
+        expr, _src = arg_value(s.name, s.role, s.feeds, signature, cfgs, facts)
+        if expr is None:
+            ask_arg(s, facts, missing)
+            expr = "0"
+        args[s.name] = expr
+    return args
 
 
 def ask_arg(scalar: CScalar, facts: Facts, missing: common.Missing) -> None:

@@ -25,14 +25,7 @@ def plan(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) ->
         py.configs, py.launch_mode = configs, "autotune"
         py.autotune_key = str(facts.get("python.key") or "")
         py.sources["python.configs"] = facts.source("python.configs")
-    for s in ffi.scalars:
-        if s.name in py.ffi_args:
-            continue
-        expr, _src = python_side.arg_value(s.name, s.role, s.feeds, py.signature, py.configs, facts)
-        if expr is None:
-            python_side.ask_arg(s, facts, missing)
-            expr = "0"
-        py.ffi_args[s.name] = expr
+    python_side.fill_args(ffi, py.ffi_args, py.signature, py.configs, facts, missing)
     return py
 
 
