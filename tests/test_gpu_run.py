@@ -248,3 +248,9 @@ def test_a_new_ops_failures_are_marked_against_the_cutile_baseline():
     (row,) = device.compare(ours, base)
     assert (row["hand_written"], row["mark"]) == ("PASSED", "passes with hand-written code")
     assert device.compare(ours, {"outcomes": {}})[0]["mark"] == "not reached in the hand-written run"
+    (row,) = device.compare(ours, base, device.CUTILE_BASELINE)
+    assert row["mark"] == "passes on the cuTile backend"
+    assert (
+        device.compare(ours, {}, device.CUTILE_BASELINE)[0]["mark"]
+        == "not reached in the cuTile baseline run"
+    )

@@ -355,24 +355,29 @@ def last_line(text: str) -> str:
 _CUTILE_RS_ID = re.compile(r"cutile[_-]rs")
 
 
-def compare(agent: dict, hand: dict) -> list[dict]:
-    """agent-d's failures, each marked with what the hand-written run did for the same test id (a new
+HAND_WRITTEN = "with hand-written code"
+CUTILE_BASELINE = "on the cuTile backend"  # a new op's baseline
+
+
+def mark(other: str, where: str = HAND_WRITTEN) -> str:
+    """What the baseline run did with a test agent-d's tree failed ("" when it did not reach it)."""
+    if not other:
+        return f"not reached in the {'cuTile baseline' if where == CUTILE_BASELINE else 'hand-written'} run"
+    if other in ("FAILED", "ERROR"):
+        return f"also fails {where}"
+    return f"{'passes' if other == 'PASSED' else other.lower()} {where}"
+
+
+def compare(agent: dict, hand: dict, where: str = HAND_WRITTEN) -> list[dict]:
+    """agent-d's failures, each marked with what the baseline run did for the same test id (a new
     op's baseline ran the cuTile backend: its id names ``cutile`` where ours names ``cutile_rs``)."""
     rows = []
     theirs = hand.get("outcomes", {})
     for test, outcome in agent.get("outcomes", {}).items():
         if outcome not in ("FAILED", "ERROR"):
             continue
-        other = theirs.get(test, theirs.get(_CUTILE_RS_ID.sub("cutile", test)))
-        if other is None:
-            mark = "not reached in the hand-written run"
-        elif other in ("FAILED", "ERROR"):
-            mark = "also fails with hand-written code"
-        elif other == "PASSED":
-            mark = "passes with hand-written code"
-        else:
-            mark = f"{other.lower()} with hand-written code"
-        rows.append({"test": test, "outcome": outcome, "hand_written": other or "", "mark": mark})
+        other = theirs.get(test, theirs.get(_CUTILE_RS_ID.sub("cutile", test))) or ""
+        rows.append({"test": test, "outcome": outcome, "hand_written": other, "mark": mark(other, where)})
     return rows
 
 
@@ -459,7 +464,8 @@ def run(
     for op in ops:
         r = results["ops"][op]
         if "agent_d" in r and "hand_written" in r:
-            r["agent_d"]["compared"] = compare(r["agent_d"], r["hand_written"])
+            where = CUTILE_BASELINE if r.get("new") else HAND_WRITTEN
+            r["agent_d"]["compared"] = compare(r["agent_d"], r["hand_written"], where)
         ht = r.get("host_time", {})
         a, b = ht.get("agent_d", {}).get("us_per_call"), ht.get("hand_written", {}).get("us_per_call")
         if a and b and "ratio" not in ht:

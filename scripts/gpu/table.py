@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from gpu import TREES
+from gpu.device import CUTILE_BASELINE, HAND_WRITTEN, mark
 
 NOT_RUN = "not run"
 
@@ -195,20 +196,11 @@ def render(results: dict, sources: list[str] | None = None) -> str:
             out.append("| Host time ratio agent-d / hand-written | - | |")
         failures = (ad or {}).get("compared") or []
         if failures:
-            where = "on the cuTile backend" if new else "with hand-written code"
+            where = CUTILE_BASELINE if new else HAND_WRITTEN
             out += ["", "Failures with agent-d's host code:", ""]
             for f in failures:
-                out.append(f"- `{f['test']}`: {f['outcome']}, {_mark(f.get('hand_written', ''), where)}")
+                out.append(f"- `{f['test']}`: {f['outcome']}, {mark(f.get('hand_written', ''), where)}")
     return "\n".join(out) + "\n"
-
-
-def _mark(other: str, where: str) -> str:
-    """What the baseline run did with the same test (device.compare keeps its outcome)."""
-    if not other:
-        return f"not reached in the {'cuTile baseline' if 'cuTile' in where else 'hand-written'} run"
-    if other in ("FAILED", "ERROR"):
-        return f"also fails {where}"
-    return f"{'passes' if other == 'PASSED' else other.lower()} {where}"
 
 
 def _new_op_rows(r: dict, ad: dict | None, base: dict | None) -> list[str]:
