@@ -22,14 +22,12 @@ is BLOCKED (env) only because this machine has no GPU.
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from checkout_support import OPS_DIR, checkout_with_kernels
 
 from bot.cli import main
-from bot.demo import assemble_checkout
 from bot.pipeline import make_plan
 from bot.reader import read_kernel
 from bot.types import Target
@@ -38,17 +36,11 @@ from bot.wheel import default_cache_dir
 pytestmark = pytest.mark.slow
 OPS = ["row_softmax", "head_norm", "gather_rows", "square_rows", "tile_copy"]
 FIXTURES = Path(__file__).parent / "fixtures" / "ops"
-OPS_DIR = "src/tilegym/ops/cutile_rs"
 
 
 @pytest.fixture()
 def repo(tmp_path, tilegym_wheel):
-    repo = assemble_checkout(tmp_path / "tg", tilegym_wheel, ["silu_and_mul"], ["silu_and_mul"]).repo
-    for op in OPS:
-        shutil.copytree(FIXTURES / f"{op}_kernel", repo / OPS_DIR / f"{op}_kernel")
-    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
-    subprocess.run(["git", "commit", "-qm", "fixture ops: " + ", ".join(OPS)], cwd=repo, check=True)
-    return repo
+    return checkout_with_kernels(tmp_path / "tg", tilegym_wheel, FIXTURES, OPS)
 
 
 def _plan(repo: Path, op: str):

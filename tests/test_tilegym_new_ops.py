@@ -9,14 +9,12 @@ Their proof on a GPU is scripts/gpu_proof.py's (docs/gpu.md).
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from checkout_support import checkout_with_kernels
 
 from bot import apply, build, generate, toolchain
-from bot.demo import assemble_checkout
 from bot.discover import discover
 from bot.pipeline import _smoke, make_plan
 from bot.types import Target
@@ -25,17 +23,11 @@ from bot.validator import exported_functions
 pytestmark = pytest.mark.slow
 KERNELS = Path(__file__).parent / "fixtures" / "tilegym_ops"
 OPS = sorted(d.name[: -len("_kernel")] for d in KERNELS.iterdir() if (d / "kernel.rs").is_file())
-OPS_DIR = Path("src/tilegym/ops/cutile_rs")
 
 
 @pytest.fixture()
 def repo(tmp_path, tilegym_wheel):
-    repo = assemble_checkout(tmp_path / "tg", tilegym_wheel, ["silu_and_mul"], ["silu_and_mul"]).repo
-    for op in OPS:
-        shutil.copytree(KERNELS / f"{op}_kernel", repo / OPS_DIR / f"{op}_kernel")
-    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
-    subprocess.run(["git", "commit", "-qm", "new ops: " + ", ".join(OPS)], cwd=repo, check=True)
-    return repo
+    return checkout_with_kernels(tmp_path / "tg", tilegym_wheel, KERNELS, OPS)
 
 
 def test_new_ops_plan_without_contract_and_build_in_one_crate(repo, cargo_target_dir):
