@@ -132,13 +132,13 @@ def rename_fields(expr: ast.expr, rename: dict[str, str]) -> ast.expr:
 
 
 def ceil_to_cdiv(expr: ast.expr) -> ast.expr:
-    """``ceil(x / y)`` -> ``cdiv(x, y)``: integer arithmetic, exact for any size."""
+    """``ceil(x / y)`` or ``math.ceil(x / y)`` -> ``cdiv(x, y)``: integer arithmetic, exact for any size."""
 
     class Cdiv(ast.NodeTransformer):
         def visit_Call(self, node: ast.Call) -> ast.AST:
             self.generic_visit(node)
             if (
-                getattr(node.func, "id", "") == "ceil"
+                ast.unparse(node.func) in ("ceil", "math.ceil")
                 and len(node.args) == 1
                 and isinstance(node.args[0], ast.BinOp)
                 and isinstance(node.args[0].op, ast.Div)

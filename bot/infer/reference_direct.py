@@ -422,15 +422,7 @@ def _conditional_value(stmt: ast.If) -> tuple[str, ast.expr, ast.expr] | None:
 def _wrapper_expr(node: ast.expr) -> ast.expr:
     """The reference's spelling turned into the wrapper's: ``math.ceil(a / b)`` -> ``cdiv(a, b)``,
     the SM count query -> ``get_num_sm()``."""
-
-    class Ceil(ast.NodeTransformer):
-        def visit_Call(self, call: ast.Call) -> ast.AST:
-            self.generic_visit(call)
-            if ast.unparse(call.func) == "math.ceil":
-                call.func = ast.Name("ceil", ast.Load())
-            return call
-
-    return num_sms(ceil_to_cdiv(Ceil().visit(copy.deepcopy(node))))
+    return num_sms(ceil_to_cdiv(copy.deepcopy(node)))
 
 
 def _map_launch(flat: _Flattener, module: _Module, entry: Entry, fn: ast.FunctionDef) -> Direct:
