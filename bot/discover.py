@@ -131,18 +131,18 @@ def _registrations(repo: Path, files: _Files) -> list[_Registration]:
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for deco in node.decorator_list:
-                    reg = _cutile_registration(deco)
+                    reg = cutile_registration(deco)
                     if reg:
                         found.append(_Registration(reg, rel, deco.lineno, node.name))
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Call):
                 # register_impl("nvfp4_quantize", backend="cutile")(tile_nvfp4_quantize)
-                reg = _cutile_registration(node.func)
+                reg = cutile_registration(node.func)
                 if reg and node.args:
                     found.append(_Registration(reg, rel, node.lineno, _callee_name(node.args[0])))
     return found
 
 
-def _cutile_registration(node: ast.expr) -> str | None:
+def cutile_registration(node: ast.expr) -> str | None:
     if not (isinstance(node, ast.Call) and _callee_name(node.func) == "register_impl"):
         return None
     name = _string_arg(node)

@@ -265,3 +265,16 @@ def test_a_test_named_after_the_op_is_the_last_resort(tmp_path):
     assert [(t.path, t.direct, t.scope) for t in found.tests] == [
         ("tests/ops/test_lonely.py", False, "module")
     ]
+
+
+def test_the_reference_readers_find_a_function_registered_by_the_call_form():
+    """``register_impl("x", backend="cutile")(tile_x)`` (TileGym's nvfp4_quantize) counts for the
+    readers of the reference as it does for discovery."""
+    import ast
+
+    tree = ast.parse(
+        "from tilegym.backend import register_impl\n\n\ndef tile_x(a):\n    return a\n\n\n"
+        "register_impl('x', backend='cutile')(tile_x)\nregister_impl('x', backend='triton')(print)\n"
+    )
+    assert reference.registered_function(tree, "x").name == "tile_x"
+    assert reference.registered_function(tree, "y") is None

@@ -17,6 +17,7 @@ import copy
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.discover import cutile_registration
 from bot.infer.facts import Facts
 from bot.infer.launch_ast import NotThisShape
 from bot.infer.ops_py import render_signature, tensor_params
@@ -180,20 +181,18 @@ def _find_allocation(fn: ast.FunctionDef, index: ModuleIndex, depth: int):
 
 
 def registered_function(tree: ast.Module, op: str) -> ast.FunctionDef | None:
+    """The function registered for the cuTile backend under ``op`` (or its getter ``get_<op>``),
+    by decorator or by the call form ``register_impl(...)(fn)`` (discovery's one rule)."""
+    wanted = (op, f"get_{op}")
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     for node in ast.walk(tree):
-        if not isinstance(node, ast.FunctionDef):
-            continue
-        for deco in node.decorator_list:
-            if not (isinstance(deco, ast.Call) and getattr(deco.func, "id", "") == "register_impl"):
-                continue
-            names = [a.value for a in deco.args if isinstance(a, ast.Constant)]
-            backend = [
-                k.value.value
-                for k in deco.keywords
-                if k.arg == "backend" and isinstance(k.value, ast.Constant)
-            ]
-            if names and names[0] in (op, f"get_{op}") and backend == ["cutile"]:
+        if isinstance(node, ast.FunctionDef):
+            if any(cutile_registration(deco) in wanted for deco in node.decorator_list):
                 return node
+        elif isinstance(node, ast.Call) and cutile_registration(node.func) in wanted and node.args:
+            fn = functions.get(getattr(node.args[0], "id", ""))
+            if fn is not None:
+                return fn
     return None
 
 
