@@ -35,7 +35,7 @@ from bot import (
 )
 from bot.draft import write_draft
 from bot.errors import Blocked, Failed, StageStop
-from bot.infer import analysis, contract, ops_py, reference, reference_direct, reference_launch
+from bot.infer import analysis, contract, ops_py, reference, reference_direct, reference_launch, test_dtypes
 from bot.infer.facts import Facts
 from bot.plan import build_plan
 from bot.reader import ReaderError, ReaderUnavailable, read_kernel
@@ -287,6 +287,7 @@ def gather_facts(target: Target, found: Discovery, out_dir: Path, signature: Ker
     reference.gather(target, facts, ref)
     reference_launch.gather(target, signature, facts, ref)
     reference_direct.gather(target, signature, facts, ref)  # after the autotuned reader: it wins a tie
+    test_dtypes.gather(target, found, facts)
     return facts
 
 

@@ -246,6 +246,8 @@ class FfiPlan:
     sources: dict[str, Source] = field(default_factory=dict)  # for style/dtype choices
     # kernel.rs's top-level imports: ffi.rs lands in the same scope and must not import a name twice
     file_uses: list[FileUse] = field(default_factory=list)
+    # True: the variants are steps launched one after the other (each "always"), not alternatives
+    sequence: bool = False
 
     def c_params(self) -> list[tuple[str, str]]:
         """(name, C type) for every parameter in ABI order, trailer included."""

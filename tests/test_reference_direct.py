@@ -48,7 +48,7 @@ def _read(source: str = REFERENCE, axes: int = 1):
 
 def test_the_launch_is_followed_through_the_autograd_function():
     reading = _read()
-    assert reading.function == "scaled_mask():55" and reading.launch_line == 45
+    assert reading.function == "scaled_mask():55" and reading.launch_lines == ["45"]
     # the forward's parameters already carry the caller's names: no rebinding steps
     assert not any(s.get("let") in ("x", "seed", "p") for s in reading.steps)
     assert reading.steps[0] == {"return": "x", "when": "not training"}  # an early return
@@ -245,3 +245,94 @@ def test_facts_name_dropped_reference_parameters_and_offer_no_empty_result():
     reference_direct.gather(None, _signature(), facts, ref)
     assert not facts.has("python.result")  # nothing returned: the plan's own default stays
     assert facts.source("python.steps").detail.endswith("not in kernel.rs: EXTRA_FLAG")
+
+
+TUNED = """
+import math
+from types import SimpleNamespace
+
+import cuda.tile as ct
+import torch
+
+from tilegym.autotune import is_autotune_disabled
+from tilegym.backend import register_impl
+
+from .utils import cached_replace_hints
+
+_cache = {}
+
+
+def _configs(width):
+    cap = torch.cuda.get_device_capability()
+    if cap[0] < 9:
+        yield SimpleNamespace(TILE=64, occupancy=2)
+    else:
+        yield SimpleNamespace(TILE=128, occupancy=1)
+        yield SimpleNamespace(TILE=256, num_ctas=2, occupancy=1)
+
+
+@ct.kernel
+def _scale_kernel(X, Out, scale: float, TILE: ct.Constant[int], EVEN: ct.Constant[bool]):
+    pass
+
+
+@register_impl("scale_rows", backend="cutile")
+def scale_rows(x, scale=1.0, **kwargs):
+    rows, width = x.shape
+    out = torch.empty_like(x)
+    widest = max(c.TILE for c in _configs(width))
+    even = width % widest == 0
+    if is_autotune_disabled():
+        configs = list(_configs(width))
+        cfg = configs[0]
+        grid = (math.ceil(rows / cfg.TILE), 1, 1)
+        kernel = cached_replace_hints(_scale_kernel, occupancy=cfg.occupancy)
+        ct.launch(torch.cuda.current_stream(), grid, kernel, (x, out, scale, cfg.TILE, even))
+    else:
+        key = (rows, width, x.dtype)
+        if key not in _cache:
+            _cache[key] = search(_configs(width))
+        best = _cache[key]
+        ct.launch(torch.cuda.current_stream(), (rows, 1, 1), _scale_kernel, (x, out, scale, best.TILE, even))
+    return out
+"""
+
+
+def test_the_untuned_branch_of_an_autotune_switch_is_read_with_its_configs():
+    import ast
+
+    from bot.infer.facts import Facts
+    from bot.infer.reference import ReferenceOp
+
+    entry = Entry(
+        name="scale_kernel",
+        unsafe=True,
+        public=True,
+        attr_args={},
+        generics=(Generic("E", "type"), Generic("TILE", "const", "i32"), Generic("EVEN", "const", "i32")),
+        params=(
+            Param("x", "tensor", "E", 2),
+            Param("out", "tensor", "E", 2),
+            Param("scale", "scalar", ty="f32"),
+        ),
+        outputs=("out",),
+        output_evidence={},
+        block=BlockUse(1, False),
+    )
+    signature = KernelSignature("scale_rows_module", (entry,))
+    reading = reference_direct.read_tree(ast.parse(TUNED), "scale_rows", signature)
+    args = {k: v for k, (v, _) in reading.args.items()}
+    # the launched config is the wrapper's `cfg`; what is computed from it stays per config
+    assert args["tile"] == "int(cfg.TILE)" and args["num_programs"] == "cdiv(rows, cfg.TILE)"
+    assert not any("cfg" in s.get("expr", "") and "for c" not in s.get("expr", "") for s in reading.steps)
+    # the configs the reference reads before tuning are the wrapper's own
+    assert {"let": "widest", "expr": "max((c.TILE for c in _autotune_configs()))"} in reading.steps
+    assert reading.generator.name == "_configs" and reading.key == "(rows, width, x.dtype)"
+
+    facts = Facts()
+    ref = ReferenceOp(Path("ops/cutile/scale_rows.py"), ast.parse(TUNED), "", "scale_rows")
+    reference_direct.gather(None, signature, facts, ref)
+    groups = facts.get("python.configs")
+    assert groups[0] == {"when": "_device_capability()[0] < 9", "configs": [{"TILE": 64, "occupancy": 2}]}
+    assert groups[1]["when"] == "always" and len(groups[1]["configs"]) == 2
+    assert facts.get("python.key") == "(rows, width, x.dtype)"

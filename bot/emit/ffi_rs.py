@@ -207,7 +207,8 @@ def _function(ffi: FfiPlan, spelled: dict[str, str]) -> list[str]:
     fixed = not ffi.dtype_generic
     if ffi.style == "macros":
         body.append(
-            f"    let ({binds},) = crate::deref_descs!({names});"
+            # one descriptor: the macro's `($(&*$p),+)` is a parenthesised value, not a 1-tuple
+            f"    let {binds} = crate::deref_descs!({names});"
             if len(ffi.tensors) == 1
             else f"    let ({binds}) = crate::deref_descs!({names});"
         )
@@ -341,6 +342,8 @@ def _variant_chain(ffi: FfiPlan, rust) -> list[str]:
     variants = ffi.variants
     if len(variants) == 1:
         return _launch_block(ffi, variants[0], rust)
+    if ffi.sequence:
+        return _sequence(ffi, rust)
     out: list[str] = []
     for i, v in enumerate(variants):
         if v.when in ("else", "always"):
@@ -352,6 +355,20 @@ def _variant_chain(ffi: FfiPlan, rust) -> list[str]:
     if variants[-1].when not in ("else", "always"):
         out += ["} else {", "    rc::INVALID_ARGS"]
     out.append("}")
+    return out
+
+
+def _sequence(ffi: FfiPlan, rust) -> list[str]:
+    """Each step launched and synchronised before the next; the first failure is the result."""
+    out: list[str] = []
+    last = len(ffi.variants) - 1
+    for i, v in enumerate(ffi.variants):
+        block = _launch_block(ffi, v, rust)
+        if i == last:
+            out += block
+            continue
+        out += [f"let step_{i + 1} = {{"] + ["    " + line for line in block] + ["};"]
+        out += [f"if step_{i + 1} != rc::OK {{", f"    return step_{i + 1};", "}"]
     return out
 
 

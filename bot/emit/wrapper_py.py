@@ -6,6 +6,8 @@ The text is rendered plainly and formatted afterwards with the checkout's ruff s
 
 from __future__ import annotations
 
+import re
+
 from bot.emit import cdef
 from bot.types import LaunchPlan, PyPlan, PyStep
 
@@ -29,9 +31,11 @@ def render(plan: LaunchPlan) -> str:
         '"""',
         "",
     ]
+    standard = ["import math"] if re.search(r"\bmath\.", body_text) else []
     if py.launch_mode == "autotune":
-        lines.append("from types import SimpleNamespace")
-        lines.append("")
+        standard.append("from types import SimpleNamespace")
+    if standard:
+        lines += standard + [""]
     lines += ["import torch", "", "from tilegym.backend import register_impl"]
     if py.launch_mode == "autotune":
         lines.append("from tilegym.backend.cutile_rs.autotuner import autotune_launch")
@@ -77,6 +81,9 @@ def render(plan: LaunchPlan) -> str:
         ]
     if py.launch_mode == "autotune":
         lines += _configs(py)
+    if "_autotune_configs()" in body_text:  # a step reads the configs (the largest tile, say)
+        lines += ["", "", "def _autotune_configs():", '    """The autotune configs for this device."""']
+        lines += ["    " + line for line in _config_choice(py)] + ["    return configs"]
     lines += ["", ""]
     lines += _launcher(plan)
     lines += ["", ""]
@@ -136,7 +143,8 @@ def _public_function(plan: LaunchPlan) -> str:
     if py.launch_mode == "autotune":
         body += _config_choice(py)
         body.append("def kernel_fn(cfg):")
-        body += [f"    {var} = {expr}" for var, expr in py.alloc.items()]
+        # an output a step already binds is the one every config writes
+        body += [f"    {var} = {expr}" for var, expr in py.alloc.items() if expr != var]
         body += [f"    {call}", f"    return {outputs[0]}"]
         key = py.autotune_key or "None"
         body.append(

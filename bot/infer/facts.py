@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from bot.types import Source
 
 # Highest authority first (issue: contract > agent_b > analysis > ops.py > reference > naming).
-AUTHORITY = ("contract", "agent_b", "analysis", "ops_py", "reference", "naming", "kernel", "policy")
+AUTHORITY = ("contract", "agent_b", "analysis", "ops_py", "reference", "tests", "naming", "kernel", "policy")
 
 
 @dataclass

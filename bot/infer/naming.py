@@ -196,3 +196,26 @@ def gemm_dim(name: str, entry, tensors) -> tuple[str, Source] | None:
         )
         return expr, Source("naming", f"{why}: {expr}")
     return None
+
+
+def grid_arg_names(entry) -> list[str]:
+    """The grid's C arguments: ``num_programs`` for a 1-D block id, else one per block-id axis."""
+    if entry.block.axes <= 1:
+        return ["num_programs"]
+    return ["grid_x", "grid_y", "grid_z"][: entry.block.axes]
+
+
+def sequence_names(entries: list) -> list[dict[str, str]]:
+    """For entries launched one after another, each step's renames of its C argument names: a name
+    an earlier step already uses gets the step's number (``head_dim`` -> ``head_dim_2``), since one
+    C argument cannot carry the two values two kernels may give it. The reader that values them and
+    the planner that declares them both use this one rule."""
+    used: set[str] = set()
+    renames: list[dict[str, str]] = []
+    for step, entry in enumerate(entries, 1):
+        names = [generic_arg_name(g.name)[0] for g in entry.generics if g.kind == "const"]
+        names += [p.name for p in entry.params if p.kind == "scalar"] + grid_arg_names(entry)
+        rename = {n: f"{n}_{step}" for n in names if n in used}
+        used |= {rename.get(n, n) for n in names}
+        renames.append(rename)
+    return renames

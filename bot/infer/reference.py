@@ -114,11 +114,23 @@ class ModuleIndex:
     def __init__(self, tree: ast.Module):
         self.functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
         self.classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+        # `attention_decode = _AttentionDecodeFunction.apply`: a module-level name for a callable
+        self.aliases = {
+            n.targets[0].id: n.value
+            for n in tree.body
+            if isinstance(n, ast.Assign)
+            and len(n.targets) == 1
+            and isinstance(n.targets[0], ast.Name)
+            and isinstance(n.value, (ast.Name, ast.Attribute))
+        }
 
-    def callee(self, call: ast.Call) -> tuple[ast.FunctionDef, int] | None:
+    def callee(self, call: ast.Call, hops: int = 0) -> tuple[ast.FunctionDef, int] | None:
         """The function a call runs and how many leading parameters the call does not fill."""
         if isinstance(call.func, ast.Name) and call.func.id in self.functions:
             return self.functions[call.func.id], 0
+        if isinstance(call.func, ast.Name) and call.func.id in self.aliases and hops < 4:
+            aliased = ast.Call(func=self.aliases[call.func.id], args=call.args, keywords=call.keywords)
+            return self.callee(aliased, hops + 1)
         if isinstance(call.func, ast.Attribute) and call.func.attr == "apply":
             owner = getattr(call.func.value, "id", "")
             cls = self.classes.get(owner)
@@ -127,6 +139,40 @@ class ModuleIndex:
                     if isinstance(item, ast.FunctionDef) and item.name == "forward":
                         return item, 1  # ctx
         return None
+
+
+class ModuleLoader:
+    """Modules of the checkout a reference imports from (``from tilegym.ops.cutile.splitk_reduce
+    import splitk_reduce``, ``from .utils import x``), parsed once each."""
+
+    def __init__(self, repo: Path):
+        self.repo = repo
+        self._parsed: dict[Path, tuple[ast.Module, Path] | None] = {}
+
+    def load(self, importer: Path, module: str | None, level: int) -> tuple[ast.Module, Path] | None:
+        """(tree, path relative to the repository) of the module an import in ``importer`` names."""
+        parts = (module or "").split(".") if module else []
+        if level:
+            base = importer.parent
+            for _ in range(level - 1):
+                base = base.parent
+            candidates = [base.joinpath(*parts)]
+        else:
+            candidates = [Path("src").joinpath(*parts), Path(*parts)] if parts else []
+        for stem in candidates:
+            for rel in (stem.with_suffix(".py"), stem / "__init__.py"):
+                if (self.repo / rel).is_file():
+                    return self._parse(rel)
+        return None
+
+    def _parse(self, rel: Path) -> tuple[ast.Module, Path] | None:
+        if rel not in self._parsed:
+            try:
+                tree = ast.parse((self.repo / rel).read_text(encoding="utf-8"), filename=str(rel))
+                self._parsed[rel] = (tree, rel)
+            except (OSError, SyntaxError, ValueError):
+                self._parsed[rel] = None
+        return self._parsed[rel]
 
 
 def _returned_function(fn: ast.FunctionDef, index: ModuleIndex) -> ast.FunctionDef | None:

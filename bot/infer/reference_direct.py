@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import copy
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bot.infer import naming
 from bot.infer.facts import Facts
@@ -40,13 +41,25 @@ from bot.infer.launch_ast import (
     num_sms,
     substitute,
 )
-from bot.infer.reference import ModuleIndex, ReferenceOp, read_with, registered_function
+from bot.infer.launch_configs import generator_configs
+from bot.infer.reference import ModuleIndex, ModuleLoader, ReferenceOp, read_with, registered_function
 from bot.types import Entry, KernelSignature, Source, Target
 
 KEYS = ("python.steps", "python.alloc", "python.tensors", "python.result")
 _MAX_INLINE = 4  # callee depth
+CONFIGS_CALL = "_autotune_configs"  # the wrapper's configs for this device (bot/emit/wrapper_py.py)
 # names a generated wrapper has without importing anything of the reference module
-_WRAPPER_NAMES = {"torch", "cdiv", "next_power_of_2", "get_num_sm", "None", "True", "False"}
+_WRAPPER_NAMES = {
+    "torch",
+    "math",
+    "cdiv",
+    "next_power_of_2",
+    "get_num_sm",
+    "None",
+    "True",
+    "False",
+    CONFIGS_CALL,
+}
 _BUILTINS = {
     "int",
     "float",
@@ -66,7 +79,7 @@ _BUILTINS = {
 @dataclass
 class Direct:
     function: str  # "<name>():<line>" of the registered function
-    launch_line: int
+    launch_lines: list[str]  # where each launch is: its line, or file:line in another module
     steps: list[dict[str, str]]
     tensors: dict[str, str]  # C tensor -> Python expression packed into it
     outputs: dict[str, str]  # output C tensor -> the variable that holds it
@@ -74,10 +87,26 @@ class Direct:
     result: str
     tensor_params: list[str] = field(default_factory=list)  # wrapper parameters read as tensors
     unmatched: list[str] = field(default_factory=list)  # reference parameters kernel.rs has no twin of
+    sequence: list[str] = field(default_factory=list)  # entries launched one after the other, in order
+    generator: ast.FunctionDef | None = None  # the config generator the wrapper autotunes over
+    key: str = ""  # the reference's own tuning cache key
+
+
+@dataclass
+class _Launch:
+    call: ast.Call
+    kernel: ast.FunctionDef | None  # the @ct.kernel function the call launches
+    module: _Module
+    where: str  # its line, with the file when a callee of another module launches it
 
 
 def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref: ReferenceOp) -> None:
-    reading = read_with(read_tree, ref, signature, facts, KEYS)
+    loader = ModuleLoader(target.repo) if target is not None else None
+
+    def reader(tree: ast.Module, name: str, sig: KernelSignature) -> Direct | None:
+        return read_tree(tree, name, sig, loader, ref.rel)
+
+    reading = read_with(reader, ref, signature, facts, KEYS)
     if reading is None:
         return
     rel = ref.rel
@@ -85,7 +114,13 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref:
     def where(what: str) -> Source:
         return Source("reference", f"{rel}: {what}")
 
-    launch = f"ct.launch:{reading.launch_line}"
+    launch = "ct.launch:" + ", ".join(reading.launch_lines)
+    if reading.sequence:
+        facts.offer(
+            "ffi.sequence",
+            reading.sequence,
+            where(f"{reading.function} launches {', '.join(reading.sequence)} one after the other"),
+        )
     # reference parameters kernel.rs has no twin of are said, not silently dropped
     dropped = f"; not in kernel.rs: {', '.join(reading.unmatched)}" if reading.unmatched else ""
     facts.offer("python.steps", reading.steps, where(f"{reading.function} before {launch}{dropped}"))
@@ -99,30 +134,118 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref:
         facts.offer("python.tensor_params", reading.tensor_params, where(f"parameters packed by {launch}"))
     for name, (value, what) in reading.args.items():
         facts.offer(f"python.args.{name}", value, where(f"{launch} {what}"))
+    if reading.generator is not None:
+        groups = [
+            {"when": cond or "always", "configs": configs}
+            for cond, configs in generator_configs(reading.generator, {}, [])
+        ]
+        facts.offer("python.configs", groups, where(f"{reading.generator.name}(), the configs it launches"))
+        key = (
+            reading.key
+            or "(" + ", ".join(f"tuple({t}.shape), {t}.dtype" for t in reading.tensors.values()) + ")"
+        )
+        facts.offer(
+            "python.key", key, where("its tuning cache key" if reading.key else "the launch's tensors")
+        )
 
 
-def read_tree(tree: ast.Module, name: str, signature: KernelSignature) -> Direct | None:
-    """The reading of a reference that reaches one ``ct.launch``; None when it reaches none."""
+def read_tree(
+    tree: ast.Module,
+    name: str,
+    signature: KernelSignature,
+    loader: ModuleLoader | None = None,
+    rel: Path | None = None,
+) -> Direct | None:
+    """The reading of a reference that reaches ``ct.launch``: one launch for a one-entry kernel, or
+    launches one after the other, each of a kernel with an entry of its own name; None when the
+    reference launches nothing or one kernel for several entries (variants: another reader's)."""
     fn = registered_function(tree, name)
-    if fn is None or len(signature.entries) != 1:
+    if fn is None:
         return None
-    module = _Module(tree)
+    module = _Module(tree, loader, rel)
     if not module.launches(fn):
         return None
-    params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
+    if len(signature.entries) != 1 and module.launch_count(fn) < 2:
+        return None
+    params = _param_names(fn)
     flat = _Flattener(module, name, params)
     flat.result = flat.walk(fn, depth=0)
-    if flat.launch is None:
+    if not flat.launches:
         raise NotThisShape(f"{fn.name}() reaches ct.launch only through a path the reader does not follow")
-    return _map_launch(flat, module, signature.entries[0], fn)
+    if len(flat.launches) == 1:
+        if len(signature.entries) != 1:
+            return None
+        return _map_launch(flat, flat.launches[0], signature.entries[0], fn, {})
+    entries = [_entry_of(launch, signature) for launch in flat.launches]
+    if len({e.name for e in entries}) != len(entries) or len(entries) != len(signature.entries):
+        raise NotThisShape(
+            f"{fn.name}() launches {', '.join(_kernel_name(launch) for launch in flat.launches)}; "
+            f"kernel.rs has {', '.join(e.name for e in signature.entries)}: not one entry per launch"
+        )
+    steps = [
+        _map_launch(flat, launch, entry, fn, rename)
+        for launch, entry, rename in zip(flat.launches, entries, naming.sequence_names(entries), strict=True)
+    ]
+    return _merge(steps, [e.name for e in entries])
+
+
+def _kernel_name(launch: _Launch) -> str:
+    return launch.kernel.name if launch.kernel is not None else ast.unparse(launch.call.args[2])
+
+
+def _entry_of(launch: _Launch, signature: KernelSignature) -> Entry:
+    """The kernel.rs entry a launch runs: the one named as the reference kernel (``_x_kernel`` ~ ``x_kernel``)."""
+    wanted = _kernel_name(launch).lstrip("_").lower()
+    for entry in signature.entries:
+        if entry.name.lstrip("_").lower() == wanted:
+            return entry
+    raise NotThisShape(
+        f"line {launch.call.lineno}: kernel.rs has no entry named like {_kernel_name(launch)} "
+        f"(entries: {', '.join(e.name for e in signature.entries)})"
+    )
+
+
+def _merge(steps: list[Direct], sequence: list[str]) -> Direct:
+    """One reading of launches run one after the other: a descriptor packs one value in every step."""
+    tensors: dict[str, str] = {}
+    for step in steps:
+        for c_name, value in step.tensors.items():
+            if tensors.setdefault(c_name, value) != value:
+                raise NotThisShape(
+                    f"descriptor {c_name} packs `{tensors[c_name]}` in one launch and `{value}` in another"
+                )
+    first, last = steps[0], steps[-1]
+    return Direct(
+        function=first.function,
+        launch_lines=[line for step in steps for line in step.launch_lines],
+        steps=last.steps,
+        tensors=tensors,
+        outputs={k: v for step in steps for k, v in step.outputs.items()},
+        args={k: v for step in steps for k, v in step.args.items()},
+        result=last.result,
+        tensor_params=list(dict.fromkeys(p for step in steps for p in step.tensor_params)),
+        unmatched=list(dict.fromkeys(u for step in steps for u in step.unmatched)),
+        sequence=sequence,
+        generator=last.generator,
+        key=last.key,
+    )
 
 
 class _Module(ModuleIndex):
     """The reference's module index (functions, autograd Functions, ``callee``), with its
     ``@ct.kernel`` functions and constants."""
 
-    def __init__(self, tree: ast.Module):
+    def __init__(self, tree: ast.Module, loader: ModuleLoader | None = None, rel: Path | None = None):
         super().__init__(tree)
+        self.loader, self.rel = loader, rel
+        # `from tilegym.ops.cutile.splitk_reduce import splitk_reduce`: name -> (module, level, name)
+        self.imports = {
+            (a.asname or a.name): (n.module, n.level, a.name)
+            for n in tree.body
+            if isinstance(n, ast.ImportFrom)
+            for a in n.names
+        }
+        self._imported: dict[tuple, _Module | None] = {}
         self.kernels = {
             n.name
             for n in tree.body
@@ -137,26 +260,77 @@ class _Module(ModuleIndex):
             and isinstance(n.value, ast.Constant)
         }
 
+    def generator_of(self, value: ast.expr) -> ast.FunctionDef | None:
+        """The module's config generator ``value`` calls: ``_gen(...)`` or ``list(_gen(...))``."""
+        if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "list" and len(value.args) == 1:
+            value = value.args[0]
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+            return None
+        fn = self.functions.get(value.func.id)
+        return fn if fn is not None and any(isinstance(n, ast.Yield) for n in ast.walk(fn)) else None
+
+    def configs_calls(self, node: ast.expr) -> tuple[ast.expr, ast.FunctionDef | None]:
+        """``node`` with each call of a config generator replaced by the wrapper's ``_autotune_configs()``."""
+        found: list[ast.FunctionDef] = []
+        module = self
+
+        class Replace(ast.NodeTransformer):
+            def visit_Call(self, call: ast.Call) -> ast.AST:
+                generator = module.generator_of(call)
+                if generator is None or getattr(call.func, "id", "") == "list":
+                    return self.generic_visit(call)
+                found.append(generator)
+                return ast.Call(func=ast.Name(CONFIGS_CALL, ast.Load()), args=[], keywords=[])
+
+        replaced = Replace().visit(copy.deepcopy(node))
+        return replaced, (found[0] if found else None)
+
     def kernel_behind(self, value: ast.expr) -> ast.FunctionDef | None:
         """The one ``@ct.kernel`` module function a helper call hands back (a tuned copy of it)."""
         if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
             return None
+        handed = [a for a in value.args if isinstance(a, ast.Name) and a.id in self.kernels]
+        if len(handed) == 1:  # `cached_replace_hints(_kernel, **hints)`: that kernel, retuned
+            return self.functions[handed[0].id]
         helper = self.functions.get(value.func.id)
         if helper is None or helper.name in self.kernels:
             return None
         named = {n.id for n in ast.walk(helper) if isinstance(n, ast.Name) and n.id in self.kernels}
         return self.functions[named.pop()] if len(named) == 1 else None
 
+    def resolve(self, call: ast.Call) -> tuple[ast.FunctionDef, int, _Module] | None:
+        """The function a call runs, the parameters it leaves unfilled, and the module it lives in:
+        this one, or one of the checkout's modules this one imports it from."""
+        target = self.callee(call)
+        if target is not None:
+            return target[0], target[1], self
+        name = getattr(call.func, "id", "")
+        if name not in self.imports or self.loader is None or self.rel is None:
+            return None
+        module, level, attr = self.imports[name]
+        key = (module, level)
+        if key not in self._imported:
+            loaded = self.loader.load(self.rel, module, level)
+            self._imported[key] = _Module(loaded[0], self.loader, loaded[1]) if loaded else None
+        other = self._imported[key]
+        fn = other.functions.get(attr) if other is not None else None
+        return (fn, 0, other) if fn is not None else None
+
     def launches(self, fn: ast.FunctionDef, depth: int = 0) -> bool:
         """Whether ``fn`` reaches a ``ct.launch``, itself or through callees."""
+        return self.launch_count(fn, depth) > 0
+
+    def launch_count(self, fn: ast.FunctionDef, depth: int = 0) -> int:
+        """How many ``ct.launch`` calls ``fn`` reaches, itself or through callees (each call once)."""
+        count = 0
         for node in ast.walk(fn):
             if _is_launch(node):
-                return True
-            if depth < _MAX_INLINE and isinstance(node, ast.Call):
-                target = self.callee(node)
-                if target is not None and target[0] is not fn and self.launches(target[0], depth + 1):
-                    return True
-        return False
+                count += 1
+            elif depth < _MAX_INLINE and isinstance(node, ast.Call):
+                target = self.resolve(node)
+                if target is not None and target[0] is not fn:
+                    count += target[2].launch_count(target[0], depth + 1)
+        return count
 
     def pure_helper(self, call: ast.Call) -> ast.expr | None:
         """A module function made of single assignments and one ``return``, inlined at ``call``."""
@@ -210,60 +384,125 @@ class _Flattener:
     """The statements on the way to the launch, as wrapper steps, with callees inlined."""
 
     def __init__(self, module: _Module, op: str, params: list[str]):
-        self.module = module
+        self.module = self.root = module
         self.op = op
         self.bound = set(params)  # names with a value at this point of the wrapper
         self.kernel_vars: dict[str, ast.expr] = {}  # `kernel = _select(...)`: the tuned kernel object
         self.steps: list[dict[str, str]] = []
         self.local: dict[str, ast.expr] = {}  # name -> value, for reading the launch's tuples
-        self.launch: ast.Call | None = None
+        self.launches: list[_Launch] = []
         self.result: ast.expr | None = None
+        # autotuning: the module generator of the configs, the name of the one config launched,
+        # names computed from it (kept out of the steps: the wrapper has them per config)
+        self.generator: ast.FunctionDef | None = None
+        self.config_lists: set[str] = set()
+        self.config_var = ""
+        self.per_config: dict[str, ast.expr] = {}
+        self.key = ""
 
     def walk(self, fn: ast.FunctionDef, depth: int) -> ast.expr | None:
-        """Steps for ``fn``'s body; returns what ``fn`` returns after the launch."""
+        """Steps for ``fn``'s body; returns what ``fn`` returns after its launches.
+
+        Once ``fn`` has launched, what follows may only launch again (a call that reaches another
+        ``ct.launch``, as flash_decode's reduction) or return: the wrapper's steps all run before
+        the C call, so nothing may be computed from what a launch wrote."""
+        return self._block(fn.body, depth, len(self.launches), {})[1]
+
+    def _block(
+        self, body: list[ast.stmt], depth: int, launched: int, post: dict[str, ast.expr]
+    ) -> tuple[bool, ast.expr | None]:
+        """(whether the block returned, what it returned); ``launched``: launches before the function."""
         returned: ast.expr | None = None
-        for stmt in fn.body:
+        for stmt in body:
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) or _is_ctx(stmt):
                 continue  # docstring, autograd bookkeeping
-            if self.launch is not None:  # after the launch: only the return matters
-                if isinstance(stmt, ast.Return):
-                    returned = stmt.value
-                    break
-                raise NotThisShape(f"line {stmt.lineno}: `{_first_line(stmt)}` after the launch")
+            after = len(self.launches) > launched
+            if isinstance(stmt, ast.Return) and after:
+                returned = substitute(stmt.value, {}, post) if stmt.value is not None else None
+                return True, returned
+            untuned = _untuned_branch(stmt)
+            if untuned is not None:
+                # `if is_autotune_disabled(): <launch the first config> else: <search>`: the wrapper
+                # autotunes over the same configs itself, so the launch of one config is what it says
+                self._tuned_key(stmt)
+                done, value = self._block(untuned, depth, launched, post)
+                if done:
+                    return True, value
+                continue
+            if after and _plain_assign(stmt) and not self._reaches_any(stmt.value):
+                # `y = out.view(shape)` after the launch: part of what the wrapper returns
+                post[stmt.targets[0].id] = substitute(stmt.value, {}, post)
+                continue
             if isinstance(stmt, ast.Expr) and _is_launch(stmt.value):
-                self.launch = stmt.value
+                self._record(stmt.value)
                 continue
             call = _inlinable_call(stmt)
             if call is not None and self._reaches_launch(call):
                 if depth >= _MAX_INLINE:
                     raise NotThisShape(f"line {stmt.lineno}: the launch is deeper than {_MAX_INLINE} calls")
+                before = len(self.launches)
                 value = self._inline(call, depth)
                 if isinstance(stmt, ast.Return):
-                    returned = value
-                    break
+                    return True, value
                 if isinstance(stmt, ast.Assign) and value is not None:
-                    if self.launch is not None and not _same_names(stmt.targets[0], value):
+                    if len(self.launches) > before and not _same_names(stmt.targets[0], value):
                         # a value the callee returns after its launch: the wrapper's steps all run
-                        # before the launch, so only handing the same names back can be said
-                        raise NotThisShape(
-                            f"line {stmt.lineno}: `{_first_line(stmt)}` is computed after the launch"
-                        )
-                    if self.launch is None:
+                        # before the launch, so it can only be part of what the wrapper returns
+                        if not _plain_assign(stmt):
+                            raise NotThisShape(
+                                f"line {stmt.lineno}: `{_first_line(stmt)}` is computed after the launch"
+                            )
+                        post[stmt.targets[0].id] = value
+                    if len(self.launches) == before:
                         self._let(stmt.targets[0], value)
                 continue
+            if after:
+                raise NotThisShape(f"line {stmt.lineno}: `{_first_line(stmt)}` after the launch")
             self._statement(stmt)
-        return returned
+        return False, returned
+
+    def _tuned_key(self, stmt: ast.If) -> None:
+        """The tuning branch's cache key (``if key not in _cache:``, ``key = (...)``) keys the wrapper's."""
+        assigned: dict[str, ast.expr] = {}
+        for node in ast.walk(stmt):
+            if _plain_assign(node) and isinstance(node.value, ast.Tuple):
+                assigned[node.targets[0].id] = node.value
+            if (
+                isinstance(node, ast.Compare)
+                and isinstance(node.ops[0], ast.NotIn)
+                and isinstance(node.left, ast.Name)
+                and node.left.id in assigned
+            ):
+                self.key = self._expr(assigned[node.left.id])
+                return
+
+    def _record(self, call: ast.Call) -> None:
+        name = getattr(call.args[2], "id", "")
+        kernel = self.kernel_vars.get(name) or self.module.functions.get(name)
+        where = str(call.lineno) if self.module is self.root else f"{self.module.rel}:{call.lineno}"
+        self.launches.append(_Launch(call, kernel, self.module, where))
+
+    def _reaches_any(self, value: ast.expr) -> bool:
+        return any(
+            isinstance(n, ast.Call) and (_is_launch(n) or self._reaches_launch(n)) for n in ast.walk(value)
+        )
 
     def _reaches_launch(self, call: ast.Call) -> bool:
-        target = self.module.callee(call)
-        return target is not None and self.module.launches(target[0])
+        target = self.module.resolve(call)
+        return target is not None and target[2].launches(target[0])
 
     def _inline(self, call: ast.Call, depth: int) -> ast.expr | None:
-        callee, skip = self.module.callee(call)
+        callee, skip, home = self.module.resolve(call)
+        renames: dict[str, str] = {}
+        if self.launches:
+            # a later launch's callee must not rebind a name an earlier launch reads (a parameter
+            # handed the caller's variable of the same name is that variable)
+            callee, renames = _renamed(callee, self.bound, _passed_through(callee, call, skip))
         params = [a.arg for a in callee.args.posonlyargs + callee.args.args][skip:]
         defaults = dict(zip(reversed(params), reversed(callee.args.defaults), strict=False))
         given = dict(zip(params, call.args, strict=False))
-        given.update({k.arg: k.value for k in call.keywords if k.arg in params})
+        given.update({renames.get(k.arg, k.arg): k.value for k in call.keywords if k.arg})
+        given = {k: v for k, v in given.items() if k in params}
         for param in params:
             value = given.get(param, defaults.get(param))
             if value is None:
@@ -271,12 +510,19 @@ class _Flattener:
             if not (isinstance(value, ast.Name) and value.id == param):
                 self._let(ast.Name(param, ast.Store()), value)
             self.bound.add(param)
-        return self.walk(callee, depth + 1)
+        caller, kernel_vars = self.module, self.kernel_vars
+        self.module, self.kernel_vars = home, kernel_vars if home is caller else {}
+        try:
+            return self.walk(callee, depth + 1)
+        finally:
+            self.module, self.kernel_vars = caller, kernel_vars
 
     def _statement(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             if "current_stream" in ast.unparse(stmt.value):
                 return  # the wrapper launches on the stream of the tensors' device itself
+            if self._config_statement(stmt.targets[0], stmt.value):
+                return
             kernel = self.module.kernel_behind(stmt.value)
             if kernel is not None and isinstance(stmt.targets[0], ast.Name):
                 # `kernel = _select_rope_kernel(...)`: autotuning picks compile hints; the
@@ -314,35 +560,74 @@ class _Flattener:
         raise NotThisShape(f"line {stmt.lineno}: cannot follow `{_first_line(stmt)}`")
 
     def _guarded_block(self, stmt: ast.If) -> bool:
-        """``if c:`` over plain assignments and asserts, no else: each assignment keeps the name's
-        value otherwise (``None`` for a name the branch introduces), each assert holds under ``c``."""
+        """``if c: ... [else: ...]`` over plain assignments and asserts: each assignment keeps the
+        name's value when its branch is not taken (``None`` for a name the branch introduces), each
+        assert holds under its branch's condition."""
         body = [s for s in stmt.body if not _is_ctx(s)]
-        simple = all(
-            (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name))
-            or isinstance(s, ast.Assert)
-            for s in body
-        )
-        if stmt.orelse or not body or not simple:
+        orelse = [s for s in stmt.orelse if not _is_ctx(s)]
+
+        def simple(block: list[ast.stmt]) -> bool:
+            return all(
+                (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name))
+                or isinstance(s, ast.Assert)
+                for s in block
+            )
+
+        if not body or not simple(body) or not simple(orelse):
             return False
         test = stmt.test
-        if sum(isinstance(s, ast.Assign) for s in body) > 1:
+        if sum(isinstance(s, ast.Assign) for s in body + orelse) > 1:
             # the branch is decided once: a later assignment must not see an earlier one's effect
             flag = ast.Name(f"_branch_{stmt.lineno}", ast.Store())
             self._let(flag, stmt.test)
             test = ast.Name(flag.id, ast.Load())
+        self._branch(body, test)
+        if orelse:
+            self._branch(orelse, ast.UnaryOp(op=ast.Not(), operand=test))
+        return True
+
+    def _branch(self, block: list[ast.stmt], test: ast.expr) -> None:
         condition = self._expr(test)
-        for s in body:
+        for s in block:
             if isinstance(s, ast.Assert):
                 self.steps.append(assert_step(s, condition, self.op))
                 continue
             name = s.targets[0].id
             keep = ast.Name(name, ast.Load()) if name in self.bound else ast.Constant(None)
             self._let(ast.Name(name, ast.Store()), ast.IfExp(test=test, body=s.value, orelse=keep))
-        return True
+
+    def _config_statement(self, target: ast.expr, value: ast.expr) -> bool:
+        """``configs = list(_gen(...))`` and ``cfg = configs[0]``: the configs the wrapper tunes over
+        and the name of the one launched; no wrapper step for either."""
+        if not isinstance(target, ast.Name):
+            return False
+        generator = self.module.generator_of(value)
+        if generator is not None:
+            if self.generator is not None and self.generator is not generator:
+                raise NotThisShape(f"line {value.lineno}: configs of two generators")
+            self.generator = generator
+            self.config_lists.add(target.id)
+            return True
+        if (
+            isinstance(value, ast.Subscript)
+            and isinstance(value.value, ast.Name)
+            and value.value.id in self.config_lists
+        ):
+            self.config_var = target.id
+            return True
+        return False
+
+    def _per_config(self, value: ast.expr) -> bool:
+        names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+        return bool(self.config_var) and (self.config_var in names or bool(names & set(self.per_config)))
 
     def _let(self, target: ast.expr, value: ast.expr) -> None:
         if not isinstance(target, (ast.Name, ast.Tuple)):
             raise NotThisShape(f"line {value.lineno}: cannot assign to `{ast.unparse(target)}`")
+        if isinstance(target, ast.Name) and self._per_config(value):
+            self.per_config[target.id] = substitute(value, {}, self.per_config)
+            bind(target, value, self.local)
+            return
         value = self._inline_helpers(value)
         bind(target, value, self.local)
         names = target.elts if isinstance(target, ast.Tuple) else [target]
@@ -365,7 +650,78 @@ class _Flattener:
         return Inline().visit(copy.deepcopy(value))
 
     def _expr(self, node: ast.expr) -> str:
+        node = substitute(node, {}, self.per_config) if self.per_config else node
+        node, generator = self.module.configs_calls(node)
+        if generator is not None:  # `max(c.TILE_N for c in _gen(d))`: over the wrapper's configs
+            if self.generator is not None and self.generator is not generator:
+                raise NotThisShape(f"configs of two generators: {self.generator.name}, {generator.name}")
+            self.generator = generator
         return ast.unparse(_wrapper_expr(self._inline_helpers(node)))
+
+
+def _passed_through(fn: ast.FunctionDef, call: ast.Call, skip: int) -> set[str]:
+    """Parameters of ``fn`` the call hands the caller's variable of the same name, never reassigned."""
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args][skip:]
+    given = dict(zip(params, call.args, strict=False))
+    given.update({k.arg: k.value for k in call.keywords if k.arg})
+    stored = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return {p for p, v in given.items() if isinstance(v, ast.Name) and v.id == p and p not in stored}
+
+
+def _renamed(fn: ast.FunctionDef, bound: set[str], keep: set[str]) -> tuple[ast.FunctionDef, dict[str, str]]:
+    """A copy of ``fn`` whose parameters and assigned names that are already bound get a number
+    (``head_dim`` -> ``head_dim_2``), those in ``keep`` aside."""
+    own = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    own |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    taken = bound | own
+    renames: dict[str, str] = {}
+    for name in sorted((own & bound) - keep):
+        i = 2
+        while f"{name}_{i}" in taken:
+            i += 1
+        renames[name] = f"{name}_{i}"
+        taken.add(renames[name])
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            node.id = renames.get(node.id, node.id)
+            return node
+
+        def visit_arg(self, node: ast.arg) -> ast.AST:
+            node.arg = renames.get(node.arg, node.arg)
+            return node
+
+    return Rename().visit(copy.deepcopy(fn)), renames
+
+
+_TUNING_SWITCHES = {"is_autotune_disabled": True, "is_autotune_enabled": False}
+
+
+def _untuned_branch(stmt: ast.stmt) -> list[ast.stmt] | None:
+    """The statements run with autotuning off, for ``if is_autotune_disabled(): ... else: ...``
+    (or ``is_autotune_enabled()``, either negated)."""
+    if not isinstance(stmt, ast.If):
+        return None
+    test, negated = stmt.test, False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, True
+    if not (isinstance(test, ast.Call) and not test.args):
+        return None
+    name = test.func.attr if isinstance(test.func, ast.Attribute) else getattr(test.func, "id", "")
+    if name not in _TUNING_SWITCHES:
+        return None
+    off_when_true = _TUNING_SWITCHES[name] != negated
+    return stmt.body if off_when_true else stmt.orelse
+
+
+def _param_names(fn: ast.FunctionDef) -> list[str]:
+    """Every name a function's parameters bind, ``*args`` and ``**kwargs`` included."""
+    a = fn.args
+    return [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]]
+
+
+def _plain_assign(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
 
 
 def _same_names(target: ast.expr, value: ast.expr) -> bool:
@@ -425,14 +781,16 @@ def _wrapper_expr(node: ast.expr) -> ast.expr:
     return num_sms(ceil_to_cdiv(copy.deepcopy(node)))
 
 
-def _map_launch(flat: _Flattener, module: _Module, entry: Entry, fn: ast.FunctionDef) -> Direct:
+def _map_launch(
+    flat: _Flattener, record: _Launch, entry: Entry, fn: ast.FunctionDef, rename: dict[str, str]
+) -> Direct:
+    """One launch's arguments on ``entry``; ``rename`` numbers the C arguments of a later step."""
     function = f"{fn.name}():{fn.lineno}"
-    params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
-    launch = flat.launch
+    params = _param_names(fn)
+    launch = record.call
     grid = _tuple(launch.args[1], flat.local, "grid")
-    kernel_name = getattr(launch.args[2], "id", "")
-    kernel = flat.kernel_vars.get(kernel_name) or module.functions.get(kernel_name)
-    kernel_name = kernel.name if kernel is not None else kernel_name
+    kernel = record.kernel
+    kernel_name = _kernel_name(record)
     if kernel is None:
         raise NotThisShape(
             f"line {launch.lineno}: kernel {ast.unparse(launch.args[2])} is not a module function"
@@ -456,7 +814,7 @@ def _map_launch(flat: _Flattener, module: _Module, entry: Entry, fn: ast.Functio
         param = by_lower.get(ref.lower()) or by_lower.get(f"{ref.lower()}_ptr")
         if twin is not None:
             c_arg, _ = naming.generic_arg_name(twin)
-            values[c_arg] = (f"int({text})", f"argument {ref} -> generic {twin}")
+            values[rename.get(c_arg, c_arg)] = (f"int({text})", f"argument {ref} -> generic {twin}")
         elif param is not None and param.kind in ("tensor", "ptr"):
             c_name, _bind, _src = naming.c_tensor_name(param)
             tensors[c_name] = text
@@ -466,9 +824,16 @@ def _map_launch(flat: _Flattener, module: _Module, entry: Entry, fn: ast.Functio
             if root in params and root not in inputs:  # the caller's tensor, read or written in place
                 inputs.append(root)
         elif param is not None:
-            values[param.name] = (text, f"argument {ref} -> scalar {param.name}")
+            values[rename.get(param.name, param.name)] = (text, f"argument {ref} -> scalar {param.name}")
         else:
             unmatched.append(ref)
+    by_ref = dict(zip(ref_params, args, strict=True))
+    for generic in sorted(generics):
+        c_arg = rename.get(naming.generic_arg_name(generic)[0], naming.generic_arg_name(generic)[0])
+        if c_arg not in values:
+            local = _kernel_local(kernel, generic, by_ref)
+            if local is not None:
+                values[c_arg] = (f"int({flat._expr(local)})", f"{kernel_name}'s own `{generic.lower()}`")
     missing = [naming.c_tensor_name(p)[0] for p in entry.params if p.kind in ("tensor", "ptr")]
     missing = [c for c in missing if c not in tensors]
     if missing:
@@ -476,10 +841,47 @@ def _map_launch(flat: _Flattener, module: _Module, entry: Entry, fn: ast.Functio
             f"line {launch.lineno}: kernel.rs tensors {', '.join(missing)} have no twin among "
             f"{kernel_name}'s parameters {', '.join(ref_params)}"
         )
-    values.update(_grid_args(grid, entry, flat))
+    values.update({rename.get(k, k): v for k, v in _grid_args(grid, entry, flat).items()})
     returned = flat._expr(flat.result) if flat.result is not None else ""
     _check_names(flat, params, tensors, values, returned)
-    return Direct(function, launch.lineno, flat.steps, tensors, outputs, values, returned, inputs, unmatched)
+    return Direct(
+        function,
+        [record.where],
+        flat.steps,
+        tensors,
+        outputs,
+        values,
+        returned,
+        inputs,
+        unmatched,
+        generator=flat.generator,
+        key=flat.key,
+    )
+
+
+def _kernel_local(kernel: ast.FunctionDef, generic: str, by_ref: dict[str, ast.expr]) -> ast.expr | None:
+    """A const generic the reference kernel computes in its body from its parameters
+    (``total = N * N`` for kernel.rs's ``TOTAL``, a tile shape Rust cannot spell as ``N * N``):
+    that expression over the launch's arguments."""
+    for stmt in kernel.body:
+        if (
+            _plain_assign(stmt)
+            and stmt.targets[0].id.lower() == generic.lower()
+            and all(n.id in by_ref for n in ast.walk(stmt.value) if isinstance(n, ast.Name))
+        ):
+            return substitute(stmt.value, {}, by_ref)
+    return None
+
+
+def _comprehension_names(text: str) -> set[str]:
+    """Names a comprehension binds (``c`` of ``max(c.TILE_N for c in configs)``)."""
+    return {
+        n.id
+        for comp in ast.walk(ast.parse(text, mode="eval"))
+        if isinstance(comp, ast.comprehension)
+        for n in ast.walk(comp.target)
+        if isinstance(n, ast.Name)
+    }
 
 
 def _tuple(node: ast.expr, local: dict[str, ast.expr], what: str) -> list[ast.expr]:
@@ -533,7 +935,7 @@ def _check_names(
     """Every name the wrapper evaluates must exist there: the wrapper's parameters, what a step
     binds, builtins and the wrapper's helpers. A module constant was inlined; a module function
     or global the generated wrapper does not have stops the reading, named."""
-    known = set(params) | _WRAPPER_NAMES | _BUILTINS
+    known = set(params) | _WRAPPER_NAMES | _BUILTINS | ({flat.config_var} if flat.config_var else set())
     texts: list[str] = []
     for step in flat.steps:
         texts += [step[k] for k in ("expr", "check", "return", "when") if k in step]
@@ -546,7 +948,7 @@ def _check_names(
             for text in texts
             if text
             for n in ast.walk(ast.parse(text, mode="eval"))
-            if isinstance(n, ast.Name) and n.id not in known
+            if isinstance(n, ast.Name) and n.id not in known and n.id not in _comprehension_names(text)
         }
     )
     if unknown:

@@ -12,7 +12,13 @@ from bot.types import CScalar, CTensor, Entry, MissingFact, PyStep, Source, Targ
 
 # cutile generic strings the FFI dispatches, and the torch dtypes the wrapper accepts.
 DEFAULT_DTYPES = ["f32", "f16", "bf16"]
-TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+TORCH_DTYPES = {
+    "f32": "float32",
+    "f16": "float16",
+    "bf16": "bfloat16",
+    "f8e5m2": "float8_e5m2",
+    "f8e4m3fn": "float8_e4m3fn",
+}
 POLICY_TENSOR_ORDER = Source("policy", "outputs first, then inputs in kernel parameter order (TileGym P11)")
 
 

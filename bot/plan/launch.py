@@ -14,7 +14,10 @@ The cases differ in a few decisions, each made here from the kernel's shape and 
 - generics: the entry's own, in declared order (type generic -> the dtype, const -> a C argument
   or a derived FFI value such as ``CAST_TF32``);
 - variants: ``static_persistent_*`` / ``non_persistent_*`` by a selector, literal-specialised
-  entries by a dispatch key, or the contract's conditions.
+  entries by a dispatch key, or the contract's conditions;
+- a *sequence* (``ffi.sequence``: the reference launches the entries one after the other, as
+  flash_decode's split-KV kernel and its reduction) launches every entry in that order, each C
+  argument name a step shares with an earlier one numbered (``naming.sequence_names``).
 """
 
 from __future__ import annotations
@@ -66,6 +69,10 @@ def row_layout(entries: list[Entry]) -> bool:
 def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Checkout) -> LaunchPlan:
     missing = common.Missing()
     entries = list(signature.entries)
+    order = _sequence(entries, facts, missing)
+    if order is not None:
+        entries = order
+    renames = naming.sequence_names(entries) if order is not None else [{} for _ in entries]
     first = entries[0]
     elem = common.element_generic(first)
     tensors = _tensors(entries)
@@ -97,15 +104,19 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
     row_out = next(t for t in tensors if t.role == "output")
     if rows:
         derive("n_rows", f"dim({row_out.name},0)", ROW_SHAPE)
-    selector, when_of = _variant_selection(entries, facts, missing)
+    if order is not None:
+        selector, when_of = None, {e.name: "always" for e in entries}
+    else:
+        selector, when_of = _variant_selection(entries, facts, missing)
     variants: list[Variant] = []
-    for entry in entries:
+    for entry, rename in zip(entries, renames, strict=True):
         generics = []
         for g in entry.generics:
             if g.kind == "type":
                 generics.append("dtype")
                 continue
             value, source, derived_expr = _generic_value(g.name, dtype_from, facts)
+            value = rename.get(value, value)
             if derived_expr is not None:
                 derive(value, derived_expr, source)
             else:
@@ -118,6 +129,7 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
             elif p.kind == "ptr":
                 args.append(f"ptr({_c_name(tensors, p.name)})")
             else:
+                name = rename.get(p.name, p.name)
                 expr, source = _scalar_value(p.name, p.ty, entry, bases, tensors, facts)
                 if expr is None and rows:
                     expr, source = _row_columns(p.name, row_out.name, facts) or (expr, source)
@@ -125,15 +137,16 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
                     add(
                         runtime,
                         CScalar(
-                            p.name, "f32" if p.ty.startswith("f") else "i32", "runtime_scalar", p.name, source
+                            name, "f32" if p.ty.startswith("f") else "i32", "runtime_scalar", p.name, source
                         ),
                     )
                 else:
-                    derive(p.name, expr, source)
-                args.append(p.name)
+                    derive(name, expr, source)
+                args.append(name)
         grid, grid_source = _grid(entry, facts, rows)
+        grid = [rename.get(g, g) for g in grid]
         for g in grid:
-            if g in ("num_programs", "grid_x", "grid_y", "grid_z"):
+            if g in ("num_programs", "grid_x", "grid_y", "grid_z") or g in rename.values():
                 add(grid_args, CScalar(g, "i32", "grid", "", grid_source))
         variants.append(
             Variant(
@@ -159,12 +172,14 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
         derived=derived,
         variants=variants,
         checks=common.contract_checks(facts),
+        sequence=order is not None,
         sources={
             "style": checkout.style_source,
             "dtype_from": dtype_src,
             "dtypes": dtypes_src,
             "order": POLICY_ORDER,
             "layout": ROW_SHAPE if rows else TILED,
+            **({"sequence": facts.source("ffi.sequence")} if order is not None else {}),
         },
         file_uses=list(signature.file_uses),
     )
@@ -194,6 +209,22 @@ def _tensors(entries: list[Entry]) -> list[CTensor]:
 
 def _c_name(tensors: list[CTensor], param: str) -> str:
     return next(t.name for t in tensors if t.param == param)
+
+
+def _sequence(entries: list[Entry], facts: Facts, missing: common.Missing) -> list[Entry] | None:
+    """The entries in the order ``ffi.sequence`` launches them, or None when they are alternatives."""
+    named = facts.get("ffi.sequence")
+    if not isinstance(named, list):
+        return None
+    by_name = {e.name: e for e in entries}
+    if sorted(map(str, named)) != sorted(by_name):
+        missing.add(
+            "ffi.sequence",
+            f"the launch order of every entry exactly once ({', '.join(sorted(by_name))}); got {named}",
+            facts,
+        )
+        return None
+    return [by_name[str(n)] for n in named]
 
 
 def _variant_selection(entries: list[Entry], facts: Facts, missing: common.Missing):

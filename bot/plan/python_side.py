@@ -14,7 +14,11 @@ from bot.infer.facts import Facts
 from bot.plan import common
 from bot.types import CScalar, FfiPlan, PyPlan, PyStep, Source, Target
 
-_COMPILE_FIELDS = {"num_cta_in_cga": ("NUM_CTA_IN_CGA", "NUM_CTAS"), "occupancy": ("OCCUPANCY",)}
+# config fields that set a compile option, as TileGym spells them (cuTile's hints are lower case)
+_COMPILE_FIELDS = {
+    "num_cta_in_cga": ("NUM_CTA_IN_CGA", "NUM_CTAS", "num_ctas"),
+    "occupancy": ("OCCUPANCY", "occupancy"),
+}
 
 
 def plan(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) -> PyPlan:

@@ -23,10 +23,15 @@ def render_plan(plan: LaunchPlan) -> str:
     out.append("derived in the FFI:")
     for d in ffi.derived:
         out.append(f"  {d.name:<14} = {d.expr}  [{d.source}]")
-    out.append("launches:")
-    for v in ffi.variants:
+    out.append(
+        "launches:"
+        if not ffi.sequence
+        else f"launches, one after the other:  [{ffi.sources.get('sequence')}]"
+    )
+    for i, v in enumerate(ffi.variants, 1):
+        head = f"step {i}" if ffi.sequence else f"when {v.when}"
         out.append(
-            f"  when {v.when}: {v.entry}<{', '.join(v.generics)}>({', '.join(v.args)}) grid ({', '.join(v.grid)})"
+            f"  {head}: {v.entry}<{', '.join(v.generics)}>({', '.join(v.args)}) grid ({', '.join(v.grid)})"
         )
     out += [
         "",

@@ -1,0 +1,188 @@
+"""A reference that launches two kernels one after the other, the second through a helper of another
+module (flash_decode's shape: a split kernel, then a reduction), written by us: the reader follows
+the import, keeps the two launches in order, and numbers what the second shares with the first."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from bot.infer import naming, reference_direct
+from bot.infer.launch_ast import NotThisShape
+from bot.infer.reference import ModuleLoader
+from bot.types import BlockUse, Entry, Generic, KernelSignature, Param
+
+SPLIT_NORM = """\
+import math
+
+import cuda.tile as ct
+import torch
+
+from tilegym.backend import register_impl
+from tilegym.ops.cutile.combine import combine
+
+from .utils import next_power_of_2
+
+
+@ct.kernel
+def _split_kernel(X, Part, scale: float, n: int, SPLITS: ct.Constant[int], TILE: ct.Constant[int]):
+    pass
+
+
+class _SplitNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale, splits):
+        n = x.shape[-1]
+        if splits is None:
+            SPLITS = 4
+            TILE = next_power_of_2(math.ceil(n / SPLITS))
+        else:
+            SPLITS = splits
+            TILE = next_power_of_2(n // splits)
+        part = torch.empty((x.shape[0], SPLITS), device=x.device, dtype=torch.float32)
+        out = torch.empty_like(x)
+        grid = (x.shape[0], SPLITS, 1)
+        ct.launch(torch.cuda.current_stream(), grid, _split_kernel, (x, part, scale, n, SPLITS, TILE))
+        combine(part, out, n)
+        return out.view(x.shape)
+
+
+split_norm_apply = _SplitNorm.apply
+
+
+@register_impl("split_norm", backend="cutile")
+def split_norm(x, scale=None, splits=None, **kwargs):
+    if scale is None:
+        scale = 1.0 / math.sqrt(x.shape[-1])
+    y = split_norm_apply(x, scale, splits)
+    return y
+"""
+
+COMBINE = """\
+import cuda.tile as ct
+import torch
+
+
+@ct.kernel
+def _combine_kernel(Part, Out, N: ct.Constant[int], SPLITS: ct.Constant[int]):
+    total = SPLITS * N
+
+
+def combine(part, out, n):
+    rows, SPLITS = part.shape
+    grid = (rows,)
+    ct.launch(torch.cuda.current_stream(), grid, _combine_kernel, (part, out, n, SPLITS))
+"""
+
+REL = Path("src/tilegym/ops/cutile/split_norm.py")
+
+
+def _entry(name, generics, params, outputs, axes) -> Entry:
+    return Entry(
+        name=name,
+        unsafe=True,
+        public=True,
+        attr_args={},
+        generics=(Generic("E", "type"),) + tuple(Generic(g, "const", "i32") for g in generics),
+        params=params,
+        outputs=outputs,
+        output_evidence={},
+        block=BlockUse(axes, False),
+    )
+
+
+def _signature() -> KernelSignature:
+    split = _entry(
+        "split_kernel",
+        ("SPLITS", "TILE"),
+        (
+            Param("x", "tensor", "E", 2),
+            Param("part", "tensor", "f32", 2),
+            Param("scale", "scalar", ty="f32"),
+            Param("n", "scalar", ty="i32"),
+        ),
+        ("part",),
+        2,
+    )
+    combine = _entry(
+        "combine_kernel",
+        ("N", "SPLITS", "TOTAL"),
+        (Param("part", "tensor", "f32", 2), Param("out", "tensor", "E", 2)),
+        ("out",),
+        1,
+    )
+    # kernel.rs declares them in the other order: the reference's launches give the sequence
+    return KernelSignature("split_norm_module", (combine, split))
+
+
+def _read(tmp_path: Path, split_norm: str = SPLIT_NORM):
+    cutile = tmp_path / "src" / "tilegym" / "ops" / "cutile"
+    cutile.mkdir(parents=True)
+    (cutile / "split_norm.py").write_text(split_norm)
+    (cutile / "combine.py").write_text(COMBINE)
+    tree = ast.parse(split_norm)
+    return reference_direct.read_tree(tree, "split_norm", _signature(), ModuleLoader(tmp_path), REL)
+
+
+def test_two_launches_read_in_order_through_an_imported_helper(tmp_path):
+    reading = _read(tmp_path)
+    assert reading.sequence == ["split_kernel", "combine_kernel"]
+    assert reading.launch_lines == ["30", "src/tilegym/ops/cutile/combine.py:13"]
+    assert reading.tensors == {"x": "x", "part": "part", "out": "out"}
+    assert reading.outputs == {"part": "part", "out": "out"}
+    # what the reference returns after both launches, through the alias of the autograd Function
+    assert reading.result == "out.view(x.shape)"
+
+
+def test_names_a_later_launch_shares_are_numbered_on_both_sides(tmp_path):
+    reading = _read(tmp_path)
+    args = {k: v for k, (v, _) in reading.args.items()}
+    # step 1: `n` is a runtime scalar, SPLITS a generic, a 2-D grid
+    assert args["n"] == "n" and args["splits"] == "int(SPLITS)" and args["scale"] == "scale"
+    assert (args["grid_x"], args["grid_y"]) == ("x.shape[0]", "SPLITS")
+    # step 2: N and SPLITS clash with step 1's C arguments; the callee's own SPLITS was renamed,
+    # its parameter `n`, handed the caller's `n`, is that variable
+    assert args["n_2"] == "int(n)" and args["splits_2"] == "int(SPLITS_2)"
+    # TOTAL is computed in the reference kernel's body (`total = SPLITS * N`)
+    assert args["total"] == "int(SPLITS_2 * n)"
+    assert args["num_programs"] == "rows"
+    lets = [(s["let"], s["expr"]) for s in reading.steps if "let" in s]
+    assert ("rows, SPLITS_2", "part.shape") in lets and not any(name == "n_2" for name, _ in lets)
+    # the planner numbers the same names by the same rule
+    combine, split = _signature().entries
+    assert naming.sequence_names([split, combine]) == [{}, {"n": "n_2", "splits": "splits_2"}]
+
+
+def test_an_if_else_of_several_assignments_is_decided_once(tmp_path):
+    reading = _read(tmp_path)
+    lets = [(s["let"], s["expr"]) for s in reading.steps if "let" in s]
+    flag = next(name for name, expr in lets if expr == "splits is None")
+    assert ("SPLITS", f"splits if not {flag} else SPLITS") in lets
+    assert ("TILE", f"next_power_of_2(n // splits) if not {flag} else TILE") in lets
+    assert ("TILE", f"next_power_of_2(cdiv(n, SPLITS)) if {flag} else None") in lets
+    # math stays: the wrapper imports it
+    assert ("scale", "1.0 / math.sqrt(x.shape[-1]) if scale is None else scale") in lets
+
+
+def test_one_launch_for_two_entries_is_another_reader_s(tmp_path):
+    once = SPLIT_NORM.replace("        combine(part, out, n)\n", "")
+    assert _read(tmp_path, once) is None  # variants of one launch: the autotuned reader's
+
+
+def test_a_launch_whose_kernel_has_no_entry_of_its_name_is_refused(tmp_path):
+    global COMBINE
+    saved = COMBINE
+    COMBINE = COMBINE.replace("_combine_kernel", "_merge_kernel")
+    try:
+        with pytest.raises(NotThisShape, match="no entry named like _merge_kernel"):
+            _read(tmp_path)
+    finally:
+        COMBINE = saved
+
+
+def test_an_unknown_import_is_not_followed(tmp_path):
+    moved = SPLIT_NORM.replace("tilegym.ops.cutile.combine", "tilegym.ops.cutile.elsewhere")
+    # the second launch is out of reach: one launch for two entries is not this reader's shape
+    assert _read(tmp_path, moved) is None
