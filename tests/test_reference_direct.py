@@ -336,3 +336,64 @@ def test_the_untuned_branch_of_an_autotune_switch_is_read_with_its_configs():
     assert groups[0] == {"when": "_device_capability()[0] < 9", "configs": [{"TILE": 64, "occupancy": 2}]}
     assert groups[1]["when"] == "always" and len(groups[1]["configs"]) == 2
     assert facts.get("python.key") == "(rows, width, x.dtype)"
+
+
+SWITCHED = """
+import math
+
+import cuda.tile as ct
+import torch
+
+from tilegym.autotune import is_autotune_enabled
+from tilegym.backend import register_impl
+
+
+@ct.kernel
+def _scale_kernel(X, Out, scale: float, TILE: ct.Constant[int], EVEN: ct.Constant[bool]):
+    pass
+
+
+@register_impl("scale_rows", backend="cutile")
+def scale_rows(x, scale=1.0, **kwargs):
+    rows, width = x.shape
+    out = torch.empty_like(x)
+    if isinstance(scale, torch.Tensor):
+        scale_t = scale.float()
+        if scale_t.device.type != "cuda":
+            scale_t = scale_t.cuda()
+    else:
+        scale_t = float(scale)
+    enable = is_autotune_enabled()
+    if enable:
+        _tuned(x, out, scale_t)
+    else:
+        TILE = 128
+        grid = (math.ceil(rows / TILE), 1, 1)
+        ct.launch(torch.cuda.current_stream(), grid, _scale_kernel, (x, out, scale_t, TILE, width % TILE == 0))
+    return out
+"""
+
+
+def test_a_switch_held_in_a_variable_and_nested_branches():
+    import ast
+
+    entry = Entry(
+        name="scale_kernel",
+        unsafe=True,
+        public=True,
+        attr_args={},
+        generics=(Generic("E", "type"), Generic("TILE", "const", "i32"), Generic("EVEN", "const", "i32")),
+        params=(Param("x", "tensor", "E", 2), Param("out", "tensor", "E", 2), Param("scale", "scalar", ty="f32")),
+        outputs=("out",),
+        output_evidence={},
+        block=BlockUse(1, False),
+    )
+    reading = reference_direct.read_tree(ast.parse(SWITCHED), "scale_rows", KernelSignature("m", (entry,)))
+    lets = [(s["let"], s["expr"]) for s in reading.steps if "let" in s]
+    flag = next(name for name, expr in lets if expr == "isinstance(scale, torch.Tensor)")
+    # the inner `if` holds only where the outer one does; the else keeps what the branch set
+    assert ("scale_t", f"scale_t.cuda() if {flag} and scale_t.device.type != 'cuda' else scale_t") in lets
+    assert ("scale_t", f"float(scale) if not {flag} else scale_t") in lets
+    assert not any(name == "enable" for name, _ in lets)  # the switch is read, not kept
+    assert ("TILE", "128") in lets  # the untuned branch: the reference's own default
+    assert reading.args["tile"][0] == "int(TILE)" and reading.args["num_programs"][0] == "cdiv(rows, TILE)"

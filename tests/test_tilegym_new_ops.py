@@ -25,9 +25,30 @@ KERNELS = Path(__file__).parent / "fixtures" / "tilegym_ops"
 OPS = sorted(d.name[: -len("_kernel")] for d in KERNELS.iterdir() if (d / "kernel.rs").is_file())
 
 
+# A correctness test of ours that passes fp8 to fmha, as TileGym's test_attention does: its dispatch
+# (and the element types ffi.rs imports) must take float8_e5m2 too.
+FP8_TEST = """
+import pytest
+import torch
+
+import tilegym
+
+_backends = ["cutile"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float8_e5m2])
+@pytest.mark.parametrize("backend", _backends)
+def test_op(dtype, backend):
+    q = torch.zeros((1, 1, 16, 64), dtype=dtype, device="cuda")
+    tilegym.ops.fmha(q, q, q)
+"""
+
+
 @pytest.fixture()
 def repo(tmp_path, tilegym_wheel):
-    return checkout_with_kernels(tmp_path / "tg", tilegym_wheel, KERNELS, OPS)
+    checkout = checkout_with_kernels(tmp_path / "tg", tilegym_wheel, KERNELS, OPS)
+    (checkout / "tests" / "ops" / "test_fmha_fp8.py").write_text(FP8_TEST)
+    return checkout
 
 
 def test_new_ops_plan_without_contract_and_build_in_one_crate(repo, cargo_target_dir):
@@ -38,6 +59,8 @@ def test_new_ops_plan_without_contract_and_build_in_one_crate(repo, cargo_target
         assert plan.missing == [], (op, [m.key for m in plan.missing])
         assert plan.contract_lines == 0, op
         assert discover(target).reference is not None, op  # read from the wheel's cuTile reference
+        if op == "attention":
+            assert "f8e5m2" in plan.ffi.dtypes, plan.ffi.dtypes
         apply.apply(apply.formatted(generate.generate(target, plan, co), repo), repo)
     first = Target(repo, OPS[0])
     built = build.build(first, toolchain.resolve(), cargo_target_dir, repo / "build.txt", exported_functions)

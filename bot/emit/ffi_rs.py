@@ -111,7 +111,15 @@ def _imports(ffi: FfiPlan, has_rc_module: bool) -> tuple[list[str], dict[str, st
         groups.append(("cuda_async::device_buffer", ["DevicePointer"]))
     groups += [
         # the byte element types a fixed-type tensor may have live beside Device in cuda_core
-        ("cuda_core", ["Device", "Stream", *sorted({t.elem for t in ffi.tensors if t.elem in _BYTE_TYPES})]),
+        # (a fixed-type tensor's, or one the element generic is dispatched over: f8e5m2)
+        (
+            "cuda_core",
+            [
+                "Device",
+                "Stream",
+                *sorted({t for t in [e.elem for e in ffi.tensors] + ffi.dtypes if t in _BYTE_TYPES}),
+            ],
+        ),
         ("cutile::half", half),
         ("cutile::prelude", ["*"]),
         ("cutile::tile_kernel", ["CompileOptions", "TileKernel"]),

@@ -106,6 +106,12 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref:
     def reader(tree: ast.Module, name: str, sig: KernelSignature) -> Direct | None:
         return read_tree(tree, name, sig, loader, ref.rel)
 
+    written = [k for k in KEYS if (src := facts.source(k)) is not None and src.kind == "contract"]
+    if written:
+        # the reading is one piece (its arguments name what its steps bind): the porter's wrapper wins
+        for key in KEYS:
+            facts.note_tried(key, f"{ref.rel}: not read, the contract writes {', '.join(written)}")
+        return
     reading = read_with(reader, ref, signature, facts, KEYS)
     if reading is None:
         return
@@ -399,6 +405,7 @@ class _Flattener:
         self.config_var = ""
         self.per_config: dict[str, ast.expr] = {}
         self.key = ""
+        self.switches: dict[str, str] = {}  # `enable = is_autotune_enabled()`: name -> that switch
 
     def walk(self, fn: ast.FunctionDef, depth: int) -> ast.expr | None:
         """Steps for ``fn``'s body; returns what ``fn`` returns after its launches.
@@ -420,7 +427,7 @@ class _Flattener:
             if isinstance(stmt, ast.Return) and after:
                 returned = substitute(stmt.value, {}, post) if stmt.value is not None else None
                 return True, returned
-            untuned = _untuned_branch(stmt)
+            untuned = _untuned_branch(stmt, self.switches)
             if untuned is not None:
                 # `if is_autotune_disabled(): <launch the first config> else: <search>`: the wrapper
                 # autotunes over the same configs itself, so the launch of one config is what it says
@@ -523,6 +530,10 @@ class _Flattener:
                 return  # the wrapper launches on the stream of the tensors' device itself
             if self._config_statement(stmt.targets[0], stmt.value):
                 return
+            switch = _switch_name(stmt.value)
+            if switch and isinstance(stmt.targets[0], ast.Name):
+                self.switches[stmt.targets[0].id] = switch
+                return
             kernel = self.module.kernel_behind(stmt.value)
             if kernel is not None and isinstance(stmt.targets[0], ast.Name):
                 # `kernel = _select_rope_kernel(...)`: autotuning picks compile hints; the
@@ -570,13 +581,14 @@ class _Flattener:
             return all(
                 (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name))
                 or isinstance(s, ast.Assert)
+                or (isinstance(s, ast.If) and not s.orelse and simple(s.body))  # `if c: x = f(x)` inside
                 for s in block
             )
 
         if not body or not simple(body) or not simple(orelse):
             return False
         test = stmt.test
-        if sum(isinstance(s, ast.Assign) for s in body + orelse) > 1:
+        if sum(isinstance(s, (ast.Assign, ast.If)) for s in body + orelse) > 1:
             # the branch is decided once: a later assignment must not see an earlier one's effect
             flag = ast.Name(f"_branch_{stmt.lineno}", ast.Store())
             self._let(flag, stmt.test)
@@ -589,6 +601,9 @@ class _Flattener:
     def _branch(self, block: list[ast.stmt], test: ast.expr) -> None:
         condition = self._expr(test)
         for s in block:
+            if isinstance(s, ast.If):  # taken when both hold; the outer test is read first
+                self._branch(s.body, ast.BoolOp(op=ast.And(), values=[test, s.test]))
+                continue
             if isinstance(s, ast.Assert):
                 self.steps.append(assert_step(s, condition, self.op))
                 continue
@@ -697,18 +712,24 @@ def _renamed(fn: ast.FunctionDef, bound: set[str], keep: set[str]) -> tuple[ast.
 _TUNING_SWITCHES = {"is_autotune_disabled": True, "is_autotune_enabled": False}
 
 
-def _untuned_branch(stmt: ast.stmt) -> list[ast.stmt] | None:
+def _switch_name(value: ast.expr) -> str:
+    """``is_autotune_disabled`` for a call of it (or of ``is_autotune_enabled``), else ""."""
+    if not (isinstance(value, ast.Call) and not value.args):
+        return ""
+    name = value.func.attr if isinstance(value.func, ast.Attribute) else getattr(value.func, "id", "")
+    return name if name in _TUNING_SWITCHES else ""
+
+
+def _untuned_branch(stmt: ast.stmt, switches: dict[str, str]) -> list[ast.stmt] | None:
     """The statements run with autotuning off, for ``if is_autotune_disabled(): ... else: ...``
-    (or ``is_autotune_enabled()``, either negated)."""
+    (or ``is_autotune_enabled()``, either negated, or a variable holding one of them)."""
     if not isinstance(stmt, ast.If):
         return None
     test, negated = stmt.test, False
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test, negated = test.operand, True
-    if not (isinstance(test, ast.Call) and not test.args):
-        return None
-    name = test.func.attr if isinstance(test.func, ast.Attribute) else getattr(test.func, "id", "")
-    if name not in _TUNING_SWITCHES:
+    name = switches.get(test.id, "") if isinstance(test, ast.Name) else _switch_name(test)
+    if not name:
         return None
     off_when_true = _TUNING_SWITCHES[name] != negated
     return stmt.body if off_when_true else stmt.orelse

@@ -384,6 +384,15 @@ def working_tree_bytes() -> int:
     return total
 
 
+def _missing_facts(tree: Path, op: str, out: Path) -> list[str]:
+    """The facts agent-d asks for when it plans ``op`` in ``tree`` (empty: no contract needed)."""
+    from bot.pipeline import make_plan
+    from bot.types import Target
+
+    plan, _facts, _co = make_plan(Target(tree, op), out / op)
+    return [m.key for m in plan.missing]
+
+
 def pack(
     tilegym: Path,
     out: Path,
@@ -418,9 +427,10 @@ def pack(
             "removed": strip_op(tree_b, op, strict=True),
         }
     for op in ops:
-        # The porter's part: a host contract where inference cannot reach (ours, in tests/fixtures).
+        # The porter's part: a host contract where inference cannot reach (ours, in tests/fixtures),
+        # so only for an op agent-d cannot plan from the checkout alone.
         contract = CONTRACTS / f"{op}.yaml"
-        if contract.is_file():
+        if contract.is_file() and _missing_facts(tree_b, op, work / "plan_out"):
             shutil.copy2(contract, tree_b / CUTILE_RS / f"{op}_kernel" / "host_contract.yaml")
             op_meta[op]["contract_lines"] = contract_line_count(contract.read_text(encoding="utf-8"))
         else:
