@@ -383,7 +383,11 @@ def test_a_switch_held_in_a_variable_and_nested_branches():
         public=True,
         attr_args={},
         generics=(Generic("E", "type"), Generic("TILE", "const", "i32"), Generic("EVEN", "const", "i32")),
-        params=(Param("x", "tensor", "E", 2), Param("out", "tensor", "E", 2), Param("scale", "scalar", ty="f32")),
+        params=(
+            Param("x", "tensor", "E", 2),
+            Param("out", "tensor", "E", 2),
+            Param("scale", "scalar", ty="f32"),
+        ),
         outputs=("out",),
         output_evidence={},
         block=BlockUse(1, False),
