@@ -328,6 +328,8 @@ def test_the_untuned_branch_of_an_autotune_switch_is_read_with_its_configs():
     # the configs the reference reads before tuning are the wrapper's own
     assert {"let": "widest", "expr": "max((c.TILE for c in _autotune_configs()))"} in reading.steps
     assert reading.generator.name == "_configs" and reading.key == "(rows, width, x.dtype)"
+    # EVEN is boolean in the reference: the FFI refuses anything but 0 or 1
+    assert reading.checks == [{"when": "even != 0 and even != 1", "rc": "INVALID_ARGS"}]
 
     facts = Facts()
     ref = ReferenceOp(Path("ops/cutile/scale_rows.py"), ast.parse(TUNED), "", "scale_rows")

@@ -205,3 +205,55 @@ def test_an_unparsable_reference_is_noted_once_not_a_crash(tmp_path):
     reference.gather(target, facts, ref)
     reference_launch.gather(target, SIGNATURE, facts, ref)
     assert facts.tried == {"python.out_cols": [f"{ref.rel} ({ref.problem})"]}
+
+
+def test_nested_tuning_helpers_a_direct_branch_and_shapes_through_a_flag():
+    """bmm's shape (tests/fixtures/reference/batched_gemm.py): nested ``def args_fn/grid_fn``, a branch
+    that launches directly with fixed sizes, ``TM`` ~ ``BM``, sizes the FFI derives (``rt_m``)."""
+    source = (REFERENCE.parent / "batched_gemm.py").read_text()
+
+    def entry(name: str, generics: list[str], sizes: list[str]) -> Entry:
+        tensors = tuple(Param(p, "tensor", "E", 3) for p in ("a", "b", "c"))
+        return Entry(
+            name=name,
+            unsafe=True,
+            public=True,
+            attr_args={},
+            generics=(Generic("E", "type"), *(Generic(g, "const", "i32") for g in generics)),
+            params=tensors + tuple(Param(p, "scalar", ty="i32") for p in sizes),
+            outputs=("c",),
+            output_evidence={},
+            block=BlockUse(1 if sizes else 3, bool(sizes)),
+        )
+
+    signature = KernelSignature(
+        "batched_gemm",
+        (
+            entry(
+                "static_persistent_gemm_kernel",
+                ["BM", "BN", "BK", "GROUP_SIZE_M", "TRANSPOSE_A"],
+                ["rt_q", "rt_m", "rt_n", "rt_k"],
+            ),
+            entry("non_persistent_gemm_kernel", ["BM", "BN", "BK"], []),
+        ),
+    )
+    source = source.replace("_looping_kernel", "_static_persistent_gemm_kernel")
+    source = source.replace("_flat_kernel", "_non_persistent_gemm_kernel")
+    reading = reference_launch.read(source, "batched_gemm", signature)
+    persistent, flat = reading.variants
+    assert (persistent.condition, flat.condition) == ("persistent", "")
+    assert persistent.values == {"trans_a": "int(transpose_a)"}  # a generic the caller's flag feeds
+    assert reading.checks == [{"when": "trans_a != 0 and trans_a != 1", "rc": "INVALID_ARGS"}]
+    # the grid_fn's locals are substituted; its getattr fields are renamed with the config
+    assert "getattr(cfg, 'NUM_CTAS', 1)" in persistent.grid0 and "get_num_sm()" in persistent.grid0
+    assert persistent.key == ["Q", "M", "N", "K", "transpose_a", "a.dtype"]
+    # the direct branch: its defaults are the one config, its grid follows the config launched
+    assert flat.configs == [("", [{"BM": 128, "BN": 64, "BK": 32}])]
+    assert flat.grid_xyz == ["cdiv(M, cfg.BM)", "cdiv(N, cfg.BN)", "Q"]
+    assert any("overrides from the caller not taken" in n for n in reading.dropped)
+    # shapes read through the flag: each branch's assignment holds when it is taken
+    lets = [(s["let"], s["expr"]) for s in reading.steps if "let" in s]
+    assert ("Q, K, M", "a.shape if transpose_a else (None, None, None)") in lets
+    assert ("Q, M, K", "a.shape if not (transpose_a) else (Q, M, K)") in lets
+    checks = [s["check"] for s in reading.steps if "check" in s]
+    assert "not (K == K_B)" in checks and "(not (persistent)) and not (not transpose_a)" in checks

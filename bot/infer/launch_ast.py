@@ -111,9 +111,10 @@ def generic_twin(ref: str, generics: set[str]) -> str | None:
     """The kernel.rs const generic a reference parameter corresponds to (``TILE_SIZE_M`` ~ ``BM``)."""
     if ref in generics:
         return ref
-    if not _PREFIX.match(ref):
+    short = re.fullmatch(r"[TB]([A-Z])", ref)  # bmm's `TM, TN, TK`
+    if not (_PREFIX.match(ref) or short):
         return None
-    axis = _PREFIX.sub("", ref)
+    axis = short.group(1) if short else _PREFIX.sub("", ref)
     for name in (f"B{axis}", f"T{axis}", f"TILE_{axis}", f"BLOCK_{axis}", f"TILE_SIZE_{axis}"):
         if name in generics:
             return name
@@ -126,6 +127,18 @@ def rename_fields(expr: ast.expr, rename: dict[str, str]) -> ast.expr:
             self.generic_visit(node)
             if getattr(node.value, "id", "") == "cfg" and node.attr in rename:
                 node.attr = rename[node.attr]
+            return node
+
+        def visit_Call(self, node: ast.Call) -> ast.AST:  # getattr(cfg, "num_ctas", 1)
+            self.generic_visit(node)
+            if (
+                getattr(node.func, "id", "") == "getattr"
+                and len(node.args) >= 2
+                and getattr(node.args[0], "id", "") == "cfg"
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in rename
+            ):
+                node.args[1] = ast.Constant(rename[node.args[1].value])
             return node
 
     return Rename().visit(expr)
@@ -161,3 +174,17 @@ def num_sms(expr: ast.expr) -> ast.expr:
             return node
 
     return Sms().visit(expr)
+
+
+def bool_params(kernel: ast.FunctionDef) -> set[str]:
+    """The reference kernel's parameters declared boolean (``ConstBool``, ``ct.Constant[bool]``)."""
+    return {
+        a.arg
+        for a in kernel.args.args
+        if a.annotation is not None and "bool" in ast.unparse(a.annotation).lower()
+    }
+
+
+def flag_check(c_arg: str) -> dict[str, str]:
+    """The FFI's check of a C argument that feeds a boolean generic: 0 or 1, nothing else."""
+    return {"when": f"{c_arg} != 0 and {c_arg} != 1", "rc": "INVALID_ARGS"}

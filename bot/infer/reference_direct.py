@@ -34,7 +34,9 @@ from bot.infer.launch_ast import (
     NotThisShape,
     assert_step,
     bind,
+    bool_params,
     ceil_to_cdiv,
+    flag_check,
     generic_twin,
     is_call,
     none_default,
@@ -90,6 +92,7 @@ class Direct:
     sequence: list[str] = field(default_factory=list)  # entries launched one after the other, in order
     generator: ast.FunctionDef | None = None  # the config generator the wrapper autotunes over
     key: str = ""  # the reference's own tuning cache key
+    checks: list[dict[str, str]] = field(default_factory=list)  # FFI checks (bool flags are 0 or 1)
 
 
 @dataclass
@@ -140,6 +143,8 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref:
         facts.offer("python.tensor_params", reading.tensor_params, where(f"parameters packed by {launch}"))
     for name, (value, what) in reading.args.items():
         facts.offer(f"python.args.{name}", value, where(f"{launch} {what}"))
+    if reading.checks:
+        facts.offer("ffi.checks", reading.checks, where("boolean kernel parameters: 0 or 1"))
     if reading.generator is not None:
         groups = [
             {"when": cond or "always", "configs": configs}
@@ -234,6 +239,7 @@ def _merge(steps: list[Direct], sequence: list[str]) -> Direct:
         sequence=sequence,
         generator=last.generator,
         key=last.key,
+        checks=[c for step in steps for c in step.checks],
     )
 
 
@@ -829,13 +835,18 @@ def _map_launch(
     values: dict[str, tuple[str, str]] = {}
     unmatched: list[str] = []
     inputs: list[str] = []  # wrapper parameters the kernel reads as tensors, in kernel order
+    flags = bool_params(kernel)
+    checks: list[dict[str, str]] = []  # a boolean generic's C argument is 0 or 1
     for ref, arg in zip(ref_params, args, strict=True):
         text = flat._expr(arg)
         twin = generic_twin(ref, generics) or next((g for g in generics if g.lower() == ref.lower()), None)
         param = by_lower.get(ref.lower()) or by_lower.get(f"{ref.lower()}_ptr")
         if twin is not None:
             c_arg, _ = naming.generic_arg_name(twin)
-            values[rename.get(c_arg, c_arg)] = (f"int({text})", f"argument {ref} -> generic {twin}")
+            c_arg = rename.get(c_arg, c_arg)
+            values[c_arg] = (f"int({text})", f"argument {ref} -> generic {twin}")
+            if ref in flags:
+                checks.append(flag_check(c_arg))
         elif param is not None and param.kind in ("tensor", "ptr"):
             c_name, _bind, _src = naming.c_tensor_name(param)
             tensors[c_name] = text
@@ -877,6 +888,7 @@ def _map_launch(
         unmatched,
         generator=flat.generator,
         key=flat.key,
+        checks=checks,
     )
 
 

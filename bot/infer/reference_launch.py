@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import ast
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from bot.infer import naming
 from bot.infer.facts import Facts
 from bot.infer.launch_ast import (
     NotThisShape,
     assert_step,
     bind,
+    bool_params,
     ceil_to_cdiv,
     cfg_field,
+    flag_check,
     generic_twin,
     is_allocation,
     is_call,
@@ -54,7 +57,9 @@ class Variant:
     key: list[str]
     generator: str  # the configs argument of exhaustive_search, as written
     renamed: dict[str, str]  # config field -> kernel.rs generic / compile option
-    line: int  # of the exhaustive_search call
+    line: int  # of the exhaustive_search call (or of the direct ct.launch)
+    values: dict[str, str] = field(default_factory=dict)  # C argument -> Python value (a caller's flag)
+    grid_xyz: list[str] = field(default_factory=list)  # a multi-axis grid's three terms
 
 
 @dataclass
@@ -65,6 +70,7 @@ class Reading:
     variants: list[Variant]
     refused: list[str]  # caller flags the wrapper refuses, and why
     dropped: list[str]  # reference config fields kernel.rs has no place for, and why
+    checks: list[dict[str, str]] = field(default_factory=list)  # FFI checks (bool flags are 0 or 1)
 
 
 def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref: ReferenceOp) -> None:
@@ -114,6 +120,15 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref:
         "grid of " + ", ".join(f"exhaustive_search:{v.line} ({v.entry})" for v in reading.variants)
     )
     facts.offer("python.args.num_programs", grid, where_grid)
+    if reading.checks:
+        facts.offer(
+            "ffi.checks", reading.checks, where("boolean kernel parameters fed by the caller: 0 or 1")
+        )
+    for v in reading.variants:
+        for name, term in zip(("grid_x", "grid_y", "grid_z"), v.grid_xyz, strict=False):
+            facts.offer(f"python.args.{name}", term, where(f"grid of ct.launch:{v.line} ({v.entry})"))
+        for name, value in v.values.items():
+            facts.offer(f"python.args.{name}", value, where(f"{v.kernel} argument -> {v.entry}"))
 
 
 def read(source: str, op: str, signature: KernelSignature) -> Reading | None:
@@ -155,6 +170,7 @@ class _Reader:
         self.refusal_notes: list[str] = []  # why each refused flag is refused
         self.dropped_notes: list[str] = []  # why each dropped config field is dropped
         self.launch_asserts: list[tuple[ast.Assert, str]] = []  # asserts beside the helper calls
+        self.flag_checks: list[dict[str, str]] = []  # FFI checks of C arguments feeding bool generics
 
     # ------------------------------------------------------------------ the registered function
 
@@ -204,6 +220,7 @@ class _Reader:
             variants=self.variants,
             refused=self.refusal_notes,
             dropped=self.dropped_notes,
+            checks=self.flag_checks,
         )
 
     def _launches(self, stmt: ast.stmt) -> bool:
@@ -242,6 +259,25 @@ class _Reader:
                 for inner in stmt.orelse:
                     self._prologue(inner)
                 return
+            if _plain_branches(stmt):
+                # `if t: Q, K, M = a.shape else: Q, M, K = a.shape`: each branch's assignments hold
+                # when it is taken; a name is kept (None when new) when the other one is
+                bound = set(self.params) | {
+                    n.strip() for st in self.steps if "let" in st for n in st["let"].split(",")
+                }
+                for block, test in ((stmt.body, flag), (stmt.orelse, f"not ({flag})")):
+                    for inner in block:
+                        names = [ast.unparse(n) for n in _targets(inner.targets[0])]
+                        keep = ", ".join(n if n in bound else "None" for n in names)
+                        keep = f"({keep})" if len(names) > 1 else keep
+                        self.steps.append(
+                            {
+                                "let": ", ".join(names),
+                                "expr": f"{ast.unparse(inner.value)} if {test} else {keep}",
+                            }
+                        )
+                        bound |= set(names)
+                return
         raise NotThisShape(f"line {stmt.lineno}: cannot follow `{ast.unparse(stmt).splitlines()[0]}`")
 
     def _dispatch(self, stmt: ast.stmt, condition: str, holds: str) -> None:
@@ -253,10 +289,12 @@ class _Reader:
             if condition or holds:
                 raise NotThisShape(f"line {stmt.lineno}: nested launch conditions")
             test = ast.unparse(stmt.test)
-            for inner in stmt.body:
-                self._dispatch(inner, test, test)
-            for inner in stmt.orelse:
-                self._dispatch(inner, "", f"not ({test})")
+            if not self._direct_branch(stmt.body, test, test):
+                for inner in stmt.body:
+                    self._dispatch(inner, test, test)
+            if not self._direct_branch(stmt.orelse, "", f"not ({test})"):
+                for inner in stmt.orelse:
+                    self._dispatch(inner, "", f"not ({test})")
             return
         if isinstance(stmt, ast.Assert):
             self.launch_asserts.append((stmt, holds))
@@ -267,6 +305,73 @@ class _Reader:
             raise NotThisShape(f"line {stmt.lineno}: cannot follow `{ast.unparse(stmt).splitlines()[0]}`")
         variant = self._variant(helper, call, condition)
         self.variants.append(variant)
+
+    def _direct_branch(self, body: list[ast.stmt], condition: str, holds: str) -> bool:
+        """A branch that ends in ``ct.launch`` with fixed tile sizes (bmm's non-persistent path):
+        one variant whose one config is those sizes. False when ``body`` is not that shape."""
+        launch = body[-1] if body else None
+        if not (
+            isinstance(launch, ast.Expr) and is_call(launch.value, "launch") and len(launch.value.args) >= 4
+        ):
+            return False
+        local: dict[str, ast.expr] = {}
+        for stmt in body[:-1]:
+            if isinstance(stmt, ast.Assert):
+                self.launch_asserts.append((stmt, holds))
+            elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                bind(stmt.targets[0], stmt.value, local)
+            elif isinstance(stmt, ast.If) and _defaults_override(stmt) is not None:
+                name, default = _defaults_override(stmt)
+                local[name] = default  # caller overrides (kwargs) are not honoured
+                self.dropped_notes.append(f"line {stmt.lineno}: {name} overrides from the caller not taken")
+            else:
+                raise NotThisShape(f"line {stmt.lineno}: cannot follow `{ast.unparse(stmt).splitlines()[0]}`")
+        call = launch.value
+        kernel_name = getattr(call.args[2], "id", "")
+        kernel = self.functions.get(kernel_name)
+        if kernel is None or not isinstance(call.args[3], ast.Tuple):
+            raise NotThisShape(f"line {call.lineno}: ct.launch of {ast.unparse(call.args[2])} not read")
+        entry = self._entry(kernel_name)
+        generics = {g.name for g in entry.generics if g.kind == "const"}
+        config: dict[str, object] = {}
+        fed: dict[str, str] = {}  # the branch's local that feeds a generic -> that generic
+        for ref, arg in zip([a.arg for a in kernel.args.args], call.args[3].elts, strict=False):
+            twin = generic_twin(ref, generics)
+            value = _static(arg, local)
+            if twin is not None:
+                if not (isinstance(value, ast.Constant) and isinstance(value.value, int)):
+                    raise NotThisShape(f"{kernel_name}: {ref} gets {ast.unparse(arg)}, not a fixed size")
+                config[twin] = value.value
+                if isinstance(arg, ast.Name):
+                    fed[arg.id] = twin
+        grid = call.args[1]
+        grid = local.get(grid.id, grid) if isinstance(grid, ast.Name) else grid
+        if not isinstance(grid, ast.Tuple):
+            raise NotThisShape(f"line {call.lineno}: the grid {ast.unparse(call.args[1])} is not a tuple")
+        # a tile size in the grid is the config's (cfg.BM), so the grid follows the config launched
+        cfg_of = {
+            name: ast.Attribute(ast.Name("cfg", ast.Load()), twin, ast.Load()) for name, twin in fed.items()
+        }
+        unfed = {k: v for k, v in local.items() if k not in fed}
+        terms = [
+            ast.unparse(ceil_to_cdiv(self._caller_names(_static(substitute(t, {}, cfg_of), unfed))))
+            for t in grid.elts
+        ]
+        self.variants.append(
+            Variant(
+                condition,
+                kernel_name,
+                entry.name,
+                terms[0],
+                [("", [config])],
+                [],
+                "fixed sizes",
+                {k: k for k in config},
+                call.lineno,
+                grid_xyz=terms + ["1"] * (3 - len(terms)),
+            )
+        )
+        return True
 
     # ------------------------------------------------------------------ one launch helper
 
@@ -287,6 +392,7 @@ class _Reader:
         if len(search.args) < 6:
             raise NotThisShape(f"line {search.lineno}: exhaustive_search without its six arguments")
         configs_arg, _stream, grid_fn, kernel_arg, args_fn, hints_fn = search.args[:6]
+        grid_fn, args_fn, hints_fn = (_as_lambda(f, helper) for f in (grid_fn, args_fn, hints_fn))
         kernel_name = getattr(kernel_arg, "id", "")
         kernel = self.functions.get(kernel_name)
         if kernel is None:
@@ -297,20 +403,30 @@ class _Reader:
         generics = {g.name for g in entry.generics if g.kind == "const"}
         rust_params = {p.name.lower() for p in entry.params}
 
+        outer = {k: v for k, v in local.items() if k != "cfg"}  # the lambdas' own `cfg` shadows it
+
         def resolve(expr: ast.expr) -> ast.expr:
-            return self._caller_names(substitute(expr, local, bound))
+            return self._caller_names(substitute(expr, outer, bound))
 
         rename: dict[str, str] = {}
         dropped: list[str] = []
+        values: dict[str, str] = {}
         ref_params = [a.arg for a in kernel.args.args]
         for ref, arg in zip(ref_params, lambda_tuple(args_fn), strict=False):
             field_name = cfg_field(arg)
             twin = generic_twin(ref, generics)
-            if twin is not None:
-                if field_name is None:
+            if twin is not None and field_name is None:
+                # a generic the caller's value feeds (TRANSPOSE_A <- transpose_a): 0/1 or a size
+                flag = ast.unparse(resolve(arg))
+                if flag not in self.params:
                     raise NotThisShape(f"{kernel_name}: {ref} gets {ast.unparse(arg)}, not a config field")
+                c_arg = naming.generic_arg_name(twin)[0]
+                values[c_arg] = f"int({flag})"
+                if ref in bool_params(kernel):
+                    self.flag_checks.append(flag_check(c_arg))
+            elif twin is not None:
                 rename[field_name] = twin
-            elif ref.lower() in rust_params:
+            elif ref.lower() in rust_params or _derived_size(ref) in rust_params:
                 continue  # a tensor or a size kernel.rs takes too: the FFI derives it
             elif field_name is not None:
                 dropped.append(field_name)
@@ -331,6 +447,7 @@ class _Reader:
                 raise NotThisShape(f"{kernel_name}: compile hint {hint}={ast.unparse(value)} not understood")
             rename[field_name] = _HINTS[hint]
         grid = lambda_tuple(grid_fn)
+        grid += [ast.Constant(1)] * (3 - len(grid))  # `(grid_size,)`: a 1-D grid
         if len(grid) != 3 or any(ast.unparse(g) != "1" for g in grid[1:]):
             raise NotThisShape(f"{kernel_name}: grid {ast.unparse(grid_fn.body)} is not 1-D")
         grid0 = rename_fields(ceil_to_cdiv(num_sms(resolve(grid[0]))), rename)
@@ -357,6 +474,7 @@ class _Reader:
             generator,
             rename,
             search.lineno,
+            values,
         )
 
     def _entry(self, kernel_name: str):
@@ -406,3 +524,83 @@ class _Reader:
         if gen is None:
             raise NotThisShape(f"configs {ast.unparse(configs_arg)} do not come from a module generator")
         return generator_configs(gen, rename, dropped)
+
+
+def _static(expr: ast.expr, local: dict[str, ast.expr]) -> ast.expr:
+    """``expr`` over the branch's locals, a literal dict's ``.get("k")`` read: what a fixed size is."""
+
+    class Read(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            func = node.func
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr == "get"
+                and isinstance(func.value, ast.Dict)
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                for k, v in zip(func.value.keys, func.value.values, strict=True):
+                    if isinstance(k, ast.Constant) and k.value == node.args[0].value:
+                        return copy.deepcopy(v)
+            return node
+
+    return Read().visit(substitute(expr, local, {}))
+
+
+def _defaults_override(stmt: ast.If) -> tuple[str, ast.expr] | None:
+    """``if x is None: x = defaults else: x = {**defaults, **x}``: (x, defaults)."""
+    test = stmt.test
+    if not (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and isinstance(test.ops[0], ast.Is)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], ast.Assign)
+        and ast.unparse(stmt.body[0].targets[0]) == test.left.id
+    ):
+        return None
+    return test.left.id, stmt.body[0].value
+
+
+def _as_lambda(node: ast.expr, helper: ast.FunctionDef) -> ast.expr:
+    """``def args_fn(cfg): ... return (...)`` nested in ``helper`` as ``lambda cfg: (...)``, its
+    single assignments substituted into what it returns; anything else is returned as is."""
+    if not isinstance(node, ast.Name):
+        return node
+    nested = next((s for s in helper.body if isinstance(s, ast.FunctionDef) and s.name == node.id), None)
+    if nested is None or len(nested.args.args) != 1:
+        return node
+    body = [s for s in nested.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
+        return node
+    local: dict[str, ast.expr] = {}
+    for stmt in body[:-1]:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+            return node
+        bind(stmt.targets[0], substitute(stmt.value, local, {}), local)
+    return ast.Lambda(args=nested.args, body=substitute(body[-1].value, local, {}))
+
+
+def _derived_size(ref: str) -> str:
+    """The kernel.rs scalar the FFI derives for a reference size: ``M`` -> ``rt_m``, ``Batch`` -> ``rt_q``."""
+    name = ref.lower()
+    return "rt_q" if name in ("batch", "q") else f"rt_{name}"
+
+
+def _targets(target: ast.expr) -> list[ast.expr]:
+    return list(target.elts) if isinstance(target, ast.Tuple) else [target]
+
+
+def _plain_branches(stmt: ast.If) -> bool:
+    """Both branches are plain assignments to names (or tuples of names)."""
+    blocks = (stmt.body, stmt.orelse)
+    return all(blocks) and all(
+        isinstance(s, ast.Assign)
+        and len(s.targets) == 1
+        and all(isinstance(n, ast.Name) for n in _targets(s.targets[0]))
+        for block in blocks
+        for s in block
+    )
