@@ -26,6 +26,7 @@ from bot import (
     classify,
     discover,
     generate,
+    progress,
     report,
     smoke,
     testlog,
@@ -67,7 +68,8 @@ class PortOptions:
     python: str = ""
     cargo_target_dir: Path | None = None
     test_timeout: float = 3600.0
-    echo: Callable[[str], None] = print
+    echo: Callable[[str], None] = progress.to_stderr  # progress lines
+    answer: Callable[[str], None] = print  # the returned text: validator block and verdict line
     echo_pytest: bool = False
     verify_only: bool = False  # skip generation and build: test an already built tree (GPU runners)
 
@@ -345,8 +347,8 @@ def _finish(
             )
     result.validator_block = report.validator_block(pytest_cmd, pytest_rc, runs)
     (out_dir / "validator_block.txt").write_text(result.validator_block + "\n" + result.verdict.line + "\n")
-    options.echo(result.validator_block)
-    options.echo(result.verdict.line)
+    options.answer(result.validator_block)
+    options.answer(result.verdict.line)
     klass = (
         f" ({'fail' if result.verdict.kind is VerdictKind.FAIL else 'block'}_class: {result.verdict.klass})"
     )
