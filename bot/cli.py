@@ -151,9 +151,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Builds a git repo from the PyPI wheel whose newest commit adds "
         "silu_and_mul's kernel.rs, then runs `agent-d port` on it.",
     )
-    p.add_argument("--workdir", type=Path, default=Path("agent-d-demo"), help="where to assemble (replaced)")
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path("agent-d-demo"),
+        help="where to assemble (its checkout is replaced; WORKDIR/cargo-target is kept)",
+    )
     p.add_argument("--python", default="", help="interpreter that runs pytest (default: this one)")
-    p.add_argument("--cargo-target-dir", type=Path, help="reuse compiled dependencies")
+    p.add_argument(
+        "--cargo-target-dir", type=Path, help="reuse compiled dependencies (default: WORKDIR/cargo-target)"
+    )
     _quiet(p)
     p.set_defaults(func=cmd_demo)
 
@@ -281,7 +288,7 @@ def cmd_plan(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from bot.demo import assemble_demo
+    from bot.demo import assemble_demo, demo_cargo_target
 
     workdir = args.workdir.resolve()
     echo = progress.silent if args.quiet else progress.to_stderr
@@ -289,10 +296,10 @@ def cmd_demo(args) -> int:
     echo(
         f"[agent-d] demo checkout: {checkout_.repo} (base {checkout_.base_sha[:12]}, head {checkout_.head_sha[:12]})"
     )
+    # The checkout is replaced on every run; its compiled dependencies live beside it and stay.
+    target_dir = args.cargo_target_dir or demo_cargo_target(workdir)
     results = port(
-        PortOptions(
-            repo=checkout_.repo, python=args.python, cargo_target_dir=args.cargo_target_dir, echo=echo
-        )
+        PortOptions(repo=checkout_.repo, python=args.python, cargo_target_dir=target_dir, echo=echo)
     )
     return 0 if results else 1
 
