@@ -211,13 +211,14 @@ def cmd_port(args) -> int:
 
 
 def cmd_port_like(args, verify_only: bool) -> int:
+    echo = progress.silent if args.quiet else progress.to_stderr
     options = _options(
         args,
         test_timeout=args.test_timeout,
         echo_pytest=args.show_pytest,
         verify_only=verify_only,
-        echo=progress.silent if args.quiet else progress.to_stderr,
-        answer=progress.to_stderr if args.json else print,  # with --json stdout holds the JSON alone
+        echo=echo,
+        answer=echo if args.json else print,  # with --json stdout holds the JSON alone
     )
     results = port(options)
     if args.json:
