@@ -91,7 +91,9 @@ class _Run:
         try:
             value = fn()
         except StageStop as stop:
-            self._record(name, start, "failed", f"{stop.kind} {stop.klass}: {stop.reason}")
+            # a stage that could not run here (BLOCKED) did not fail: its line says which
+            status = "blocked" if stop.kind == "BLOCKED" else "failed"
+            self._record(name, start, status, f"{stop.kind} {stop.klass}: {stop.reason}")
             raise
         except Exception as exc:
             self._record(name, start, "failed", f"{type(exc).__name__}: {exc}")
@@ -102,7 +104,7 @@ class _Run:
     def _record(self, name: str, start: float, status: str, detail: str) -> None:
         seconds = time.monotonic() - start
         self.stages.append(StageRecord(name, seconds, status, detail))
-        mark = {"ok": "ok", "failed": "FAILED"}[status]
+        mark = {"ok": "ok", "failed": "FAILED", "blocked": "BLOCKED"}[status]
         self.echo(f"[agent-d] {name:<18} {mark:<6} {seconds:7.2f}s  {detail}".rstrip())
 
 
@@ -349,13 +351,7 @@ def _finish(
     (out_dir / "validator_block.txt").write_text(result.validator_block + "\n" + result.verdict.line + "\n")
     options.answer(result.validator_block)
     options.answer(result.verdict.line)
-    klass = (
-        f" ({'fail' if result.verdict.kind is VerdictKind.FAIL else 'block'}_class: {result.verdict.klass})"
-    )
-    options.echo(
-        f"[agent-d] {target.op}: {result.verdict.kind.value}"
-        f"{klass if result.verdict.klass else ''}: {result.verdict.reason}"
-    )
+    options.echo(f"[agent-d] {target.op}: {result.verdict.headline}: {result.verdict.reason}")
 
 
 def _decision_log(result: PortResult, run: _Run) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +75,14 @@ def test_verify_json_quiet_prints_the_document_alone(demo):
     assert (kernel["verdict"], kernel["class"]) == ("BLOCKED", "host")
     assert "verify needs a built library" in kernel["reason"]
     assert proc.stderr == ""
+
+
+def test_a_stage_that_could_not_run_says_blocked_not_failed(demo):
+    proc = agent_d("verify", "--repo", str(demo), "--kernel", OP, "--json")
+    [kernel] = json.loads(proc.stdout)
+    assert kernel["stages"][-1]["name"] == "built library" and kernel["stages"][-1]["status"] == "blocked"
+    assert re.search(r"^\[agent-d\] built library +BLOCKED +\d", proc.stderr, re.M), proc.stderr
+    assert " FAILED " not in proc.stderr
 
 
 def test_plan_json_is_one_document_even_when_a_kernel_stops(demo):

@@ -55,6 +55,12 @@ def test_demo_port_builds_exports_smokes_and_is_blocked_without_gpu(demo, cargo_
     stdout = out.split("</VALIDATOR_OUTPUT>\n", 1)[1]
     assert stdout.splitlines()[0] == "VERDICT: BLOCKED"  # right after the block
     assert "BLOCKED (block_class: env): no CUDA GPU" in out
+    # one verdict everywhere: nothing in the block or the stage lines reads as a failure
+    block = out.split("<VALIDATOR_OUTPUT>")[1].split("</VALIDATOR_OUTPUT>")[0]
+    assert not re.search(r"^FAIL", block, re.M), block
+    tail = block.rstrip().splitlines()[-2]  # the validator's last line, above its exit=
+    assert tail == "PASS" or tail.startswith("NOT RUN: "), block
+    assert not re.search(r"^\[agent-d\] [a-z ]+ +FAILED ", out, re.M), out
     reports = demo / "cutile_kernel_out" / OP
     assert (reports / "reports" / "correctness.md").read_text().startswith("VERDICT: FAIL\n")
     assert "block_class: env" in (reports / "reports" / "correctness.md").read_text()
