@@ -150,7 +150,10 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
             lambda: testrun.probe(python),
             lambda i: i.env_problem() or f"{i.device}, torch {i.torch}",
         )
-        test_file = _test_files(target, found, interp.env_problem())  # parsed once: selection, skips
+        for problem in interp.env_problems():  # each reason with what to do about it, one line each
+            options.echo(f"[agent-d]   env: {problem.reason}")
+            options.echo(f"[agent-d]   fix: {problem.fix}")
+        test_file = _test_files(target, found, interp.env_report())  # parsed once: selection, skips
         argv, _selection = testrun.command(python, test_file)
         pytest_cmd = testrun.shown(argv)
         tests = run.stage(
@@ -304,7 +307,7 @@ def _smoke(target: Target, so_path: str) -> tuple[bool, str]:
 
 def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions) -> TestResult:
     if not interp.pytest:
-        raise Blocked("env", interp.env_problem() or f"cannot run {interp.python}")
+        raise Blocked("env", interp.env_report() or f"cannot run {interp.python}")
     log_path = out_dir / "correctness_cutile_rs.txt"
     env = {"CUTILE_RS_AUTOBUILD": "0", "CUTILE_KERNEL_OUT_ROOT": str(out_dir.parent)}
     if tools is not None:
@@ -315,7 +318,7 @@ def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions) -> T
     result = testlog.to_test_result(
         text, command=testrun.shown(argv), exit_code=outcome.code, log_path=str(log_path), gpu=interp.cuda
     )
-    result.env_problem = interp.env_problem()
+    result.env_problem = interp.env_report()
     result.stopped_by_timeout = outcome.stopped
     return result
 

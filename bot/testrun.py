@@ -24,17 +24,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from bot import envcheck
 from bot.discover import is_functional
 from bot.types import Target, TestSite
 
 PROBE = r"""
 import importlib.util, json
 info = {"pytest": None, "timeout_plugin": False, "torch": None, "cuda": False, "device": "", "error": "",
-        "gpus": 0, "driver": ""}
+        "gpus": 0, "driver": "", "driver_version": 0}
 try:
     import ctypes
     libcuda = ctypes.CDLL("libcuda.so.1")
     count = ctypes.c_int(0)
+    version = ctypes.c_int(0)
+    if libcuda.cuDriverGetVersion(ctypes.byref(version)) == 0:
+        info["driver_version"] = version.value
     status = libcuda.cuInit(0)
     if status == 0 and libcuda.cuDeviceGetCount(ctypes.byref(count)) == 0:
         info["gpus"] = count.value
@@ -72,28 +76,30 @@ class Interpreter:
     error: str
     gpus: int = 0
     driver: str = ""
+    driver_version: int = 0  # cuDriverGetVersion: 13000 is CUDA 13.0; 0 when unknown
+    tileiras: str = ""  # the tile compiler cutile-rs will use, "" when it will find none
+    missing: bool = False  # the interpreter itself does not exist
+
+    def env_problems(self) -> list[envcheck.EnvProblem]:
+        return envcheck.problems(self)
 
     def env_problem(self) -> str:
-        """Why pytest here cannot prove the kernel on a GPU; empty when it can."""
-        if self.error.startswith("cannot run"):
-            return self.error
-        if self.gpus == 0:
-            return f"no CUDA GPU on this machine ({self.driver or 'the driver reports 0 devices'})"
-        if not self.pytest:
-            return f"pytest is not installed for {self.python}"
-        if not self.timeout_plugin:
-            return f"pytest-timeout is not installed for {self.python} (the run needs --timeout=60)"
-        if not self.torch:
-            return f"torch is not installed for {self.python}"
-        if not self.cuda:
-            return f"no CUDA GPU is visible to {self.python} (torch {self.torch})"
-        return ""
+        """Why pytest here cannot prove the kernel on a GPU, every reason; empty when it can."""
+        return "; ".join(p.reason for p in self.env_problems())
+
+    def env_report(self) -> str:
+        """Every reason with its fix, for the verdict: ``<reason> (fix: <fix>); ...``."""
+        return "; ".join(f"{p.reason} (fix: {p.fix})" for p in self.env_problems())
 
 
-def probe(python: str) -> Interpreter:
+def probe(python: str, env: dict[str, str] | None = None) -> Interpreter:
+    """The facts about ``python`` and this machine; ``env``: the environment pytest will run in."""
+    tileiras = envcheck.tileiras_path(env)
     try:
         proc = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, timeout=120)
         info = json.loads(proc.stdout.strip().splitlines()[-1])
+    except FileNotFoundError:
+        return Interpreter(python, None, False, None, False, "", f"cannot run {python}", missing=True)
     except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError) as exc:
         return Interpreter(python, None, False, None, False, "", f"cannot run {python}: {exc}")
     return Interpreter(
@@ -106,6 +112,8 @@ def probe(python: str) -> Interpreter:
         info["error"],
         info["gpus"],
         info["driver"],
+        info.get("driver_version", 0),
+        tileiras,
     )
 
 
