@@ -239,7 +239,12 @@ def _generate_and_build(
     built = run.stage(
         "build",
         lambda: build.build(
-            target, tools, options.cargo_target_dir, out_dir / "build_cargo.txt", validator.exported_functions
+            target,
+            tools,
+            options.cargo_target_dir,
+            out_dir / "build_cargo.txt",
+            validator.exported_functions,
+            options.echo,
         ),
         lambda b: f"{b.command} ({b.seconds:.0f}s); {target.symbol} exported",
     )
@@ -313,7 +318,7 @@ def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions) -> T
     if tools is not None:
         env["CUDA_TOOLKIT_PATH"] = str(tools.cuda_toolkit_path)
     echo = options.echo if options.echo_pytest else None
-    outcome = testrun.run(target, argv, log_path, env, options.test_timeout, echo)
+    outcome = testrun.run(target, argv, log_path, env, options.test_timeout, echo, options.echo)
     text = log_path.read_text(encoding="utf-8", errors="replace")
     result = testlog.to_test_result(
         text, command=testrun.shown(argv), exit_code=outcome.code, log_path=str(log_path), gpu=interp.cuda

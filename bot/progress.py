@@ -26,8 +26,11 @@ def silent(line: str) -> None:
 
 
 @contextmanager
-def heartbeat(echo: Echo, what: str, every: float = HEARTBEAT_S) -> Iterator[Callable[[], None]]:
-    """Say ``[agent-d] <what>: still running, <n>s`` every ``every`` seconds until the block ends.
+def heartbeat(
+    echo: Echo, what: str, every: float | None = None, status: Callable[[], str] | None = None
+) -> Iterator[Callable[[], None]]:
+    """Say ``[agent-d] <what>: still running, <n>s elapsed[, <status()>]`` every ``every`` seconds
+    until the block ends; ``status`` adds what the work is doing now (the crate being compiled).
 
     Yields ``alive()``: calling it (when the work itself printed something) restarts the
     silence count, so a line only comes when nothing else did.
@@ -35,6 +38,7 @@ def heartbeat(echo: Echo, what: str, every: float = HEARTBEAT_S) -> Iterator[Cal
     if echo is silent:
         yield lambda: None
         return
+    every = HEARTBEAT_S if every is None else every
     start = time.monotonic()
     last = [start]
     done = threading.Event()
@@ -46,7 +50,11 @@ def heartbeat(echo: Echo, what: str, every: float = HEARTBEAT_S) -> Iterator[Cal
         while not done.wait(min(every, max(0.05, last[0] + every - time.monotonic()))):
             now = time.monotonic()
             if now - last[0] >= every:
-                echo(f"[agent-d] {what}: still running, {now - start:.0f}s elapsed")
+                doing = status() if status else ""
+                echo(
+                    f"[agent-d] {what}: still running, {now - start:.0f}s elapsed"
+                    + (f", {doing}" if doing else "")
+                )
                 last[0] = now
 
     thread = threading.Thread(target=beat, name="agent-d-heartbeat", daemon=True)

@@ -14,6 +14,7 @@ import ast
 import contextlib
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from bot import envcheck
+from bot import envcheck, progress
 from bot.discover import is_functional
 from bot.types import Target, TestSite
 
@@ -222,10 +223,55 @@ class RunOutcome(NamedTuple):
     stopped: bool = False  # killed by us at the --test-timeout deadline
 
 
+_RESULT_LINE = re.compile(
+    r"^(?P<file>[^\s:]+\.py)::\S.* (?P<outcome>PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b"
+)
+
+
+class FileProgress:
+    """One progress line per test file as pytest finishes it (``-v`` prints a line per test):
+    ``[agent-d]   pytest: tests/ops/test_x.py: 12 passed, 1 skipped``."""
+
+    def __init__(self, echo: progress.Echo) -> None:
+        self.echo = echo
+        self.file = ""
+        self.counts: dict[str, int] = {}
+        self.done = 0
+
+    def line(self, text: str) -> None:
+        m = _RESULT_LINE.match(text)
+        if not m:
+            return
+        if m["file"] != self.file:
+            self.flush()
+            self.file = m["file"]
+        outcome = m["outcome"].lower()
+        self.counts[outcome] = self.counts.get(outcome, 0) + 1
+        self.done += 1
+
+    def flush(self) -> None:
+        if self.file:
+            counts = ", ".join(f"{n} {word}" for word, n in self.counts.items())
+            self.echo(f"[agent-d]   pytest: {self.file}: {counts}")
+        self.file, self.counts = "", {}
+
+    def status(self) -> str:
+        return f"{self.done} tests done" + (f", in {self.file}" if self.file else "")
+
+
 def run(
-    target: Target, argv: list[str], log_path: Path, extra_env: dict[str, str], timeout: float, echo=None
+    target: Target,
+    argv: list[str],
+    log_path: Path,
+    extra_env: dict[str, str],
+    timeout: float,
+    echo=None,
+    progress_echo: progress.Echo = progress.silent,
 ) -> RunOutcome:
-    """Run pytest, tee its output to ``log_path`` (and ``echo``); say whether we had to stop it."""
+    """Run pytest, tee its output to ``log_path`` (and ``echo``); say whether we had to stop it.
+
+    ``progress_echo`` gets one line per finished test file and a heartbeat when pytest is silent
+    for 15 s (a cold import of torch, a slow JIT)."""
     env = dict(os.environ)
     env.update(extra_env)
     src = str(target.repo / "src")
@@ -260,12 +306,19 @@ def run(
         timer = threading.Timer(max(timeout, 0.0), stop)
         timer.daemon = True
         timer.start()
+        files = FileProgress(progress_echo)
         try:
-            for line in proc.stdout:
-                log.write(line)
-                if echo:
-                    echo(line.rstrip("\n"))
-            code = proc.wait()
+            with progress.heartbeat(progress_echo, "pytest", status=files.status) as alive:
+                for line in proc.stdout:
+                    log.write(line)
+                    if echo:
+                        echo(line.rstrip("\n"))
+                    before = files.file
+                    files.line(line)
+                    if files.file != before:
+                        alive()  # a finished file printed a line: no heartbeat needed
+                code = proc.wait()
+            files.flush()
         finally:
             timer.cancel()
         if stopped.is_set():
