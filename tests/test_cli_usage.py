@@ -7,6 +7,7 @@ directory set to an empty folder that must stay empty.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -165,3 +166,13 @@ def test_closed_stdout_ends_quietly(tmp_path):
         # validate: 128 + SIGPIPE, as a shell tool killed by the pipe; --help: argparse's own quiet exit
         assert proc.wait() == (141 if args[0] == "validate" else 0), err
         assert err == "", err  # no BrokenPipeError, no "Exception ignored"
+
+
+def test_every_subcommand_help_says_what_it_does():
+    from bot.cli import COMMANDS, build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert sorted(sub.choices) == sorted(COMMANDS)
+    for name, command in sub.choices.items():
+        assert command.description and len(command.description) > 40, name
