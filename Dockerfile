@@ -26,9 +26,10 @@ RUN apt-get update \
         python3 python3-venv python3-dev binutils xz-utils \
     && rm -rf /var/lib/apt/lists/*
 
-# Rust through rustup, pinned toolchain, minimal profile.
+# Rust through rustup, pinned toolchain, minimal profile plus rustfmt (apply formats ffi.rs with it).
 RUN curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs \
-        | sh -s -- -y --no-modify-path --profile minimal --default-toolchain "${RUST_TOOLCHAIN}" \
+        | sh -s -- -y --no-modify-path --profile minimal --component rustfmt \
+            --default-toolchain "${RUST_TOOLCHAIN}" \
     && chmod -R a+rX /opt/cargo /opt/rustup
 ENV PATH=/opt/cargo/bin:${VIRTUAL_ENV}/bin:${PATH}
 
@@ -67,7 +68,10 @@ RUN mkdir -p /tmp/warm/src && touch /tmp/warm/src/lib.rs \
 COPY pyproject.toml README.md /opt/agent-d/src/
 COPY bot /opt/agent-d/src/bot
 COPY crate /opt/agent-d/src/crate
+# The installed package has no crate/ beside it: it finds the kernel reader on PATH.
 RUN pip install /opt/agent-d/src \
+    && cargo install --locked --path /opt/agent-d/src/crate --root /usr/local \
+    && test -x /usr/local/bin/kernel-reader && rustfmt --version \
     && useradd --create-home --uid 1001 runner
 USER 1001
 WORKDIR /home/runner

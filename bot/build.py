@@ -12,12 +12,15 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import re
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bot import progress
 from bot.errors import Blocked, Failed
 from bot.toolchain import Toolchain
 from bot.types import BuildResult, Target
@@ -32,7 +35,9 @@ def build(
     cargo_target_dir: Path | None = None,
     log_path: Path | None = None,
     exported: Callable[[Path], list[str]] | None = None,
+    echo: progress.Echo = progress.silent,
 ) -> BuildResult:
+    """``echo`` gets a heartbeat at least every 15 s, naming the crate cargo is compiling."""
     crate = target.crate_dir
     env = toolchain.env()
     if cargo_target_dir is not None:
@@ -42,10 +47,10 @@ def build(
     start = time.monotonic()
     # CARGO_TARGET_DIR (ours, or one exported to us) moves cargo's output: follow it to find the library.
     target_dir = Path(env.get("CARGO_TARGET_DIR") or crate / "target")
-    with _exclusive(target_dir):
+    with _exclusive(target_dir, echo):
         # Several crates named cutile_kernels may share one target dir: hold it until our copy is made.
         _forget_other_checkout(target_dir, crate, toolchain.cargo, env)
-        proc = subprocess.run(cmd, cwd=crate, env=env, capture_output=True, text=True)
+        proc = _cargo(cmd, crate, env, echo)
         seconds = time.monotonic() - start
         built = target_dir / "release" / SO_NAME
         runtime_so = crate / "target" / "release" / SO_NAME
@@ -71,6 +76,39 @@ def build(
                 f"{runtime_so.name} does not export {target.symbol} (ELF .dynsym); is `mod {target.op}` in lib.rs?",
             )
     return result
+
+
+_COMPILING = re.compile(r"^\s*Compiling (\S+ v\S+)")
+
+
+def _cargo(
+    cmd: list[str], crate: Path, env: dict[str, str], echo: progress.Echo
+) -> subprocess.CompletedProcess:
+    """Run cargo, keeping its JSON messages (stdout) and its status lines (stderr), while the
+    heartbeat says how long it has run and which crate it is compiling (a cold build of the
+    cutile crates is minutes of otherwise silent work)."""
+    proc = subprocess.Popen(
+        cmd, cwd=crate, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    out: list[str] = []
+    err: list[str] = []
+    started: list[str] = []  # crates cargo began compiling, in order
+
+    def doing() -> str:
+        return f"compiling {started[-1]} ({len(started)} crates started)" if started else ""
+
+    reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    with progress.heartbeat(echo, "cargo build", status=doing):
+        for line in proc.stderr:
+            err.append(line)
+            m = _COMPILING.match(line)
+            if m:
+                started.append(m.group(1))
+        reader.join()
+        code = proc.wait()
+    return subprocess.CompletedProcess(cmd, code, "".join(out), "".join(err))
 
 
 def _diagnostics(stdout: str, crate: Path) -> tuple[list[str], dict[str, list[str]]]:
@@ -157,10 +195,12 @@ def _forget_other_checkout(target_dir: Path, crate: Path, cargo: str, env: dict[
 
 
 @contextlib.contextmanager
-def _exclusive(target_dir: Path):
+def _exclusive(target_dir: Path, echo: progress.Echo = progress.silent):
     target_dir.mkdir(parents=True, exist_ok=True)
     with open(target_dir / ".agent-d.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        # another build holding the shared target dir can take minutes: say that we wait for it
+        with progress.heartbeat(echo, f"waiting for the cargo target {target_dir}"):
+            fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -168,6 +208,4 @@ def _exclusive(target_dir: Path):
 
 
 def _strip_ansi(text: str) -> str:
-    import re
-
     return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)

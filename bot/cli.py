@@ -3,31 +3,47 @@
 Exit status: 0 ALL_PASS, 1 FAIL, 3 BLOCKED, 2 usage error (bad arguments, no kernel found).
 With several kernels the worst verdict decides. ``agent-d demo`` exits 0 whenever the demo
 ran to a verdict.
+
+Streams: stdout carries the result (the validator block and the verdict line, or with
+``--json`` exactly one JSON document); progress and logs go to stderr. A usage error is one
+line on stderr, exit 2, before anything is written to disk.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import NoReturn
 
-from bot import __version__
+from bot import __version__, progress
 from bot.errors import StageStop, UsageError
 from bot.github.cli import add_subcommands
 from bot.pipeline import EXIT_CODES, USAGE_EXIT, PortOptions, port
-from bot.types import VerdictKind
+from bot.targets import existing_dir
+from bot.types import PortResult, VerdictKind
 
 EPILOG = "exit status: 0 ALL_PASS, 1 FAIL, 3 BLOCKED, 2 usage error"
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        status = _run(argv)
+        sys.stdout.flush()  # a reader that went away shows up here, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        return pipe_closed()
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        parser.print_help()
-        return USAGE_EXIT
+        parser.error("name a command: " + ", ".join(COMMANDS))
     try:
         return args.func(args)
     except UsageError as exc:
@@ -35,8 +51,38 @@ def main(argv: list[str] | None = None) -> int:
         return USAGE_EXIT
 
 
+def pipe_closed() -> int:
+    """The reader of stdout went away (``agent-d plan | head -1``): stop quietly, as a shell tool does.
+
+    stdout is pointed at /dev/null so the interpreter's own final flush cannot fail again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
+
+
+class Parser(argparse.ArgumentParser):
+    """Bad flags end in one line that says what to do, not the whole usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_EXIT, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+COMMANDS = ("port", "verify", "plan", "demo", "validate", "dispatch", "finalize", "port-job", "run")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of seconds")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="agent-d",
         description="Generate, build and test the host side of a TileGym cutile-rs kernel port.",
         epilog=EPILOG,
@@ -57,9 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--python", default="", help="interpreter that runs pytest (default: this one)")
     p.add_argument("--cargo-target-dir", type=Path, help="reuse compiled dependencies across checkouts")
-    p.add_argument("--test-timeout", type=float, default=3600.0, help="seconds for the whole pytest run")
+    p.add_argument("--test-timeout", type=_seconds, default=3600.0, help="seconds for the whole pytest run")
     p.add_argument("--show-pytest", action="store_true", help="echo pytest output while it runs")
-    p.add_argument("--json", action="store_true", help="print a JSON summary of the result at the end")
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON document on stdout (docs/port-json.schema.json)"
+    )
+    _quiet(p)
     p.set_defaults(func=cmd_port)
 
     p = sub.add_parser(
@@ -75,14 +124,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, help="reports root (default: $CUTILE_KERNEL_OUT_ROOT or REPO/cutile_kernel_out)"
     )
     p.add_argument("--python", default="", help="interpreter that runs pytest (default: this one)")
-    p.add_argument("--test-timeout", type=float, default=3600.0, help="seconds for the whole pytest run")
+    p.add_argument("--test-timeout", type=_seconds, default=3600.0, help="seconds for the whole pytest run")
     p.add_argument("--show-pytest", action="store_true", help="echo pytest output while it runs")
-    p.add_argument("--json", action="store_true", help="print a JSON summary of the result at the end")
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON document on stdout (docs/port-json.schema.json)"
+    )
+    _quiet(p)
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("plan", help="print the launch plan and where each value came from")
+    p = sub.add_parser(
+        "plan",
+        help="print the launch plan and where each value came from",
+        epilog="exit status: 0 planned, 3 a fact is missing or a stage stopped, 2 usage error",
+        description="Read kernel.rs and the checkout, merge the facts into the launch plan and print it "
+        "with the source of every value. Writes nothing into the checkout.",
+    )
     _common(p)
-    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON document on stdout (docs/plan-json.schema.json)"
+    )
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser(
@@ -91,12 +151,26 @@ def build_parser() -> argparse.ArgumentParser:
         description="Builds a git repo from the PyPI wheel whose newest commit adds "
         "silu_and_mul's kernel.rs, then runs `agent-d port` on it.",
     )
-    p.add_argument("--workdir", type=Path, default=Path("agent-d-demo"), help="where to assemble (replaced)")
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path("agent-d-demo"),
+        help="where to assemble (its checkout is replaced; WORKDIR/cargo-target is kept)",
+    )
     p.add_argument("--python", default="", help="interpreter that runs pytest (default: this one)")
-    p.add_argument("--cargo-target-dir", type=Path, help="reuse compiled dependencies")
+    p.add_argument(
+        "--cargo-target-dir", type=Path, help="reuse compiled dependencies (default: WORKDIR/cargo-target)"
+    )
+    _quiet(p)
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("validate", help="run the built-in validator on a reports folder")
+    p = sub.add_parser(
+        "validate",
+        help="run the built-in validator on a reports folder",
+        description="Check a finished port the way TileGym's validate_agent_d.sh does: the reports, the raw "
+        "pytest log, ffi.rs, the exported symbol, the wrapper and the wiring.",
+        epilog="exit status: 0 PASS, 1 FAIL, 3 checks not run because the port was BLOCKED, 2 usage error",
+    )
     p.add_argument("op", help="kernel name")
     p.add_argument("--repo", type=Path, default=Path("."), help="TileGym checkout (default: .)")
     p.add_argument("--out", type=Path, help="reports root (default: REPO/cutile_kernel_out)")
@@ -105,6 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_subcommands(sub)
     return parser
+
+
+def _quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--quiet", action="store_true", help="no progress lines on stderr (the result still prints)"
+    )
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -131,24 +211,47 @@ def cmd_port(args) -> int:
 
 
 def cmd_port_like(args, verify_only: bool) -> int:
+    echo = progress.silent if args.quiet else progress.to_stderr
     options = _options(
-        args, test_timeout=args.test_timeout, echo_pytest=args.show_pytest, verify_only=verify_only
+        args,
+        test_timeout=args.test_timeout,
+        echo_pytest=args.show_pytest,
+        verify_only=verify_only,
+        echo=echo,
+        answer=echo if args.json else print,  # with --json stdout holds the JSON alone
     )
     results = port(options)
     if args.json:
-        summary = [
-            {
-                "op": r.target.op,
-                "verdict": r.verdict.kind.value,
-                "class": r.verdict.klass,
-                "reason": r.verdict.reason,
-                "out_dir": r.out_dir,
-                "changed": r.changed_files,
-            }
-            for r in results
-        ]
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(port_summary(results), indent=2))
     return max(EXIT_CODES[r.verdict.kind] for r in results)
+
+
+def port_summary(results: list[PortResult]) -> list[dict]:
+    """The ``port --json`` / ``verify --json`` document (docs/port-json.schema.json)."""
+    return [
+        {
+            "op": r.target.op,
+            "verdict": r.verdict.kind.value,
+            "class": r.verdict.klass,
+            "reason": r.verdict.reason,
+            "out_dir": r.out_dir,
+            "changed": r.changed_files,
+            "stages": [
+                {"name": s.name, "status": s.status, "seconds": round(s.seconds, 3), "detail": s.detail}
+                for s in r.stages
+            ],
+            "tests": None
+            if r.tests is None
+            else {
+                "exit_code": r.tests.exit_code,
+                "passed": r.tests.passed,
+                "failed": r.tests.failed,
+                "skipped": r.tests.skipped,
+                "errors": r.tests.errors,
+            },
+        }
+        for r in results
+    ]
 
 
 def cmd_verify(args) -> int:
@@ -162,28 +265,42 @@ def cmd_plan(args) -> int:
     from bot.targets import find_targets
 
     status = 0
+    documents: list[dict] = []
     for target in find_targets(args.repo.resolve(), args.kernel, args.base):
         try:
             plan, _facts, _co = make_plan(target, PortOptions(repo=target.repo).out_dir(target.op))
         except StageStop as stop:
-            print(f"{target.op}: {stop.kind} ({stop.klass}): {stop.reason}")
             status = max(status, EXIT_CODES[VerdictKind(stop.kind)])
+            stopped = {"kind": stop.kind, "class": stop.klass, "reason": stop.reason}
+            documents.append({"op": target.op, "status": "stopped", "stop": stopped, "plan": None})
+            if not args.json:
+                print(f"{target.op}: {stop.kind} ({stop.klass}): {stop.reason}")
             continue
-        print(json.dumps(asdict(plan), indent=2, default=str) if args.json else render_plan(plan))
         if plan.missing:
             status = max(status, EXIT_CODES[VerdictKind.BLOCKED])
+        plan_data = json.loads(json.dumps(asdict(plan), default=str))
+        state = "missing" if plan.missing else "planned"
+        documents.append({"op": target.op, "status": state, "stop": None, "plan": plan_data})
+        if not args.json:
+            print(render_plan(plan))
+    if args.json:  # one document for every kernel (docs/plan-json.schema.json)
+        print(json.dumps(documents, indent=2))
     return status
 
 
 def cmd_demo(args) -> int:
-    from bot.demo import assemble_demo
+    from bot.demo import assemble_demo, demo_cargo_target
 
-    checkout_ = assemble_demo(args.workdir.resolve())
-    print(
+    workdir = args.workdir.resolve()
+    echo = progress.silent if args.quiet else progress.to_stderr
+    checkout_ = assemble_demo(workdir)
+    echo(
         f"[agent-d] demo checkout: {checkout_.repo} (base {checkout_.base_sha[:12]}, head {checkout_.head_sha[:12]})"
     )
+    # The checkout is replaced on every run; its compiled dependencies live beside it and stay.
+    target_dir = args.cargo_target_dir or demo_cargo_target(workdir)
     results = port(
-        PortOptions(repo=checkout_.repo, python=args.python, cargo_target_dir=args.cargo_target_dir)
+        PortOptions(repo=checkout_.repo, python=args.python, cargo_target_dir=target_dir, echo=echo)
     )
     return 0 if results else 1
 
@@ -191,8 +308,10 @@ def cmd_demo(args) -> int:
 def cmd_validate(args) -> int:
     from bot import validator
 
-    repo = args.repo.resolve()
+    repo = existing_dir(args.repo, "--repo")
     out_root = (args.out or repo / "cutile_kernel_out").resolve()
+    if not (out_root / args.op).is_dir():
+        raise UsageError(f"no reports folder {out_root / args.op}: run `agent-d port` first or pass --out")
     so = args.so or validator.default_so_path(repo)
     run = validator.validate(out_root / args.op, args.op, repo, so if so and Path(so).is_file() else None)
     print(f"$ {run.command}\n{run.output.rstrip()}\nexit={run.exit_code}")

@@ -35,6 +35,7 @@ from bot.wheel import tilegym_wheel
 
 ASSETS_DIR = Path(__file__).resolve().parent / "demo_assets"
 DEMO_DIRNAME = "tilegym-demo"
+CARGO_TARGET_DIRNAME = "cargo-target"  # beside the checkout, so replacing the checkout keeps it
 
 CUTILE_RS = Path("src/tilegym/ops/cutile_rs")
 CUTILE_RS_INIT = CUTILE_RS / "__init__.py"
@@ -275,6 +276,12 @@ def _build(
         os.chmod(kdir / "kernel.rs", 0o644)
     head_sha = _commit(dest, f"port: add {names} kernel.rs", _HEAD_EPOCH)
     return AssembledCheckout(repo=dest, base_sha=base_sha, head_sha=head_sha)
+
+
+def demo_cargo_target(workdir: Path) -> Path:
+    """The demo's cargo target folder: outside the checkout that every run replaces, so a second
+    run reuses the compiled cutile crates instead of building them again."""
+    return Path(workdir) / CARGO_TARGET_DIRNAME
 
 
 def assemble_demo(

@@ -26,6 +26,7 @@ from bot import (
     classify,
     discover,
     generate,
+    progress,
     report,
     smoke,
     testlog,
@@ -67,7 +68,8 @@ class PortOptions:
     python: str = ""
     cargo_target_dir: Path | None = None
     test_timeout: float = 3600.0
-    echo: Callable[[str], None] = print
+    echo: Callable[[str], None] = progress.to_stderr  # progress lines
+    answer: Callable[[str], None] = print  # the returned text: validator block and verdict line
     echo_pytest: bool = False
     verify_only: bool = False  # skip generation and build: test an already built tree (GPU runners)
 
@@ -89,7 +91,9 @@ class _Run:
         try:
             value = fn()
         except StageStop as stop:
-            self._record(name, start, "failed", f"{stop.kind} {stop.klass}: {stop.reason}")
+            # a stage that could not run here (BLOCKED) did not fail: its line says which
+            status = "blocked" if stop.kind == "BLOCKED" else "failed"
+            self._record(name, start, status, f"{stop.kind} {stop.klass}: {stop.reason}")
             raise
         except Exception as exc:
             self._record(name, start, "failed", f"{type(exc).__name__}: {exc}")
@@ -100,7 +104,7 @@ class _Run:
     def _record(self, name: str, start: float, status: str, detail: str) -> None:
         seconds = time.monotonic() - start
         self.stages.append(StageRecord(name, seconds, status, detail))
-        mark = {"ok": "ok", "failed": "FAILED"}[status]
+        mark = {"ok": "ok", "failed": "FAILED", "blocked": "BLOCKED"}[status]
         self.echo(f"[agent-d] {name:<18} {mark:<6} {seconds:7.2f}s  {detail}".rstrip())
 
 
@@ -146,7 +150,10 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
             lambda: testrun.probe(python),
             lambda i: i.env_problem() or f"{i.device}, torch {i.torch}",
         )
-        test_file = _test_files(target, found, interp.env_problem())  # parsed once: selection, skips
+        for problem in interp.env_problems():  # each reason with what to do about it, one line each
+            options.echo(f"[agent-d]   env: {problem.reason}")
+            options.echo(f"[agent-d]   fix: {problem.fix}")
+        test_file = _test_files(target, found, interp.env_report())  # parsed once: selection, skips
         argv, _selection = testrun.command(python, test_file)
         pytest_cmd = testrun.shown(argv)
         tests = run.stage(
@@ -232,7 +239,12 @@ def _generate_and_build(
     built = run.stage(
         "build",
         lambda: build.build(
-            target, tools, options.cargo_target_dir, out_dir / "build_cargo.txt", validator.exported_functions
+            target,
+            tools,
+            options.cargo_target_dir,
+            out_dir / "build_cargo.txt",
+            validator.exported_functions,
+            options.echo,
         ),
         lambda b: f"{b.command} ({b.seconds:.0f}s); {target.symbol} exported",
     )
@@ -301,18 +313,18 @@ def _smoke(target: Target, so_path: str) -> tuple[bool, str]:
 
 def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions) -> TestResult:
     if not interp.pytest:
-        raise Blocked("env", interp.env_problem() or f"cannot run {interp.python}")
+        raise Blocked("env", interp.env_report() or f"cannot run {interp.python}")
     log_path = out_dir / "correctness_cutile_rs.txt"
     env = {"CUTILE_RS_AUTOBUILD": "0", "CUTILE_KERNEL_OUT_ROOT": str(out_dir.parent)}
     if tools is not None:
         env["CUDA_TOOLKIT_PATH"] = str(tools.cuda_toolkit_path)
     echo = options.echo if options.echo_pytest else None
-    outcome = testrun.run(target, argv, log_path, env, options.test_timeout, echo)
+    outcome = testrun.run(target, argv, log_path, env, options.test_timeout, echo, options.echo)
     text = log_path.read_text(encoding="utf-8", errors="replace")
     result = testlog.to_test_result(
         text, command=testrun.shown(argv), exit_code=outcome.code, log_path=str(log_path), gpu=interp.cuda
     )
-    result.env_problem = interp.env_problem()
+    result.env_problem = interp.env_report()
     result.stopped_by_timeout = outcome.stopped
     return result
 
@@ -346,15 +358,9 @@ def _finish(
             )
     result.validator_block = report.validator_block(pytest_cmd, pytest_rc, runs)
     (out_dir / "validator_block.txt").write_text(result.validator_block + "\n" + result.verdict.line + "\n")
-    options.echo(result.validator_block)
-    options.echo(result.verdict.line)
-    klass = (
-        f" ({'fail' if result.verdict.kind is VerdictKind.FAIL else 'block'}_class: {result.verdict.klass})"
-    )
-    options.echo(
-        f"[agent-d] {target.op}: {result.verdict.kind.value}"
-        f"{klass if result.verdict.klass else ''}: {result.verdict.reason}"
-    )
+    options.answer(result.validator_block)
+    options.answer(result.verdict.line)
+    options.echo(f"[agent-d] {target.op}: {result.verdict.headline}: {result.verdict.reason}")
 
 
 def _decision_log(result: PortResult, run: _Run) -> list[str]:

@@ -15,7 +15,8 @@ Files written by :func:`write_reports` in the per-kernel out folder ``<out root>
 BLOCKED runs. ``correctness.md`` has only two allowed first lines, and BLOCKED is not one of
 them, so a BLOCKED run writes ``VERDICT: FAIL`` as the first line: whatever blocked the run,
 the port is not proven correct. The block is stated right below the heading
-(``**BLOCKED** (block_class: <class>): <reason>``) and again as a ``block_class:`` line
+(``Final verdict: **BLOCKED (block_class: <class>)**: <reason>``, the wording of every other
+text, with a sentence on why the first line says FAIL) and again as a ``block_class:`` line
 after ``pytest_log:``; ``fail_class:`` then carries the same class when it is ``host`` or
 ``kernel`` and stays empty for ``env``. The BLOCKED verdict itself is the last line of the
 returned block (:func:`verdict_line`).
@@ -35,7 +36,7 @@ import shutil
 from pathlib import Path
 
 from bot.testlog import case_label, config_label
-from bot.types import PortResult, TestCase, ValidatorRun, Verdict, VerdictKind
+from bot.types import PortResult, TestCase, ValidatorRun, Verdict, VerdictKind, verdict_headline
 
 RAW_LOG_NAME = "correctness_cutile_rs.txt"
 MAX_ERROR_CHARS = 160
@@ -279,11 +280,15 @@ def render_correctness(result: PortResult, out_dir: Path) -> str:
     blocked = kind == VerdictKind.BLOCKED
     first = "VERDICT: ALL_PASS" if kind == VerdictKind.ALL_PASS else "VERDICT: FAIL"
     lines = [first, "", f"# Agent D Report - {op}", ""]
+    # The same words as the returned VERDICT line, the validator block, the review and the check.
+    headline = verdict_headline(kind.value, v.klass or ("env" if blocked else ""))
+    lines += [f"Final verdict: **{headline}**: {_one_line(v.reason)}", ""]
     if blocked:
-        lines += [f"**BLOCKED** (block_class: {v.klass or 'env'}): {_one_line(v.reason)}", ""]
-    elif kind == VerdictKind.FAIL:
-        klass = f" (fail_class: {v.klass})" if v.klass else ""
-        lines += [f"**FAIL**{klass}: {_one_line(v.reason)}", ""]
+        lines += [
+            "The first line reads FAIL only because this file allows ALL_PASS or FAIL there: the run was "
+            "blocked, so the tests proved nothing either way.",
+            "",
+        ]
     lines += ["## Summary", summary_text(result) + ".", ""]
     t = result.tests
     if t is not None and t.command:

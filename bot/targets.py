@@ -9,6 +9,7 @@ pattern of the port artifact (bot/github/artifact.py).
 
 from __future__ import annotations
 
+import difflib
 import re
 import subprocess
 from pathlib import Path
@@ -58,11 +59,43 @@ def git_diff(repo: Path, base: str) -> str:
     return proc.stdout
 
 
+def existing_dir(path: Path, flag: str) -> Path:
+    """``path`` resolved, or a usage error naming ``flag`` when it is not a directory."""
+    path = Path(path).resolve()
+    if not path.is_dir():
+        raise UsageError(f"{flag} {path}: no such directory; pass the TileGym checkout")
+    return path
+
+
+def kernels_in(repo: Path) -> list[str]:
+    """The ops whose ``kernel.rs`` the checkout has, sorted."""
+    base = repo / "src" / "tilegym" / "ops" / "cutile_rs"
+    found = base.glob("*_kernel/kernel.rs") if base.is_dir() else []
+    return sorted(p.parent.name.removesuffix("_kernel") for p in found)
+
+
+def unknown_kernel(repo: Path, op: str) -> UsageError:
+    """A typo'd ``--kernel``: say where it was looked for and the closest names the checkout has."""
+    known = kernels_in(repo)
+    close = difflib.get_close_matches(op, known, n=3, cutoff=0.6)
+    if close:
+        hint = f"did you mean {' or '.join(close)}?"
+    elif known:
+        hint = f"this checkout has: {', '.join(known[:12])}" + (" ..." if len(known) > 12 else "")
+    else:
+        hint = "this checkout has no kernel.rs under src/tilegym/ops/cutile_rs/"
+    return UsageError(f"unknown kernel {op!r}: no src/tilegym/ops/cutile_rs/{op}_kernel/kernel.rs; {hint}")
+
+
 def find_targets(repo: Path, kernel: str | None = None, base: str | None = None) -> list[Target]:
+    repo = existing_dir(repo, "--repo")
     if not (repo / ".git").exists() and kernel is None:
         raise UsageError(f"{repo} is not a git checkout; name the kernel with --kernel")
     if kernel is not None:
-        return [Target(repo, check_name(kernel))]
+        target = Target(repo, check_name(kernel))
+        if not target.kernel_rs.is_file():
+            raise unknown_kernel(repo, kernel)
+        return [target]
     ops = added_kernels(git_diff(repo, base or "HEAD~1"))
     if not ops:
         raise UsageError(

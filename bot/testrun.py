@@ -14,6 +14,7 @@ import ast
 import contextlib
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -24,17 +25,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from bot import envcheck, progress
 from bot.discover import is_functional
 from bot.types import Target, TestSite
 
 PROBE = r"""
 import importlib.util, json
 info = {"pytest": None, "timeout_plugin": False, "torch": None, "cuda": False, "device": "", "error": "",
-        "gpus": 0, "driver": ""}
+        "gpus": 0, "driver": "", "driver_version": 0}
 try:
     import ctypes
     libcuda = ctypes.CDLL("libcuda.so.1")
     count = ctypes.c_int(0)
+    version = ctypes.c_int(0)
+    if libcuda.cuDriverGetVersion(ctypes.byref(version)) == 0:
+        info["driver_version"] = version.value
     status = libcuda.cuInit(0)
     if status == 0 and libcuda.cuDeviceGetCount(ctypes.byref(count)) == 0:
         info["gpus"] = count.value
@@ -72,28 +77,30 @@ class Interpreter:
     error: str
     gpus: int = 0
     driver: str = ""
+    driver_version: int = 0  # cuDriverGetVersion: 13000 is CUDA 13.0; 0 when unknown
+    tileiras: str = ""  # the tile compiler cutile-rs will use, "" when it will find none
+    missing: bool = False  # the interpreter itself does not exist
+
+    def env_problems(self) -> list[envcheck.EnvProblem]:
+        return envcheck.problems(self)
 
     def env_problem(self) -> str:
-        """Why pytest here cannot prove the kernel on a GPU; empty when it can."""
-        if self.error.startswith("cannot run"):
-            return self.error
-        if self.gpus == 0:
-            return f"no CUDA GPU on this machine ({self.driver or 'the driver reports 0 devices'})"
-        if not self.pytest:
-            return f"pytest is not installed for {self.python}"
-        if not self.timeout_plugin:
-            return f"pytest-timeout is not installed for {self.python} (the run needs --timeout=60)"
-        if not self.torch:
-            return f"torch is not installed for {self.python}"
-        if not self.cuda:
-            return f"no CUDA GPU is visible to {self.python} (torch {self.torch})"
-        return ""
+        """Why pytest here cannot prove the kernel on a GPU, every reason; empty when it can."""
+        return "; ".join(p.reason for p in self.env_problems())
+
+    def env_report(self) -> str:
+        """Every reason with its fix, for the verdict: ``<reason> (fix: <fix>); ...``."""
+        return "; ".join(f"{p.reason} (fix: {p.fix})" for p in self.env_problems())
 
 
-def probe(python: str) -> Interpreter:
+def probe(python: str, env: dict[str, str] | None = None) -> Interpreter:
+    """The facts about ``python`` and this machine; ``env``: the environment pytest will run in."""
+    tileiras = envcheck.tileiras_path(env)
     try:
         proc = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, timeout=120)
         info = json.loads(proc.stdout.strip().splitlines()[-1])
+    except FileNotFoundError:
+        return Interpreter(python, None, False, None, False, "", f"cannot run {python}", missing=True)
     except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError) as exc:
         return Interpreter(python, None, False, None, False, "", f"cannot run {python}: {exc}")
     return Interpreter(
@@ -106,6 +113,8 @@ def probe(python: str) -> Interpreter:
         info["error"],
         info["gpus"],
         info["driver"],
+        info.get("driver_version", 0),
+        tileiras,
     )
 
 
@@ -214,10 +223,55 @@ class RunOutcome(NamedTuple):
     stopped: bool = False  # killed by us at the --test-timeout deadline
 
 
+_RESULT_LINE = re.compile(
+    r"^(?P<file>[^\s:]+\.py)::\S.* (?P<outcome>PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b"
+)
+
+
+class FileProgress:
+    """One progress line per test file as pytest finishes it (``-v`` prints a line per test):
+    ``[agent-d]   pytest: tests/ops/test_x.py: 12 passed, 1 skipped``."""
+
+    def __init__(self, echo: progress.Echo) -> None:
+        self.echo = echo
+        self.file = ""
+        self.counts: dict[str, int] = {}
+        self.done = 0
+
+    def line(self, text: str) -> None:
+        m = _RESULT_LINE.match(text)
+        if not m:
+            return
+        if m["file"] != self.file:
+            self.flush()
+            self.file = m["file"]
+        outcome = m["outcome"].lower()
+        self.counts[outcome] = self.counts.get(outcome, 0) + 1
+        self.done += 1
+
+    def flush(self) -> None:
+        if self.file:
+            counts = ", ".join(f"{n} {word}" for word, n in self.counts.items())
+            self.echo(f"[agent-d]   pytest: {self.file}: {counts}")
+        self.file, self.counts = "", {}
+
+    def status(self) -> str:
+        return f"{self.done} tests done" + (f", in {self.file}" if self.file else "")
+
+
 def run(
-    target: Target, argv: list[str], log_path: Path, extra_env: dict[str, str], timeout: float, echo=None
+    target: Target,
+    argv: list[str],
+    log_path: Path,
+    extra_env: dict[str, str],
+    timeout: float,
+    echo=None,
+    progress_echo: progress.Echo = progress.silent,
 ) -> RunOutcome:
-    """Run pytest, tee its output to ``log_path`` (and ``echo``); say whether we had to stop it."""
+    """Run pytest, tee its output to ``log_path`` (and ``echo``); say whether we had to stop it.
+
+    ``progress_echo`` gets one line per finished test file and a heartbeat when pytest is silent
+    for 15 s (a cold import of torch, a slow JIT)."""
     env = dict(os.environ)
     env.update(extra_env)
     src = str(target.repo / "src")
@@ -252,12 +306,19 @@ def run(
         timer = threading.Timer(max(timeout, 0.0), stop)
         timer.daemon = True
         timer.start()
+        files = FileProgress(progress_echo)
         try:
-            for line in proc.stdout:
-                log.write(line)
-                if echo:
-                    echo(line.rstrip("\n"))
-            code = proc.wait()
+            with progress.heartbeat(progress_echo, "pytest", status=files.status) as alive:
+                for line in proc.stdout:
+                    log.write(line)
+                    if echo:
+                        echo(line.rstrip("\n"))
+                    before = files.file
+                    files.line(line)
+                    if files.file != before:
+                        alive()  # a finished file printed a line: no heartbeat needed
+                code = proc.wait()
+            files.flush()
         finally:
             timer.cancel()
         if stopped.is_set():

@@ -403,12 +403,27 @@ class Verdict:
     def line(self) -> str:
         return f"VERDICT: {self.kind.value}"
 
+    @property
+    def headline(self) -> str:
+        return verdict_headline(self.kind.value, self.klass)
+
+
+def verdict_headline(kind: str, klass: str) -> str:
+    """The one wording of a verdict and its class, in every text agent-d writes (reports, the
+    final line, the review, the check title): ``ALL_PASS``, ``FAIL (fail_class: host)``,
+    ``BLOCKED (block_class: env)``."""
+    kind = getattr(kind, "value", kind)
+    if kind == "ALL_PASS" or not klass:
+        return str(kind)
+    label = "block_class" if kind == "BLOCKED" else "fail_class"
+    return f"{kind} ({label}: {klass})"
+
 
 @dataclass
 class StageRecord:
     name: str
     seconds: float
-    status: str  # ok | failed | skipped
+    status: str  # ok | failed | blocked (could not run here: the verdict is BLOCKED)
     detail: str = ""
 
 

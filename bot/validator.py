@@ -3,11 +3,16 @@
 :func:`validate` checks a finished port the way TileGym's ``validate_agent_d.sh`` does (the
 list is in docs/domain.md, section 9): the reports and the raw pytest log in the per-kernel
 out folder, the out-folder copy of ``ffi.rs``, the exported symbol of the built cdylib, the
-wrapper, and the three wiring points. It prints one ``OK:`` / ``FAIL:`` / ``WARN:`` line per
-check, then ``---`` and ``PASS`` or ``FAIL: N issue(s)``; exit code 0 or 1.
+wrapper, and the three wiring points. It prints one ``OK:`` / ``FAIL:`` / ``WARN:`` /
+``NOT RUN:`` line per check, then ``---`` and ``PASS`` (exit 0), ``FAIL: N issue(s)`` (exit 1) or
+``NOT RUN: N check(s): ...`` (exit 3).
 
 Where ours differs from the shell script, on purpose:
 
+- when ``correctness.md`` says the run was BLOCKED (its ``block_class:`` line), an input that
+  the run never produced (the raw pytest log or the test results and header in it, ffi.rs, the
+  library, the wrapper) is a ``NOT RUN:`` line, not a FAIL: the checks that could not run are named, and the block does not read as a
+  failure above ``VERDICT: BLOCKED``. Anything present is still checked, and a wrong one fails;
 - it goes on after a missing ``correctness.md`` (the script stops there), so one run lists
   every problem; the exit code is the same;
 - the device check also accepts the ``crate::setup_device_stream!(dev, stream, device_id, ...)``
@@ -41,7 +46,7 @@ import tempfile
 from pathlib import Path
 
 from bot.discover import discover
-from bot.types import Target, ValidatorRun
+from bot.types import Target, ValidatorRun, verdict_headline
 
 SKILL = "tilegym-converting-cutile-triton-to-cutile-rs"
 SCRIPT_CANDIDATES = (
@@ -52,6 +57,7 @@ REPO_VALIDATOR_TIMEOUT_S = 120
 SO_NAME = "libcutile_kernels.so"
 
 _VERDICT_FIRST_LINE = re.compile(r"^VERDICT: (ALL_PASS|FAIL)$")
+_BLOCK_CLASS = re.compile(r"^block_class: (env|host|kernel)\s*$", re.MULTILINE)  # report.py, BLOCKED runs
 _HEADER_MARKERS = re.compile(r"^platform [a-z]+ -- Python|^rootdir:|^plugins:", re.MULTILINE)
 _HAND_THRESHOLD = re.compile(r"FAILED - max_diff=.*> 1e-2$|if diff > 1e-2", re.MULTILINE)
 _TENSOR_DESC_ARG = re.compile(r"\*const\s+TensorDesc")
@@ -112,6 +118,27 @@ class _Out:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.fails = 0
+        self.not_run = 0
+        self.blocked = ""  # the block_class correctness.md states; "" when the run was not blocked
+
+    def missing(self, msg: str, *detail: str) -> None:
+        """An input the run never produced: a FAIL, unless the port says it was blocked before
+        that stage (then the check is listed as not run, since nothing was there to check)."""
+        if self.blocked:
+            self.lines.append(f"NOT RUN: {msg}")
+            self.not_run += 1
+        else:
+            self.fail(msg, *detail)
+
+    def tail(self) -> tuple[str, int]:
+        """The line after ``---`` and the exit code: PASS 0, FAIL 1, checks not run 3 (as BLOCKED)."""
+        if self.fails:
+            extra = f"; {self.not_run} check(s) not run" if self.not_run else ""
+            return f"FAIL: {self.fails} issue(s){extra}", 1
+        if self.not_run:
+            why = f"the port was {verdict_headline('BLOCKED', self.blocked)} before their inputs existed"
+            return f"NOT RUN: {self.not_run} check(s): {why}", 3
+        return "PASS", 0
 
     def ok(self, msg: str) -> None:
         self.lines.append(f"OK: {msg}")
@@ -237,12 +264,13 @@ def validate(
         _run_checks(out, out_dir, op, repo, so_path, test_files)
     except Exception as exc:
         out.fail(f"validator error: {exc.__class__.__name__}: {exc}")
-    lines = [*out.lines, "---", "PASS" if out.fails == 0 else f"FAIL: {out.fails} issue(s)"]
+    last, exit_code = out.tail()
+    lines = [*out.lines, "---", last]
     # The same check from the command line: `--out` takes the out root (the folder holding <op>/).
     cmd = ["agent-d", "validate", op, "--repo", str(repo), "--out", str(out_dir.parent)]
     if so_path is not None and Path(so_path) != default_so_path(repo):
         cmd += ["--so", str(so_path)]
-    return ValidatorRun(command=shlex.join(cmd), output="\n".join(lines) + "\n", exit_code=min(out.fails, 1))
+    return ValidatorRun(command=shlex.join(cmd), output="\n".join(lines) + "\n", exit_code=exit_code)
 
 
 def _run_checks(
@@ -254,6 +282,8 @@ def _run_checks(
     if text is None:
         out.fail("correctness.md missing or empty")
     else:
+        blocked = _BLOCK_CLASS.search(text)
+        out.blocked = blocked.group(1) if blocked else ""
         first = text.split("\n", 1)[0]
         out.check(
             bool(_VERDICT_FIRST_LINE.match(first)),
@@ -265,7 +295,7 @@ def _run_checks(
     # --- raw pytest log
     raw = base / "correctness_cutile_rs.txt"
     if not raw.is_file():
-        out.fail("correctness_cutile_rs.txt missing")
+        out.missing("correctness_cutile_rs.txt missing (pytest did not run)")
     elif not _nonempty(raw):
         out.fail("correctness_cutile_rs.txt empty")
     else:
@@ -275,15 +305,18 @@ def _run_checks(
         out.ok(
             f"correctness_cutile_rs.txt ({n_lines} lines, passed={n_pass} failed={n_fail} skipped={n_skip})"
         )
+        # On a blocked run pytest may have stopped before its session began (no torch for conftest):
+        # then there is no result or header to check, which `missing` reports as not run.
         if n_pass + n_fail + n_skip == 0:
-            out.fail("correctness_cutile_rs.txt has no PASSED/FAILED/SKIPPED lines: not pytest output")
-        out.check(
-            bool(_HEADER_MARKERS.search(log)),
-            "correctness_cutile_rs.txt contains real-pytest framework markers",
-            "correctness_cutile_rs.txt has no real-pytest framework markers",
-            "(no 'platform <os> -- Python ...', 'rootdir: ...' or 'plugins: ...' line;",
-            " a hand-made runner or --no-header)",
-        )
+            out.missing("correctness_cutile_rs.txt has no PASSED/FAILED/SKIPPED lines: not pytest output")
+        if _HEADER_MARKERS.search(log):
+            out.ok("correctness_cutile_rs.txt contains real-pytest framework markers")
+        else:
+            out.missing(
+                "correctness_cutile_rs.txt has no real-pytest framework markers",
+                "(no 'platform <os> -- Python ...', 'rootdir: ...' or 'plugins: ...' line;",
+                " a hand-made runner or --no-header)",
+            )
         if _HAND_THRESHOLD.search(log):
             out.fail(
                 "correctness_cutile_rs.txt contains a hand-made absolute-threshold judgment",
@@ -299,11 +332,10 @@ def _run_checks(
 
     # --- ffi.rs (the out-folder copy)
     ffi = base / "ffi.rs"
-    out.check(
-        _nonempty(ffi),
-        "ffi.rs present (Agent D)",
-        f"ffi.rs missing: the C-ABI host launcher belongs at {ffi}",
-    )
+    if _nonempty(ffi):
+        out.ok("ffi.rs present (Agent D)")
+    else:
+        out.missing(f"ffi.rs missing: the C-ABI host launcher belongs at {ffi}")
     ffi_text = _read(ffi) if ffi.is_file() else None
     if ffi_text is not None:
         out.check(
@@ -343,7 +375,7 @@ def _run_checks(
     symbol = f"cutile_{op}"
     so = Path(so_path) if so_path is not None else _find_so(repo)
     if so is None or not so.is_file():
-        out.fail(
+        out.missing(
             f"{SO_NAME} missing (looked {'at ' + str(so) if so else 'under ' + str(repo)})",
             f"register mod {op} in cutile_kernels/src/lib.rs and run cargo build --release",
         )
@@ -376,7 +408,7 @@ def _run_checks(
     wrapper = find_wrapper(repo, op)
     wtext = _read(wrapper) if wrapper is not None else None
     if wtext is None:
-        out.fail(f"cutile_rs wrapper for {op} not found under ops/cutile_rs/")
+        out.missing(f"cutile_rs wrapper for {op} not found under ops/cutile_rs/")
     else:
         out.ok(f"cutile_rs wrapper present ({wrapper})")
         out.check(

@@ -131,7 +131,7 @@ def test_missing_interpreter_is_named_in_the_reason():
     from bot.testrun import probe
 
     interp = probe("/nonexistent/python3")
-    assert interp.env_problem().startswith("cannot run /nonexistent/python3")
+    assert interp.env_problem() == "interpreter not found: /nonexistent/python3"
 
 
 _GROUPED_LOG = """\

@@ -257,3 +257,23 @@ def test_assemble_demo(tmp_path, wheel_root, monkeypatch):
     assert co.repo == tmp_path / "tilegym-demo"
     check_checkout(co, wheel_root, ["silu_and_mul"], ["silu_and_mul"])
     assert assemble_demo(tmp_path) == co
+
+
+def test_demo_rerun_keeps_its_cargo_target(tmp_path, wheel_root, monkeypatch):
+    """`agent-d demo` twice: the checkout is replaced, the compiled dependencies are not."""
+    from bot import cli
+    from bot.demo import demo_cargo_target
+
+    monkeypatch.setenv("AGENT_D_CACHE", str(wheel_root.parent))
+    used: list = []
+    monkeypatch.setattr(cli, "port", lambda options: used.append(options.cargo_target_dir) or [object()])
+    workdir = tmp_path / "demo"
+    assert cli.main(["demo", "--workdir", str(workdir), "--quiet"]) == 0
+    target = demo_cargo_target(workdir.resolve())
+    compiled = target / "release" / "deps" / "libcutile-0.2.0.rlib"
+    compiled.parent.mkdir(parents=True)
+    compiled.write_bytes(b"compiled once")  # what the first run's cargo build leaves
+    assert cli.main(["demo", "--workdir", str(workdir), "--quiet"]) == 0
+    assert used == [target, target]
+    assert compiled.read_bytes() == b"compiled once"
+    assert not target.is_relative_to(workdir / "tilegym-demo")  # outside what every run replaces

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -92,24 +93,25 @@ def test_unpack_is_incremental_and_idempotent(tmp_path):
     assert device.unpack(call2, state)["ready"]
 
 
-PORT_STDOUT = """\
-[agent-d] port silu_and_mul: src/tilegym/ops/cutile_rs/silu_and_mul_kernel/kernel.rs -> /x
-[agent-d] launch plan        ok        0.00s  7 C parameters, 0 missing
-[agent-d] generate           ok        0.12s  7 files
-[agent-d] apply              ok        0.00s  5 changed, 2 unchanged
-[agent-d] build              ok        5.30s  cargo build --release (5s); cutile_silu_and_mul exported
-[agent-d] abi smoke          ok        0.14s  cutile_silu_and_mul(NULL descriptors) returned -5
-[agent-d] test               ok        0.36s  exit=4: 0 passed, 0 failed, 0 skipped
-VERDICT: BLOCKED
-[
-  {
-    "op": "silu_and_mul",
-    "verdict": "BLOCKED",
-    "class": "env",
-    "reason": "no CUDA GPU on this machine"
-  }
-]
-"""
+def _stage(name: str, status: str = "ok") -> dict:
+    return {"name": name, "status": status, "seconds": 0.1, "detail": ""}
+
+
+PORT_STDOUT = json.dumps(
+    [
+        {
+            "op": "silu_and_mul",
+            "verdict": "BLOCKED",
+            "class": "env",
+            "reason": "no CUDA GPU on this machine",
+            "out_dir": "/x",
+            "changed": [],
+            "stages": [_stage(s) for s in ("launch plan", "generate", "apply", "build", "abi smoke")]
+            + [_stage("test", "blocked")],
+            "tests": None,
+        }
+    ]
+)
 
 
 def test_port_outcome_generated_vs_blocked():
@@ -118,11 +120,13 @@ def test_port_outcome_generated_vs_blocked():
     ok = port_outcome(PORT_STDOUT, 3)
     assert ok["status"] == "generated" and ok["stages"]["abi smoke"] == "ok"
     assert "no GPU" in ok["note"]
-    blocked_out = ("[agent-d] launch plan        FAILED    0.00s  BLOCKED host: no host pattern\n"
-                   '[\n  {\n    "op": "bmm",\n    "verdict": "BLOCKED",\n    "class": "host",\n'
-                   '    "reason": "bmm: no host pattern"\n  }\n]\n')  # fmt: skip
+    blocked_out = json.dumps(
+        [{"op": "bmm", "verdict": "BLOCKED", "class": "host", "reason": "bmm: no host pattern",
+          "out_dir": "/x", "changed": [], "stages": [_stage("launch plan", "blocked")], "tests": None}]
+    )  # fmt: skip
     blocked = port_outcome(blocked_out, 3)
     assert blocked["status"] == "blocked" and blocked["reason"] == "bmm: no host pattern"
+    assert port_outcome("not json", 2)["status"] == "blocked"
 
 
 def test_strip_op_removes_host_files_and_wiring(tmp_path):

@@ -183,7 +183,7 @@ def test_fail_report_lines(tmp_path):
     text = read(write(tmp_path, res), "reports/correctness.md")
     assert text.splitlines()[0] == "VERDICT: FAIL"
     assert "1 passed, 1 failed, 0 skipped." in text
-    assert "**FAIL** (fail_class: kernel): numeric mismatch with a correct ABI" in text
+    assert "Final verdict: **FAIL (fail_class: kernel)**: numeric mismatch with a correct ABI" in text
     row = next(ln for ln in text.splitlines() if "128-bfloat16" in ln)
     assert row == (
         "| Test_Demo::test_op | 128-bfloat16 | FAIL | AssertionError: Tensor-likes are not close! "
@@ -201,7 +201,7 @@ def test_blocked_report_says_fail_first_and_block_below(tmp_path):
     text = read(out, "reports/correctness.md")
     lines = text.splitlines()
     assert lines[0] == "VERDICT: FAIL"
-    assert "**BLOCKED** (block_class: env): no CUDA device visible" in lines[:6]
+    assert "Final verdict: **BLOCKED (block_class: env)**: no CUDA device visible" in lines[:6]
     f = tail_fields(text)
     assert f["block_class"] == "env" and f["fail_class"] == ""
     assert f["pytest_log"].endswith("(not written: pytest did not run)")

@@ -12,11 +12,11 @@ import argparse
 import json
 import logging
 import os
-import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from bot.errors import UsageError
 from bot.github import redact
 from bot.github.events import load_event
 
@@ -25,13 +25,20 @@ log = logging.getLogger("agent-d")
 
 def add_subcommands(sub) -> None:
     p = sub.add_parser(
-        "dispatch", help="(trusted) classify a GitHub event, queue the check, print the job matrix"
+        "dispatch",
+        help="(trusted) classify a GitHub event, queue the check, print the job matrix",
+        description="Read the event, decide whether and what to port (config from the default branch, "
+        "who asked, which kernels), queue the check run and print the GPU job matrix as JSON "
+        "(also appended to $GITHUB_OUTPUT). Runs no code from the pull request.",
     )
     _event_args(p)
     p.set_defaults(func=cmd_dispatch)
 
     p = sub.add_parser(
-        "finalize", help="(trusted) validate port artifacts, commit, conclude the check, review"
+        "finalize",
+        help="(trusted) validate port artifacts, commit, conclude the check, review",
+        description="Check the port job's artifacts as data, apply the patch and prove the tested tree, "
+        "push one commit, conclude the check run, post the review and the sticky comment.",
     )
     p.add_argument("--repo", default=os.environ.get("GITHUB_REPOSITORY", ""), help="owner/name")
     p.add_argument("--pr", type=int, required=True)
@@ -47,7 +54,10 @@ def add_subcommands(sub) -> None:
     p.set_defaults(func=cmd_finalize)
 
     p = sub.add_parser(
-        "port-job", help="(untrusted, no token) port kernels at one commit, write the artifact"
+        "port-job",
+        help="(untrusted, no token) port kernels at one commit, write the artifact",
+        description="Run the port for each kernel in a checkout at --head-sha with every secret removed "
+        "from the environment, and write the patch-and-results artifact (docs/artifact.md).",
     )
     p.add_argument("--repo", type=Path, default=Path("."), help="checkout at --head-sha (default: .)")
     p.add_argument("--head-sha", required=True)
@@ -56,7 +66,12 @@ def add_subcommands(sub) -> None:
     p.add_argument("--repo-name", default=os.environ.get("GITHUB_REPOSITORY", ""), help="owner/name")
     p.set_defaults(func=cmd_port_job)
 
-    p = sub.add_parser("run", help="(trusted, local) dispatch + port + finalize in one process")
+    p = sub.add_parser(
+        "run",
+        help="(trusted, local) dispatch + port + finalize in one process",
+        description="dispatch, port-job and finalize in one process for a local event payload. It builds "
+        "and tests the pull request's code on this machine: use it only on pull requests you trust.",
+    )
     _event_args(p)
     p.add_argument("--workdir", type=Path, help="where checkouts and artifacts go (default: a temp dir)")
     p.set_defaults(func=cmd_run)
@@ -79,8 +94,8 @@ def _event_args(p: argparse.ArgumentParser) -> None:
 def _setup() -> tuple[object, str]:
     from bot.github.client import ClientSettings, make_github, token_from_env
 
+    token = token_from_env()  # before anything else: no token is a usage error, not a traceback
     redact.install()
-    token = token_from_env()
     gh = make_github(token, ClientSettings.from_env())
     return gh, token
 
@@ -105,9 +120,19 @@ def write_outputs(outputs: dict[str, str]) -> None:
 
 def _event(args):
     if not args.event_name or not args.event_path:
-        print("agent-d: --event-name and --event-path (or GITHUB_EVENT_*) are required", file=sys.stderr)
-        return None
-    return load_event(args.event_name, args.event_path)
+        raise UsageError(
+            "--event-name and --event-path (or $GITHUB_EVENT_NAME and $GITHUB_EVENT_PATH) are required"
+        )
+    try:
+        return load_event(args.event_name, args.event_path)
+    except FileNotFoundError:
+        raise UsageError(
+            f"event file {args.event_path} does not exist: pass the webhook payload JSON"
+        ) from None
+    except OSError as exc:
+        raise UsageError(f"cannot read the event file {args.event_path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # json.JSONDecodeError, or a payload that is not an object
+        raise UsageError(f"event file {args.event_path} is not a webhook payload: {exc}") from None
 
 
 def cmd_dispatch(args) -> int:
@@ -115,8 +140,6 @@ def cmd_dispatch(args) -> int:
     from bot.github.dispatch import Dispatcher
 
     event = _event(args)
-    if event is None:
-        return 2
     gh, _ = _setup()
     log_rate_limit(gh)
     details = os.environ.get("GITHUB_SERVER_URL", "") and _run_ref()
@@ -132,8 +155,7 @@ def cmd_finalize(args) -> int:
     from bot.github.finalize import Finalizer, FinalizeRequest
 
     if not args.repo:
-        print("agent-d: --repo (or GITHUB_REPOSITORY) is required", file=sys.stderr)
-        return 2
+        raise UsageError("--repo owner/name (or $GITHUB_REPOSITORY) is required")
     gh, token = _setup()
     request = FinalizeRequest(
         repo=args.repo,
@@ -157,8 +179,6 @@ def cmd_run(args) -> int:
     from bot.github.runner import pipeline_port_fn, run_all
 
     event = _event(args)
-    if event is None:
-        return 2
     gh, token = _setup()
     with tempfile.TemporaryDirectory(prefix="agent-d-run-") as tmp:
         workdir = args.workdir or Path(tmp)
@@ -171,17 +191,22 @@ def cmd_run(args) -> int:
 
 
 def cmd_port_job(args) -> int:
-    from bot.github.port_job import run_port_job
+    from bot.github.port_job import PortJobError, run_port_job
     from bot.github.runner import pipeline_port_fn
+    from bot.targets import existing_dir
 
+    repo = existing_dir(args.repo, "--repo")
     redact.install()
-    artifact = run_port_job(
-        args.repo,
-        args.head_sha,
-        [k for arg in args.kernel for k in arg.split()],
-        args.artifact,
-        pipeline_port_fn(),
-        repo_name=args.repo_name,
-    )
+    try:
+        artifact = run_port_job(
+            repo,
+            args.head_sha,
+            [k for arg in args.kernel for k in arg.split()],
+            args.artifact,
+            pipeline_port_fn(),
+            repo_name=args.repo_name,
+        )
+    except PortJobError as exc:  # a wrong commit or kernel name: said before any port ran
+        raise UsageError(str(exc)) from None
     print(f"agent-d: artifact written to {artifact}")
     return 0

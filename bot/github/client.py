@@ -16,6 +16,7 @@ from github import Auth, Github
 from github.GithubRetry import GithubRetry
 from urllib3.util.retry import Retry
 
+from bot.errors import UsageError
 from bot.github.redact import REDACTOR
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,10 @@ def token_from_env(env: dict[str, str] | None = None) -> str:
     env = dict(os.environ if env is None else env)
     token = env.get("AGENT_D_TOKEN") or env.get("GITHUB_TOKEN") or env.get("GH_TOKEN") or ""
     if not token:
-        raise RuntimeError("no token: set AGENT_D_TOKEN or GITHUB_TOKEN")
+        raise UsageError(
+            "no GitHub token: set AGENT_D_TOKEN (or GITHUB_TOKEN) to a token with contents, pull requests "
+            "and checks write access (docs/github.md)"
+        )
     return token
 
 

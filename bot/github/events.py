@@ -148,5 +148,9 @@ def _comment(name: str, action: str, repo: str, payload: dict, common: dict) -> 
 
 
 def load_event(name: str, path: str | Path) -> Event:
+    """Raises ``OSError`` when the file cannot be read, ``ValueError`` when it is not a JSON object."""
     with open(path, encoding="utf-8") as fh:
-        return parse_event(name, json.load(fh))
+        payload = json.load(fh)
+    if not isinstance(payload, dict):
+        raise ValueError(f"the payload is a JSON {type(payload).__name__}, not an object")
+    return parse_event(name, payload)

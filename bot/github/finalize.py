@@ -190,7 +190,7 @@ class Finalizer:
                     why = f"the push was refused: {err[-500:]}"
                     review_notes.append(render.patch_instructions(patch, req.pr, why))
                     notes.append("Not committed: the push was refused; the review holds the patch.")
-        title = f"VERDICT: {verdict}"
+        title = render.check_title(verdicts)
         summary = render.check_summary(verdicts, notes)
         if pushed:
             target, _ = publish.ensure_check_run(

@@ -10,6 +10,7 @@ import re
 
 from bot.github.artifact import Artifact, KernelVerdict
 from bot.github.commands import HELP_TEXT
+from bot.types import verdict_headline
 
 SEVERITY = {"ALL_PASS": 0, "FAIL": 1, "BLOCKED": 2}
 CONCLUSION = {"ALL_PASS": "success", "FAIL": "failure", "BLOCKED": "failure"}
@@ -21,6 +22,18 @@ def overall(verdicts: dict[str, KernelVerdict]) -> str:
     return max((v.kind for v in verdicts.values()), key=SEVERITY.__getitem__)
 
 
+def headline(verdicts: dict[str, KernelVerdict]) -> str:
+    """The overall verdict with the class(es) of the kernels that decided it, worded as everywhere
+    else (``BLOCKED (block_class: env)``): the check title and the review heading."""
+    kind = overall(verdicts)
+    classes = sorted({v.klass for v in verdicts.values() if v.kind == kind and v.klass})
+    return verdict_headline(kind, ", ".join(classes))
+
+
+def check_title(verdicts: dict[str, KernelVerdict]) -> str:
+    return f"VERDICT: {headline(verdicts)}"
+
+
 def fence(text: str, lang: str = "text") -> str:
     longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=2)
     ticks = "`" * (longest + 1)
@@ -28,10 +41,10 @@ def fence(text: str, lang: str = "text") -> str:
 
 
 def verdict_table(verdicts: dict[str, KernelVerdict]) -> str:
-    rows = ["| Kernel | Verdict | Class | Reason |", "|---|---|---|---|"]
+    rows = ["| Kernel | Verdict | Reason |", "|---|---|---|"]
     for op, v in sorted(verdicts.items()):
         reason = v.reason.replace("|", "\\|").replace("\n", " ")[:300]
-        rows.append(f"| `{op}` | {v.kind} | {v.klass or '-'} | {reason} |")
+        rows.append(f"| `{op}` | {verdict_headline(v.kind, v.klass)} | {reason} |")
     return "\n".join(rows)
 
 
@@ -45,7 +58,7 @@ def merged_verdicts(artifacts: list[Artifact]) -> dict[str, KernelVerdict]:
 def review_body(artifacts: list[Artifact], commit: str, tree: str, notes: list[str]) -> str:
     verdicts = merged_verdicts(artifacts)
     parts = [
-        f"## agent-d: VERDICT: {overall(verdicts)}",
+        f"## agent-d: {check_title(verdicts)}",
         "",
         f"Tested tree `{tree}` (commit `{commit}`).",
         "",

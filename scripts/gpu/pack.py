@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -190,9 +189,14 @@ def port_op(tree: Path, op: str, cargo_target_dir: Path, log_path: Path) -> dict
 
 
 def port_outcome(stdout: str, exit_code: int, seconds: float = 0.0) -> dict:
-    stages = dict(re.findall(r"^\[agent-d\] (\S+(?: \S+)?)\s+(ok|FAILED)\b", stdout, re.M))
-    summary = _json_tail(stdout)
+    """``port --json``'s stdout is one JSON document (docs/port-json.schema.json): the verdict and
+    every stage with its status."""
+    try:
+        summary = json.loads(stdout)
+    except json.JSONDecodeError:
+        summary = None
     verdict = summary[0] if summary else {}
+    stages = {s["name"]: s["status"] for s in verdict.get("stages", [])}
     generated = all(stages.get(s) == "ok" for s in ("generate", "apply", "build", "abi smoke"))
     return {
         "status": "generated" if generated else "blocked",
@@ -208,17 +212,6 @@ def port_outcome(stdout: str, exit_code: int, seconds: float = 0.0) -> dict:
             else ""
         ),
     }
-
-
-def _json_tail(stdout: str):
-    idx = stdout.rfind("\n[\n")
-    start = idx + 1 if idx >= 0 else (0 if stdout.startswith("[\n") else -1)
-    if start < 0:
-        return None
-    try:
-        return json.loads(stdout[start:])
-    except json.JSONDecodeError:
-        return None
 
 
 def selection_args(tree: Path, op: str, backend: str = "") -> list[str]:

@@ -1,0 +1,121 @@
+"""Why a machine cannot prove a kernel: each environment problem with its own reason and fix.
+
+The probe (``testrun.probe``) gathers the facts from the interpreter that will run pytest and from
+the CUDA driver; :func:`problems` turns them into ``EnvProblem`` values, most fundamental first:
+the machine (no device, a driver too old for the toolchain, no tile compiler) before the
+interpreter (not found, no pytest, no torch, a torch without CUDA). Every problem found is listed,
+so a missing torch is named even on a machine that also has no GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.testrun import Interpreter
+
+# The crate is built against CUDA 13.0 headers (toolchain.HEADER_WHEELS); cuda-bindings refuses a
+# driver whose CUDA major is lower ("CUDA driver too old: built against X but runtime is Y").
+REQUIRED_CUDA = (13, 0)
+TILEIRAS_ENV = "CUTILE_TILEIRAS_PATH"  # cutile-rs looks here first, then `tileiras` on PATH
+TILE_WHEELS = "nvidia-cuda-tileiras nvidia-nvvm nvidia-cuda-nvcc nvidia-nvjitlink (13.3 or newer)"
+
+
+@dataclass(frozen=True)
+class EnvProblem:
+    reason: str  # what is wrong, naming the interpreter or the device
+    fix: str  # what to do about it
+
+
+def cuda_version(encoded: int) -> str:
+    """The driver's ``cuDriverGetVersion`` number as ``13.0`` (13000) or ``12.8`` (12080)."""
+    return f"{encoded // 1000}.{encoded % 1000 // 10}"
+
+
+def tileiras_path(env: dict[str, str] | None = None) -> str:
+    """Where cutile-rs will find the tile compiler in ``env``, or ``""`` when it will not."""
+    env = dict(os.environ if env is None else env)
+    explicit = env.get(TILEIRAS_ENV, "")
+    if explicit:
+        return explicit if os.access(explicit, os.X_OK) else ""
+    return shutil.which("tileiras", path=env.get("PATH")) or ""
+
+
+def problems(interp: Interpreter) -> list[EnvProblem]:
+    """Every reason this interpreter on this machine cannot prove a kernel; empty when it can."""
+    py = interp.python
+    if interp.missing:
+        return [
+            EnvProblem(
+                f"interpreter not found: {py}", "pass --python the path of the GPU environment's python"
+            )
+        ]
+    if interp.error.startswith("cannot run"):
+        return [EnvProblem(interp.error, f"check that {py} starts: run `{py} -c 'import sys'`")]
+    found: list[EnvProblem] = []
+    if interp.gpus == 0:
+        why = interp.driver or "the driver reports 0 devices"
+        found.append(
+            EnvProblem(
+                f"no CUDA GPU on this machine ({why})",
+                "run on a machine with an NVIDIA GPU and its driver; check nvidia-smi and CUDA_VISIBLE_DEVICES",
+            )
+        )
+    elif interp.driver_version and _too_old(interp.driver_version):
+        need = ".".join(map(str, REQUIRED_CUDA))
+        found.append(
+            EnvProblem(
+                f"CUDA driver too old for the toolchain: it supports CUDA {cuda_version(interp.driver_version)}, "
+                f"the kernels are built against CUDA {need}",
+                f"install an NVIDIA driver that supports CUDA {need} or newer (the 580 series or later)",
+            )
+        )
+    elif not interp.tileiras:
+        found.append(
+            EnvProblem(
+                f"the CUDA tile toolchain is missing: no tileiras in ${TILEIRAS_ENV} or on PATH",
+                f"pip install {TILE_WHEELS} into one folder, set CUDA_HOME to it and put its bin/ on PATH "
+                f"(or set {TILEIRAS_ENV})",
+            )
+        )
+    if not interp.pytest:
+        found.append(
+            EnvProblem(f"pytest is not installed for {py}", f"{py} -m pip install pytest pytest-timeout")
+        )
+    elif not interp.timeout_plugin:
+        found.append(
+            EnvProblem(
+                f"pytest-timeout is not installed for {py} (the run needs --timeout=60)",
+                f"{py} -m pip install pytest-timeout",
+            )
+        )
+    if not interp.torch:
+        detail = _torch_error(interp.error)
+        found.append(
+            EnvProblem(
+                f"torch is not importable by {py}" + (f" ({detail})" if detail else ""),
+                f"install a CUDA build of torch for {py}, or pass --python the interpreter that has it",
+            )
+        )
+    elif interp.gpus and not interp.cuda:
+        found.append(
+            EnvProblem(
+                f"torch {interp.torch} under {py} sees no CUDA device (a CPU-only build?)",
+                f"install a CUDA build of torch for {py}",
+            )
+        )
+    return found
+
+
+def _too_old(encoded: int) -> bool:
+    return (encoded // 1000, encoded % 1000 // 10) < REQUIRED_CUDA
+
+
+def _torch_error(error: str) -> str:
+    for part in error.split("; "):
+        if part.startswith("torch: "):
+            return part.removeprefix("torch: ")
+    return ""

@@ -1,0 +1,66 @@
+"""Progress lines for a person watching: on stderr, so stdout keeps only the result.
+
+``heartbeat`` covers work that is silent for minutes (a cold cargo build, a slow test
+file): a line with the elapsed time at least every ``HEARTBEAT_S`` seconds, so a log never
+looks hung.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+Echo = Callable[[str], None]
+HEARTBEAT_S = 15.0
+
+
+def to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def silent(line: str) -> None:
+    """``--quiet``: progress goes nowhere."""
+
+
+@contextmanager
+def heartbeat(
+    echo: Echo, what: str, every: float | None = None, status: Callable[[], str] | None = None
+) -> Iterator[Callable[[], None]]:
+    """Say ``[agent-d] <what>: still running, <n>s elapsed[, <status()>]`` every ``every`` seconds
+    until the block ends; ``status`` adds what the work is doing now (the crate being compiled).
+
+    Yields ``alive()``: calling it (when the work itself printed something) restarts the
+    silence count, so a line only comes when nothing else did.
+    """
+    if echo is silent:
+        yield lambda: None
+        return
+    every = HEARTBEAT_S if every is None else every
+    start = time.monotonic()
+    last = [start]
+    done = threading.Event()
+
+    def alive() -> None:
+        last[0] = time.monotonic()
+
+    def beat() -> None:
+        while not done.wait(min(every, max(0.05, last[0] + every - time.monotonic()))):
+            now = time.monotonic()
+            if now - last[0] >= every:
+                doing = status() if status else ""
+                echo(
+                    f"[agent-d] {what}: still running, {now - start:.0f}s elapsed"
+                    + (f", {doing}" if doing else "")
+                )
+                last[0] = now
+
+    thread = threading.Thread(target=beat, name="agent-d-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield alive
+    finally:
+        done.set()
+        thread.join()

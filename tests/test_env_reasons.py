@@ -1,0 +1,166 @@
+"""Precise env reasons: each way a machine cannot prove a kernel has its own reason and fix.
+
+The probe runs for real, in a real interpreter. What the machine lacks is arranged around it: a
+wrapper script that puts our own ``libcuda.so.1`` (a few C lines: the driver version and the
+device count it reports) on LD_LIBRARY_PATH, and a ``torch`` module of our making on PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from validator_support import CC, needs_cc
+
+from bot import classify, envcheck, testrun
+from bot.types import TestResult, VerdictKind
+
+FAKE_LIBCUDA = """
+int cuDriverGetVersion(int *v) { *v = VERSION; return 0; }
+int cuInit(unsigned int flags) { return 0; }
+int cuDeviceGetCount(int *n) { *n = COUNT; return 0; }
+"""
+TORCH_WITH_CUDA = """
+__version__ = "2.11.0+cu130"
+class _Props:
+    name, major, minor = "Fake H200", 9, 0
+class cuda:
+    is_available = staticmethod(lambda: AVAILABLE)
+    get_device_properties = staticmethod(lambda i: _Props())
+"""
+TORCH_BROKEN = 'raise ImportError("libcudart.so.13: cannot open shared object file")\n'
+
+
+def interpreter(tmp: Path, *, gpus: int | None = 1, driver: int = 13000, torch: str | None = "cuda") -> str:
+    """A python that sees the given driver (None: no libcuda at all) and torch (None: none)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    libdir, pydir = tmp / "lib", tmp / "py"
+    libdir.mkdir()
+    pydir.mkdir()
+    if gpus is not None:
+        src = tmp / "libcuda.c"
+        src.write_text(FAKE_LIBCUDA)
+        subprocess.run(
+            [CC, "-shared", "-fPIC", f"-DVERSION={driver}", f"-DCOUNT={gpus}", "-o", str(libdir / "libcuda.so.1"),
+             str(src)],
+            check=True,
+        )  # fmt: skip
+    if torch == "cuda" or torch == "cpu":
+        (pydir / "torch.py").write_text(TORCH_WITH_CUDA.replace("AVAILABLE", str(torch == "cuda")))
+    elif torch == "broken":
+        (pydir / "torch.py").write_text(TORCH_BROKEN)
+    else:  # no torch: hide any installed one behind a module that is not importable
+        (pydir / "torch.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\")\n")
+    wrapper = tmp / "python"
+    wrapper.write_text(f'#!/bin/sh\nLD_LIBRARY_PATH={libdir} PYTHONPATH={pydir} exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def no_tileiras_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != envcheck.TILEIRAS_ENV}
+    env["PATH"] = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if not Path(p, "tileiras").exists()
+    )
+    return env
+
+
+def with_tileiras(tmp: Path) -> dict[str, str]:
+    tool = tmp / "tileiras"
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+    return {**no_tileiras_env(), envcheck.TILEIRAS_ENV: str(tool)}
+
+
+def only(problems: list[envcheck.EnvProblem]) -> envcheck.EnvProblem:
+    assert len(problems) == 1, problems
+    return problems[0]
+
+
+def test_interpreter_not_found():
+    problem = only(testrun.probe("/nonexistent/bin/python3").env_problems())
+    assert problem.reason == "interpreter not found: /nonexistent/bin/python3"
+    assert "--python" in problem.fix
+
+
+@needs_cc
+def test_torch_not_importable_is_not_called_no_gpu(tmp_path):
+    python = interpreter(tmp_path / "i", torch="broken")
+    problem = only(testrun.probe(python, with_tileiras(tmp_path)).env_problems())
+    assert (
+        problem.reason
+        == f"torch is not importable by {python} (libcudart.so.13: cannot open shared object file)"
+    )
+    assert "GPU" not in problem.reason and "install a CUDA build of torch" in problem.fix
+
+
+@needs_cc
+def test_no_cuda_device_visible(tmp_path):
+    python = interpreter(tmp_path / "i", gpus=0)
+    problem = only(testrun.probe(python, with_tileiras(tmp_path)).env_problems())
+    assert problem.reason == "no CUDA GPU on this machine (the driver reports 0 devices)"
+    assert "nvidia-smi" in problem.fix and "CUDA_VISIBLE_DEVICES" in problem.fix
+
+
+@needs_cc
+def test_no_driver_at_all_and_no_torch_names_both(tmp_path):
+    python = interpreter(tmp_path / "i", gpus=None, torch=None)
+    reasons = [p.reason for p in testrun.probe(python, with_tileiras(tmp_path)).env_problems()]
+    assert reasons[0].startswith("no CUDA GPU on this machine (libcuda.so.1 not loadable")
+    assert reasons[1] == f"torch is not importable by {python} (No module named 'torch')"
+
+
+@needs_cc
+def test_driver_too_old_for_the_toolchain(tmp_path):
+    python = interpreter(tmp_path / "i", driver=12080)
+    problem = only(testrun.probe(python, with_tileiras(tmp_path)).env_problems())
+    assert problem.reason == (
+        "CUDA driver too old for the toolchain: it supports CUDA 12.8, the kernels are built against CUDA 13.0"
+    )
+    assert "580" in problem.fix
+
+
+@needs_cc
+def test_tile_toolchain_missing(tmp_path):
+    python = interpreter(tmp_path / "i")
+    problem = only(testrun.probe(python, no_tileiras_env()).env_problems())
+    assert (
+        problem.reason
+        == "the CUDA tile toolchain is missing: no tileiras in $CUTILE_TILEIRAS_PATH or on PATH"
+    )
+    assert "nvidia-cuda-tileiras" in problem.fix and "CUDA_HOME" in problem.fix
+
+
+@needs_cc
+def test_torch_without_cuda(tmp_path):
+    python = interpreter(tmp_path / "i", torch="cpu")
+    problem = only(testrun.probe(python, with_tileiras(tmp_path)).env_problems())
+    assert problem.reason == f"torch 2.11.0+cu130 under {python} sees no CUDA device (a CPU-only build?)"
+
+
+@needs_cc
+def test_a_ready_machine_has_no_problem(tmp_path):
+    python = interpreter(tmp_path / "i")
+    interp = testrun.probe(python, with_tileiras(tmp_path))
+    assert interp.env_problems() == [] and interp.env_problem() == ""
+    assert (interp.device, interp.driver_version) == ("Fake H200 (sm_90)", 13000)
+
+
+@pytest.mark.parametrize(("encoded", "shown"), [(13000, "13.0"), (12080, "12.8"), (13020, "13.2")])
+def test_driver_versions_read_as_cuda_versions(encoded, shown):
+    assert envcheck.cuda_version(encoded) == shown
+
+
+@needs_cc
+def test_the_verdict_carries_each_reason_with_its_fix(tmp_path):
+    python = interpreter(tmp_path / "i", gpus=0, torch=None)
+    interp = testrun.probe(python, with_tileiras(tmp_path))
+    result = TestResult(True, "pytest", 4, "log", env_problem=interp.env_report())
+    verdict = classify.classify(result, [])
+    assert (verdict.kind, verdict.klass) == (VerdictKind.BLOCKED, "env")
+    for problem in interp.env_problems():
+        assert f"{problem.reason} (fix: {problem.fix})" in verdict.reason
+    assert verdict.reason.startswith("no CUDA GPU on this machine (the driver reports 0 devices) (fix: ")
