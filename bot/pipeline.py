@@ -277,6 +277,28 @@ def make_plan(target: Target, out_dir: Path):
     return build_plan(target, signature, facts, co), facts, co
 
 
+def generate_only(repo: Path, op: str) -> str:
+    """Write ``op``'s generated files into ``repo`` as a port does, building and running nothing.
+
+    The finalizer's trusted copy of the port's "generate" and "apply" stages: same facts, same
+    plan, same formatting. Returns why nothing was written ("" when the files were written);
+    an environment problem (no reader, no rustfmt) raises, since then no answer is possible.
+    """
+    target = Target(repo, op)
+    try:
+        if not target.kernel_rs.is_file():
+            return f"{target.kernel_rs.relative_to(repo)} does not exist"
+        plan, _facts, co = make_plan(target, PortOptions(repo=repo).out_dir(op))
+        if plan.missing:
+            return "cannot infer: " + ", ".join(m.key for m in plan.missing)
+        apply.apply(apply.formatted(generate.generate(target, plan, co), repo), repo)
+    except StageStop as stop:
+        if stop.kind == VerdictKind.BLOCKED.value and stop.klass == "env":
+            raise
+        return f"{stop.kind} {stop.klass}: {stop.reason}"
+    return ""
+
+
 def gather_facts(target: Target, found: Discovery, out_dir: Path, signature: KernelSignature | None) -> Facts:
     facts = Facts()
     contract.gather(target, facts)

@@ -96,7 +96,7 @@ def _diff(path: str, extra_header: str = "", body: str = "@@ -0,0 +1 @@\n+hi\n")
         ("src/tilegym/ops/cutile_rs/.github/x", "new file mode 100644\n", ".github"),
         ("setup.py", "new file mode 100644\n", "outside"),
         ("src/tilegym/ops/cutile_rs/link", "new file mode 120000\n", "mode"),
-        ("src/tilegym/ops/cutile_rs/silu_kernel/kernel.rs", "", "may not be changed"),
+        ("src/tilegym/ops/cutile_rs/silu_kernel/kernel.rs", "", "never edits"),
         ("src/tilegym/ops/cutile_rs/../../../etc/passwd", "new file mode 100644\n", "plain relative"),
     ],
 )
@@ -114,9 +114,9 @@ def test_binary_hunks_and_extra_files_and_symlinks_are_rejected(tmp_path):
     with pytest.raises(ArtifactError, match="binary"):
         read_artifact(_write(tmp_path, binary, [path]))
     shutil.rmtree(tmp_path / "evil")
-    ok = _diff("src/tilegym/ops/cutile_rs/a.rs", "new file mode 100644\n")
-    art = _write(tmp_path, ok, ["src/tilegym/ops/cutile_rs/a.rs"])
-    assert read_artifact(art).changed_paths == ["src/tilegym/ops/cutile_rs/a.rs"]
+    ok = _diff("src/tilegym/ops/cutile_rs/x_kernel/ffi.rs", "new file mode 100644\n")
+    art = _write(tmp_path, ok, ["src/tilegym/ops/cutile_rs/x_kernel/ffi.rs"])
+    assert read_artifact(art).changed_paths == ["src/tilegym/ops/cutile_rs/x_kernel/ffi.rs"]
     (art / "extra.bin").write_text("x")
     with pytest.raises(ArtifactError, match="unexpected entry"):
         read_artifact(art)
@@ -132,7 +132,7 @@ def test_binary_hunks_and_extra_files_and_symlinks_are_rejected(tmp_path):
 
 
 def test_size_limits_and_consistency(tmp_path):
-    path = "src/tilegym/ops/cutile_rs/a.rs"
+    path = "src/tilegym/ops/cutile_rs/x_kernel/ffi.rs"
     art = _write(tmp_path, _diff(path, "new file mode 100644\n"), [path])
     with pytest.raises(ArtifactError, match="limit"):
         read_artifact(art, Limits(max_patch_bytes=10))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake  # noqa: F401
-from test_github_support import BASE_FILES, KERNEL_RS, fake_port, kernel_path
+from test_github_support import BASE_FILES, KERNEL_RS, fake_generate, fake_port, kernel_path
 
 from bot.github import redact
 from bot.github.client import ClientSettings, make_github
@@ -77,7 +77,14 @@ class World:
     def run(self, event):
         self.n += 1
         return run_all(
-            self.gh, event, fake_port, self.tmp / f"run{self.n}", BOTS, run_ref=f"run-{self.n}", token=CANARY
+            self.gh,
+            event,
+            fake_port,
+            self.tmp / f"run{self.n}",
+            BOTS,
+            run_ref=f"run-{self.n}",
+            token=CANARY,
+            generate=fake_generate,
         )
 
     def reviews(self, number):
@@ -197,7 +204,7 @@ def test_fork_pr_waits_for_a_maintainer_and_approval_covers_one_sha(world):
     art = run_port_job(checkout, sha1, ["silu_and_mul"], world.tmp / "art", fake_port, repo_name=REPO)
     sha2 = world.fake.commit(fork, "silu", {"notes.txt": "more\n"}, "more", author="outsider")
     req = FinalizeRequest(REPO, pr.number, sha1, d.check_run_id, [art], commit=True, push_token=CANARY)
-    fin = Finalizer(world.gh, req, BOTS).run()
+    fin = Finalizer(world.gh, req, BOTS, fake_generate).run()
     assert fin.conclusion == "cancelled" and not fin.pushed
     assert world.reviews(pr.number) == []
     assert world.fake.branch_sha(fork, "silu") == sha2
@@ -238,7 +245,9 @@ def test_push_while_running_cancels_the_old_run(world):
     assert d2.run and d2.head_sha == sha2
     old = world.repo.get_check_run(d.check_run_id)
     assert (old.status, old.conclusion) == ("completed", "cancelled")
-    fin = Finalizer(world.gh, FinalizeRequest(REPO, pr.number, sha1, d.check_run_id, [art]), BOTS).run()
+    fin = Finalizer(
+        world.gh, FinalizeRequest(REPO, pr.number, sha1, d.check_run_id, [art]), BOTS, fake_generate
+    ).run()
     assert fin.conclusion == "cancelled" and not fin.pushed
     assert world.reviews(pr.number) == []
     assert world.repo.get_check_run(d.check_run_id).conclusion == "cancelled"
@@ -292,8 +301,10 @@ def test_github_errors_on_reads_and_creates(world, caplog):
 
 def test_cli_three_zones_keep_the_canary_out(world, monkeypatch, capsys, caplog, tmp_path):
     from bot.cli import main
+    from bot.github import finalize
 
     caplog.set_level(logging.DEBUG)
+    monkeypatch.setattr(finalize, "_pipeline_generator", lambda: fake_generate)
     pr = world.open_kernel_pr()
     sha = world.fake.pr_head_sha(pr)
     monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_WRITES", "0")
@@ -462,17 +473,19 @@ def test_finalize_rejects_tampered_or_missing_artifacts_and_concludes(world):
     d, art = dispatch_and_port("tamper")
     patch = (art / "patch.diff").read_text()
     (art / "patch.diff").write_text(patch.replace("pub unsafe extern", "pub unsafe  extern"))
-    fin = Finalizer(world.gh, FinalizeRequest(REPO, pr.number, sha, d.check_run_id, [art]), BOTS).run()
+    fin = Finalizer(
+        world.gh, FinalizeRequest(REPO, pr.number, sha, d.check_run_id, [art]), BOTS, fake_generate
+    ).run()
     assert fin.conclusion == "failure" and "not the tested" in fin.notes[0]
     assert world.fake.branch_sha(REPO, "add-silu") == sha and world.reviews(pr.number) == []
 
     d, _ = dispatch_and_port("missing")
     req = FinalizeRequest(REPO, pr.number, sha, d.check_run_id, [world.tmp / "nope"], port_result="failure")
-    assert Finalizer(world.gh, req, BOTS).run().conclusion == "failure"
+    assert Finalizer(world.gh, req, BOTS, fake_generate).run().conclusion == "failure"
 
     d, art = dispatch_and_port("cancel")
     req = FinalizeRequest(REPO, pr.number, sha, d.check_run_id, [art], port_result="cancelled")
-    assert Finalizer(world.gh, req, BOTS).run().conclusion == "cancelled"
+    assert Finalizer(world.gh, req, BOTS, fake_generate).run().conclusion == "cancelled"
     assert all(c.status == "completed" for c in world.checks(sha))
     assert world.reviews(pr.number) == []
 
@@ -488,9 +501,10 @@ def _reactions(world, number, login):
 
 def test_cli_run_does_all_three_in_one_process(world, monkeypatch, tmp_path, capsys):
     from bot.cli import main
-    from bot.github import runner
+    from bot.github import finalize, runner
 
     monkeypatch.setattr(runner, "pipeline_port_fn", lambda **_: fake_port)
+    monkeypatch.setattr(finalize, "_pipeline_generator", lambda: fake_generate)
     monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_WRITES", "0")
     monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_REQUESTS", "0")
     monkeypatch.delenv("GITHUB_OUTPUT", raising=False)

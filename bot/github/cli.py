@@ -44,6 +44,11 @@ def add_subcommands(sub) -> None:
     p.add_argument(
         "--port-result", default="success", help="the port job's result (success/failure/cancelled)"
     )
+    p.add_argument(
+        "--kernels",
+        default="",
+        help="dispatch's `kernels` output (JSON list or space-separated); artifacts naming others are refused",
+    )
     p.set_defaults(func=cmd_finalize)
 
     p = sub.add_parser(
@@ -145,11 +150,19 @@ def cmd_finalize(args) -> int:
         run_ref=_run_ref(),
         push_token=os.environ.get("AGENT_D_PUSH_TOKEN") or token,
         port_result=args.port_result,
+        kernels=_kernel_list(args.kernels),
     )
     result = Finalizer(gh, request, bot_logins()).run()
     log_rate_limit(gh)
     write_outputs({k: json.dumps(v) if isinstance(v, list) else str(v) for k, v in asdict(result).items()})
     return 0
+
+
+def _kernel_list(text: str) -> tuple[str, ...]:
+    text = text.strip()
+    if text.startswith("["):
+        return tuple(str(k) for k in json.loads(text))
+    return tuple(text.split())
 
 
 def cmd_run(args) -> int:

@@ -73,8 +73,11 @@ def _captured_log() -> Iterator[io.StringIO]:
         root.removeHandler(handler)
 
 
-def snapshot(repo: Path) -> tuple[str, str, list[str], list[str]]:
-    """(patch, tested tree, changed allowed paths, changed paths left out) for the work tree vs HEAD."""
+def snapshot(repo: Path, ops: list[str]) -> tuple[str, str, list[str], list[str]]:
+    """(patch, tested tree, changed allowed paths, changed paths left out) for the work tree vs HEAD.
+
+    Kept: the generated files of ``ops`` and the wiring, exactly what finalize regenerates.
+    """
     with gitops.temp_index() as env:
         gitops.git(repo, "read-tree", "HEAD", env=env)
         gitops.git(repo, "add", "-A", "--", ".", env=env)
@@ -83,10 +86,10 @@ def snapshot(repo: Path) -> tuple[str, str, list[str], list[str]]:
             for p in gitops.git(repo, "diff", "--cached", "--name-only", "-z", "HEAD", env=env).split("\0")
             if p
         ]
-        dropped = [p for p in changed if not is_allowed(p)]
+        dropped = [p for p in changed if not is_allowed(p, ops=ops)]
         for path in dropped:
             gitops.git(repo, "reset", "-q", "HEAD", "--", path, env=env)
-        kept = [p for p in changed if is_allowed(p)]
+        kept = [p for p in changed if is_allowed(p, ops=ops)]
         patch = gitops.git(
             repo,
             "diff",
@@ -147,7 +150,7 @@ def run_port_job(
                     why = REDACTOR.redact(f"the port crashed: {type(exc).__name__}: {exc}")
                     verdicts[op] = KernelVerdict("BLOCKED", "host", why[:MAX_REASON])
             logs[f"{op}.txt"] = REDACTOR.redact(buf.getvalue())
-        patch, tree, kept, dropped = snapshot(repo)
+        patch, tree, kept, dropped = snapshot(repo, kernels)
     if dropped:
         logs["left-out-paths.txt"] = (
             "changed but not part of the patch (outside the generated paths):\n" + "\n".join(dropped)
