@@ -196,8 +196,29 @@ def test_fork_pr_waits_for_a_maintainer_and_approval_covers_one_sha(world):
     assert world.fake.branch_sha(fork, "silu") == sha1
     assert _reactions(world, pr.number, "outsider") == {"eyes", "confused"}
 
-    # a maintainer approves sha1; while the GPU job runs, the author pushes sha2
-    ev = world.event("issue_comment", "created", pr=pr.number, body="/agent-d rerun", commenter="maint")
+    # a maintainer's rerun without the sha runs nothing and is told the exact command
+    bare = world.run(
+        world.event("issue_comment", "created", pr=pr.number, body="/agent-d rerun", commenter="maint")
+    )
+    assert not bare.dispatch.run and "full sha" in bare.dispatch.reason
+    told = [
+        c.body for c in world.repo.get_pull(pr.number).get_issue_comments() if "Nothing was run" in c.body
+    ]
+    assert len(told) == 1 and f"/agent-d rerun --sha {sha1}" in told[0]
+    short = world.run(
+        world.event(
+            "issue_comment",
+            "created",
+            pr=pr.number,
+            body=f"/agent-d rerun --sha {sha1[:12]}",
+            commenter="maint",
+        )
+    )
+    assert not short.dispatch.run and "full sha" in short.dispatch.reason
+
+    # a maintainer approves sha1 by its full sha; while the GPU job runs, the author pushes sha2
+    approve1 = f"/agent-d rerun --sha {sha1}"
+    ev = world.event("issue_comment", "created", pr=pr.number, body=approve1, commenter="maint")
     d = Dispatcher(world.gh, ev, BOTS, run_ref="r1").run()
     assert d.run and d.head_sha == sha1
     checkout = prepare_checkout(world.fake.clone_url(fork), "refs/heads/silu", sha1, world.tmp / "co")
@@ -216,9 +237,14 @@ def test_fork_pr_waits_for_a_maintainer_and_approval_covers_one_sha(world):
     stale = f"/agent-d rerun --sha {sha1[:12]}"
     s = world.run(world.event("issue_comment", "created", pr=pr.number, body=stale, commenter="maint"))
     assert not s.dispatch.run and "not the head" in s.dispatch.reason
-    # approved again: runs, and pushes to the fork (maintainer edits allowed)
+    # the approval comment for sha1 handled after the push: sha2 is not run
+    late = world.run(world.event("issue_comment", "created", pr=pr.number, body=approve1, commenter="maint"))
+    assert not late.dispatch.run and "not the head" in late.dispatch.reason
+    # approved again, naming sha2: runs, and pushes to the fork (maintainer edits allowed)
     s = world.run(
-        world.event("issue_comment", "created", pr=pr.number, body="/agent-d rerun", commenter="maint")
+        world.event(
+            "issue_comment", "created", pr=pr.number, body=f"/agent-d rerun --sha {sha2}", commenter="maint"
+        )
     )
     assert s.dispatch.run and s.finalize.pushed
     assert _reactions(world, pr.number, "maint") >= {"eyes", "rocket"}
@@ -428,8 +454,20 @@ def test_check_rerun_button_and_help_and_copy_pr_bot_push(world):
     fake_git.copy_branch(fork, base, "refs/heads/silu", f"refs/heads/pull-request/{pr.number}")
     s = world.run(world.event("push", None, branch=f"pull-request/{pr.number}", sender="copy-pr-bot"))
     assert s.dispatch.run and s.finalize.pushed
-    ok = world.run(world.event("check_run", "rerequested", check_run_id=run_id, sender="maint"))
-    assert ok.dispatch.run and not ok.finalize.pushed and ok.finalize.review == "unchanged"
+    # Re-run of the check on the old head: nothing runs, and the reply says why
+    stale = world.run(world.event("check_run", "rerequested", check_run_id=run_id, sender="maint"))
+    assert not stale.dispatch.run and "not the head" in stale.dispatch.reason
+    why = [
+        c.body
+        for c in world.repo.get_pull(pr.number).get_issue_comments()
+        if f"r{run_id}-maint -->" in c.body
+    ]
+    assert len(why) == 1 and "nothing was run" in why[0] and s.finalize.new_head in why[0]
+    # Re-run of the check on the head: that commit runs
+    head_check = world.checks(s.finalize.new_head)[0].id
+    ok = world.run(world.event("check_run", "rerequested", check_run_id=head_check, sender="maint"))
+    assert ok.dispatch.run and ok.dispatch.head_sha == s.finalize.new_head
+    assert not ok.finalize.pushed and ok.finalize.review == "unchanged"
 
 
 def test_bot_commit_cap_and_refused_push_fall_back_to_the_patch(world):
@@ -592,3 +630,34 @@ def test_a_reserved_kernel_name_is_refused_like_the_local_cli(world):
     )
     assert not s.dispatch.run and s.dispatch.reason.startswith("invalid kernel name")
     assert world.reviews(pr.number) == []
+
+
+def test_an_outsiders_push_to_a_maintainers_fork_waits_for_approval(world):
+    # trust follows who pushed the head, not who opened the pull request
+    pr = world.open_kernel_pr(branch="silu", author="maint", fork_owner="maint")
+    first = world.run(world.event("pull_request", "opened", pr=pr.number))
+    assert first.dispatch.run and first.finalize.pushed
+    pushed = world.fake.commit("maint/tilegym", "silu", {"README.md": "x\n"}, "more", author="outsider")
+    sync = world.event(
+        "pull_request",
+        "synchronize",
+        pr=pr.number,
+        before=first.finalize.new_head,
+        after=pushed,
+        sender="outsider",
+    )
+    s = world.run(sync)
+    assert not s.dispatch.run and s.dispatch.conclusion == "action_required"
+    [check] = world.checks(pushed)
+    assert "@outsider" in check.output.summary and f"/agent-d rerun --sha {pushed}" in check.output.summary
+    # the maintainer who authored the PR must still name the commit
+    bare = world.run(
+        world.event("issue_comment", "created", pr=pr.number, body="/agent-d rerun", commenter="maint")
+    )
+    assert not bare.dispatch.run
+    ok = world.run(
+        world.event(
+            "issue_comment", "created", pr=pr.number, body=f"/agent-d rerun --sha {pushed}", commenter="maint"
+        )
+    )
+    assert ok.dispatch.run and ok.dispatch.head_sha == pushed

@@ -69,6 +69,7 @@ def test_commands_variants():
     assert parse_commands("/AGENT-D Rerun")[0].name == "rerun"
     assert parse_commands("/agent-d")[0].name == "help"
     assert parse_commands("/agent-d help")[0].name == "help"
+    assert parse_commands(f"/agent-d apply --sha {'a' * 40}")[0].sha == "a" * 40
     assert parse_commands("/agent-d apply")[0].name == "apply"
     bad = parse_commands("/agent-d frobnicate")[0]
     assert bad.name == "invalid" and "frobnicate" in bad.error
