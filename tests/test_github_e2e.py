@@ -661,3 +661,36 @@ def test_an_outsiders_push_to_a_maintainers_fork_waits_for_approval(world):
         )
     )
     assert ok.dispatch.run and ok.dispatch.head_sha == pushed
+
+
+def test_a_github_error_echoing_the_token_ends_in_one_redacted_line(
+    world, monkeypatch, capsys, caplog, tmp_path
+):
+    from bot.cli import INTERNAL_EXIT, main
+
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_WRITES", "0")
+    monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_REQUESTS", "0")
+    monkeypatch.delenv("GITHUB_OUTPUT", raising=False)
+    pr = world.open_kernel_pr()
+    sha = world.fake.pr_head_sha(pr)
+    d = Dispatcher(world.gh, world.event("pull_request", "opened", pr=pr.number), BOTS, run_ref="x").run()
+    art = run_port_job(
+        prepare_checkout(world.fake.clone_url(REPO), "refs/heads/add-silu", sha, tmp_path / "co"),
+        sha,
+        ["silu_and_mul"],
+        tmp_path / "art",
+        fake_port,
+        repo_name=REPO,
+    )
+    echo = {"message": f"Bad credentials: token {CANARY} is not valid here", "documentation_url": "x"}
+    world.fake.inject("GET", rf"/pulls/{pr.number}$", 404, body=echo)
+    argv = ["finalize", "--repo", REPO, "--pr", str(pr.number), "--head-sha", sha]
+    argv += ["--check-run-id", str(d.check_run_id), "--artifacts", str(art)]
+    assert main(argv) == INTERNAL_EXIT
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and CANARY not in err and CANARY not in caplog.text
+    assert [line for line in err.splitlines() if "internal error" in line] == [err.strip().splitlines()[-1]]
+    assert "Bad credentials: token *** is not valid" in err
+    check = world.repo.get_check_run(d.check_run_id)
+    assert (check.status, check.conclusion) == ("completed", "failure") and CANARY not in check.output.summary

@@ -1,8 +1,9 @@
 """The GitHub subcommands of ``agent-d``: dispatch, finalize, run.
 
 ``add_subcommands(subparsers)`` registers them on the main parser (bot/cli.py).
-Each sets ``func(args) -> int``. Exit status: 0 done (whatever the verdict), 1 an error
-that left the check concluded as failure, 2 usage.  PyGithub (bot.github.client) is imported
+Each sets ``func(args) -> int``. Exit status: 0 done (whatever the verdict), 2 usage, 4 an
+unexpected error (bot/cli.py prints one redacted line; finalize and dispatch conclude the check
+as failure first where they can).  PyGithub (bot.github.client) is imported
 by the commands that talk to GitHub, not here, so building the parser stays cheap.
 """
 

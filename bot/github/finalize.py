@@ -64,17 +64,24 @@ class Finalizer:
         self.generate = generate or _pipeline_generator()
 
     def run(self) -> FinalizeResult:
+        try:
+            return self._run()
+        except Exception as exc:
+            if getattr(self, "check", None) is not None:  # set once it is known to be this commit's
+                self._conclude_after_crash(exc)
+            raise
+
+    def _run(self) -> FinalizeResult:
         req = self.req
         self.repo = self.gh.get_repo(req.repo)
-        self.check = self.repo.get_check_run(req.check_run_id)
-        if self.check.status == "completed":
+        check = self.repo.get_check_run(req.check_run_id)
+        if check.status == "completed":
             return FinalizeResult(
-                self.check.conclusion or "cancelled", notes=["the check run was already concluded"]
+                check.conclusion or "cancelled", notes=["the check run was already concluded"]
             )
-        if self.check.head_sha != req.head_sha:
-            raise ValueError(
-                f"check run {req.check_run_id} belongs to {self.check.head_sha}, not {req.head_sha}"
-            )
+        if check.head_sha != req.head_sha:
+            raise ValueError(f"check run {req.check_run_id} belongs to {check.head_sha}, not {req.head_sha}")
+        self.check = check
         try:
             self.cfg = load_config(self.repo)
         except ConfigError as exc:
@@ -93,11 +100,7 @@ class Finalizer:
         except ArtifactError as exc:
             return self._fail("artifact rejected", f"The port job's artifact was rejected: {exc}")
         with tempfile.TemporaryDirectory(prefix="agent-d-finalize-") as tmp:
-            try:
-                return self._publish(artifacts, Path(tmp) / "repo.git")
-            except Exception as exc:
-                self._conclude_after_crash(exc)
-                raise
+            return self._publish(artifacts, Path(tmp) / "repo.git")
 
     def _conclude_after_crash(self, exc: Exception) -> None:
         """Never leave the check queued: conclude it as failure, unless something already did."""

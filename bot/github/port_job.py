@@ -1,9 +1,9 @@
 """The untrusted side: run the port for each kernel at one exact commit, emit the artifact.
 
-The port function runs with no token anywhere in its environment: every secret-looking
-variable and every ``ACTIONS_*`` runtime credential is removed from ``os.environ`` for
-the duration (and restored afterwards, for ``agent-d run``), and the job refuses to
-start if one is still visible.  The patch and the tested tree are computed with a
+The port function runs in an allow-listed environment (bot/github/pr_env.py): every
+variable a build and a test do not need, tokens and ``ACTIONS_*`` credentials first among
+them, is removed from ``os.environ`` for the duration (and restored afterwards, for
+``agent-d run``), and the job refuses to start if a secret-looking one is still visible.  The patch and the tested tree are computed with a
 temporary index so the checkout's own index is never touched.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bot.errors import UsageError
-from bot.github import gitops
+from bot.github import gitops, pr_env
 from bot.github.artifact import (
     MAX_REASON,
     MAX_VALIDATOR_BLOCK,
@@ -45,10 +45,11 @@ def _secret_keys(env: dict[str, str] | os._Environ) -> list[str]:
 
 @contextlib.contextmanager
 def tokenless_environ() -> Iterator[None]:
-    """Remove secrets from ``os.environ`` for the block; restore them after."""
-    saved = {k: os.environ[k] for k in _secret_keys(os.environ)}
+    """Keep only the allow-listed variables in ``os.environ`` for the block; restore the rest after."""
+    saved = {k: os.environ[k] for k in list(os.environ) if not pr_env.kept(k)}
     for key, value in saved.items():
-        REDACTOR.add(value)
+        if is_secret_name(key) or key.startswith("ACTIONS_"):
+            REDACTOR.add(value)
         del os.environ[key]
     try:
         left = _secret_keys(os.environ)
