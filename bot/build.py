@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -24,6 +26,38 @@ from bot.types import BuildResult, Target
 
 SO_NAME = "libcutile_kernels.so"
 LOG_TAIL = 60
+# A cold build of the cutile crates on a GPU runner takes minutes; a kernel whose compile-time
+# evaluation never ends would hold the runner for ever. $AGENT_D_BUILD_TIMEOUT (seconds) overrides.
+DEFAULT_BUILD_TIMEOUT_S = 1800.0
+
+
+def build_timeout() -> float:
+    raw = os.environ.get("AGENT_D_BUILD_TIMEOUT", "")
+    try:
+        return float(raw) if raw else DEFAULT_BUILD_TIMEOUT_S
+    except ValueError:
+        return DEFAULT_BUILD_TIMEOUT_S
+
+
+def _run_limited(cmd: list[str], cwd: Path, env: dict[str, str], limit: float) -> tuple[int | None, str, str]:
+    """(exit code, or None when stopped at ``limit`` seconds; stdout; stderr). Kills the whole group."""
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=limit)
+        return proc.returncode, out, err
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # cargo's rustc and build-script children too
+        out, err = proc.communicate()
+        return None, out, err
 
 
 def build(
@@ -32,8 +66,10 @@ def build(
     cargo_target_dir: Path | None = None,
     log_path: Path | None = None,
     exported: Callable[[Path], list[str]] | None = None,
+    timeout: float | None = None,
 ) -> BuildResult:
     crate = target.crate_dir
+    limit = build_timeout() if timeout is None else timeout
     env = toolchain.env()
     if cargo_target_dir is not None:
         env["CARGO_TARGET_DIR"] = str(cargo_target_dir)
@@ -45,8 +81,11 @@ def build(
     with _exclusive(target_dir):
         # Several crates named cutile_kernels may share one target dir: hold it until our copy is made.
         _forget_other_checkout(target_dir, crate, toolchain.cargo, env)
-        proc = subprocess.run(cmd, cwd=crate, env=env, capture_output=True, text=True)
+        code, stdout, stderr = _run_limited(cmd, crate, env, limit)
         seconds = time.monotonic() - start
+        if code is None:
+            _stopped(target, log_path, crate, shown, stdout, stderr, limit)
+        proc = subprocess.CompletedProcess(cmd, code, stdout, stderr)
         built = target_dir / "release" / SO_NAME
         runtime_so = crate / "target" / "release" / SO_NAME
         if proc.returncode == 0 and built != runtime_so:
@@ -71,6 +110,22 @@ def build(
                 f"{runtime_so.name} does not export {target.symbol} (ELF .dynsym); is `mod {target.op}` in lib.rs?",
             )
     return result
+
+
+def _stopped(target: Target, log_path, crate: Path, shown: str, stdout: str, stderr: str, limit: float):
+    rendered, _ = _diagnostics(stdout, crate)
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        text = _strip_ansi("\n".join(rendered) + "\n" + stderr)
+        log_path.write_text(
+            f"$ (cd {crate}) {shown}\n{text}\nstopped after {limit:.0f} s\n", encoding="utf-8"
+        )
+    raise Failed(
+        "kernel",
+        f"cargo build did not finish within {limit:.0f} s (the build time limit, AGENT_D_BUILD_TIMEOUT) and "
+        "was stopped; a kernel whose compile-time evaluation does not end can do this",
+        followup=f"check {target.op}_kernel/kernel.rs for const evaluation or macro expansion that never ends",
+    )
 
 
 def _diagnostics(stdout: str, crate: Path) -> tuple[list[str], dict[str, list[str]]]:

@@ -26,6 +26,7 @@ from bot import (
     classify,
     discover,
     generate,
+    kernel_rules,
     report,
     smoke,
     testlog,
@@ -255,6 +256,13 @@ def _existing_build(target: Target) -> BuildResult:
 
 
 def read_signature(target: Target):
+    refused = kernel_rules.refusals(target.kernel_rs.read_text(encoding="utf-8", errors="replace"))
+    if refused:  # before the reader or cargo ever see it
+        raise Failed(
+            "kernel",
+            f"kernel.rs uses what a kernel may not: {'; '.join(refused[:5])}",
+            followup=f"remove from {target.op}_kernel/kernel.rs: {refused[0]}",
+        )
     try:
         return read_kernel(target.kernel_rs)
     except ReaderError as exc:

@@ -24,7 +24,7 @@ KEEP_NAMES = frozenset(
         "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE",
         "PYTHONHASHSEED",
         # agent-d's own settings that the port reads
-        "AGENT_D_READER", "AGENT_D_CACHE", "XDG_CACHE_HOME",
+        "AGENT_D_READER", "AGENT_D_CACHE", "AGENT_D_BUILD_TIMEOUT", "XDG_CACHE_HOME",
     }
 )  # fmt: skip
 # GPU, CUDA and TileGym runtime settings
