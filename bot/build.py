@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -27,6 +29,17 @@ from bot.types import BuildResult, Target
 
 SO_NAME = "libcutile_kernels.so"
 LOG_TAIL = 60
+# A cold build of the cutile crates on a GPU runner takes minutes; a kernel whose compile-time
+# evaluation never ends would hold the runner for ever. $AGENT_D_BUILD_TIMEOUT (seconds) overrides.
+DEFAULT_BUILD_TIMEOUT_S = 1800.0
+
+
+def build_timeout() -> float:
+    raw = os.environ.get("AGENT_D_BUILD_TIMEOUT", "")
+    try:
+        return float(raw) if raw else DEFAULT_BUILD_TIMEOUT_S
+    except ValueError:
+        return DEFAULT_BUILD_TIMEOUT_S
 
 
 def build(
@@ -36,9 +49,11 @@ def build(
     log_path: Path | None = None,
     exported: Callable[[Path], list[str]] | None = None,
     echo: progress.Echo = progress.silent,
+    timeout: float | None = None,
 ) -> BuildResult:
     """``echo`` gets a heartbeat at least every 15 s, naming the crate cargo is compiling."""
     crate = target.crate_dir
+    limit = build_timeout() if timeout is None else timeout
     env = toolchain.env()
     if cargo_target_dir is not None:
         env["CARGO_TARGET_DIR"] = str(cargo_target_dir)
@@ -50,8 +65,11 @@ def build(
     with _exclusive(target_dir, echo):
         # Several crates named cutile_kernels may share one target dir: hold it until our copy is made.
         _forget_other_checkout(target_dir, crate, toolchain.cargo, env)
-        proc = _cargo(cmd, crate, env, echo)
+        code, stdout, stderr = _cargo(cmd, crate, env, echo, limit)
         seconds = time.monotonic() - start
+        if code is None:
+            _stopped(target, log_path, crate, shown, stdout, stderr, limit)
+        proc = subprocess.CompletedProcess(cmd, code, stdout, stderr)
         built = target_dir / "release" / SO_NAME
         runtime_so = crate / "target" / "release" / SO_NAME
         if proc.returncode == 0 and built != runtime_so:
@@ -82,14 +100,31 @@ _COMPILING = re.compile(r"^\s*Compiling (\S+ v\S+)")
 
 
 def _cargo(
-    cmd: list[str], crate: Path, env: dict[str, str], echo: progress.Echo
-) -> subprocess.CompletedProcess:
+    cmd: list[str], crate: Path, env: dict[str, str], echo: progress.Echo, limit: float
+) -> tuple[int | None, str, str]:
     """Run cargo, keeping its JSON messages (stdout) and its status lines (stderr), while the
     heartbeat says how long it has run and which crate it is compiling (a cold build of the
-    cutile crates is minutes of otherwise silent work)."""
+    cutile crates is minutes of otherwise silent work). (exit code, or None when stopped at
+    ``limit`` seconds with its whole process group; stdout; stderr)."""
     proc = subprocess.Popen(
-        cmd, cwd=crate, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        cmd,
+        cwd=crate,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
+    stopped: list[bool] = []
+
+    def stop() -> None:
+        stopped.append(True)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # cargo's rustc and build-script children too
+
+    timer = threading.Timer(limit, stop)
+    timer.daemon = True
+    timer.start()
     assert proc.stdout is not None and proc.stderr is not None
     out: list[str] = []
     err: list[str] = []
@@ -108,7 +143,24 @@ def _cargo(
                 started.append(m.group(1))
         reader.join()
         code = proc.wait()
-    return subprocess.CompletedProcess(cmd, code, "".join(out), "".join(err))
+    timer.cancel()
+    return (None if stopped else code), "".join(out), "".join(err)
+
+
+def _stopped(target: Target, log_path, crate: Path, shown: str, stdout: str, stderr: str, limit: float):
+    rendered, _ = _diagnostics(stdout, crate)
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        text = _strip_ansi("\n".join(rendered) + "\n" + stderr)
+        log_path.write_text(
+            f"$ (cd {crate}) {shown}\n{text}\nstopped after {limit:.0f} s\n", encoding="utf-8"
+        )
+    raise Failed(
+        "kernel",
+        f"cargo build did not finish within {limit:.0f} s (the build time limit, AGENT_D_BUILD_TIMEOUT) and "
+        "was stopped; a kernel whose compile-time evaluation does not end can do this",
+        followup=f"check {target.op}_kernel/kernel.rs for const evaluation or macro expansion that never ends",
+    )
 
 
 def _diagnostics(stdout: str, crate: Path) -> tuple[list[str], dict[str, list[str]]]:

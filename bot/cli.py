@@ -1,6 +1,7 @@
 """The ``agent-d`` command: argument parsing only, one function per command.
 
-Exit status: 0 ALL_PASS, 1 FAIL, 3 BLOCKED, 2 usage error (bad arguments, no kernel found).
+Exit status: 0 ALL_PASS, 1 FAIL, 3 BLOCKED, 2 usage error (bad arguments, no kernel found),
+4 agent-d itself failed (one redacted line on stderr, never a traceback).
 With several kernels the worst verdict decides. ``agent-d demo`` exits 0 whenever the demo
 ran to a verdict.
 
@@ -27,7 +28,8 @@ from bot.pipeline import EXIT_CODES, USAGE_EXIT, PortOptions, port
 from bot.targets import existing_dir
 from bot.types import PortResult, VerdictKind
 
-EPILOG = "exit status: 0 ALL_PASS, 1 FAIL, 3 BLOCKED, 2 usage error"
+EPILOG = "exit status: 0 ALL_PASS, 1 FAIL, 3 BLOCKED, 2 usage error, 4 agent-d itself failed"
+INTERNAL_EXIT = 4
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,6 +51,14 @@ def _run(argv: list[str] | None) -> int:
     except UsageError as exc:
         print(f"agent-d: error: {exc}", file=sys.stderr)
         return USAGE_EXIT
+    except BrokenPipeError:
+        raise  # the reader went away: main() ends quietly
+    except Exception as exc:  # a traceback can carry a token (a GitHub error echoing it): one line, scrubbed
+        from bot.github.redact import redact
+
+        line = " ".join(f"{type(exc).__name__}: {exc}".split())
+        print(redact(f"agent-d: internal error: {line}")[:2000], file=sys.stderr)
+        return INTERNAL_EXIT
 
 
 def pipe_closed() -> int:

@@ -26,6 +26,7 @@ from bot import (
     classify,
     discover,
     generate,
+    kernel_rules,
     progress,
     report,
     smoke,
@@ -267,6 +268,13 @@ def _existing_build(target: Target) -> BuildResult:
 
 
 def read_signature(target: Target):
+    refused = kernel_rules.refusals(target.kernel_rs.read_text(encoding="utf-8", errors="replace"))
+    if refused:  # before the reader or cargo ever see it
+        raise Failed(
+            "kernel",
+            f"kernel.rs uses what a kernel may not: {'; '.join(refused[:5])}",
+            followup=f"remove from {target.op}_kernel/kernel.rs: {refused[0]}",
+        )
     try:
         return read_kernel(target.kernel_rs)
     except ReaderError as exc:
@@ -287,6 +295,28 @@ def make_plan(target: Target, out_dir: Path):
     signature = read_signature(target)
     facts = gather_facts(target, found, out_dir, signature)
     return build_plan(target, signature, facts, co), facts, co
+
+
+def generate_only(repo: Path, op: str) -> str:
+    """Write ``op``'s generated files into ``repo`` as a port does, building and running nothing.
+
+    The finalizer's trusted copy of the port's "generate" and "apply" stages: same facts, same
+    plan, same formatting. Returns why nothing was written ("" when the files were written);
+    an environment problem (no reader, no rustfmt) raises, since then no answer is possible.
+    """
+    target = Target(repo, op)
+    try:
+        if not target.kernel_rs.is_file():
+            return f"{target.kernel_rs.relative_to(repo)} does not exist"
+        plan, _facts, co = make_plan(target, PortOptions(repo=repo).out_dir(op))
+        if plan.missing:
+            return "cannot infer: " + ", ".join(m.key for m in plan.missing)
+        apply.apply(apply.formatted(generate.generate(target, plan, co), repo), repo)
+    except StageStop as stop:
+        if stop.kind == VerdictKind.BLOCKED.value and stop.klass == "env":
+            raise
+        return f"{stop.kind} {stop.klass}: {stop.reason}"
+    return ""
 
 
 def gather_facts(target: Target, found: Discovery, out_dir: Path, signature: KernelSignature | None) -> Facts:

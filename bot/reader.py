@@ -138,6 +138,10 @@ def read_kernel_json(path: Path) -> dict[str, Any]:
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ReaderUnavailable(f"could not run {binary}: {exc}") from exc
+    if proc.returncode < 0:  # killed by a signal (a stack overflow aborts): the input did it, not the machine
+        raise ReaderError(
+            f"kernel-reader was killed by signal {-proc.returncode} while reading this file", path=str(path)
+        )
     try:
         doc = json.loads(proc.stdout)
     except json.JSONDecodeError:

@@ -8,13 +8,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_github_support import fake_port, git, make_local_repo
+from test_github_support import OPS, fake_port, git, make_local_repo
 
 from bot.github import gitops
 from bot.github.artifact import ArtifactError, KernelVerdict, Limits, read_artifact, write_artifact
 from bot.github.port_job import PortJobError, run_port_job
 
 CANARY = "ghs_CanaryTokenValue0123456789abcdefXYZ"
+OPS_FFI = OPS + "/{op}_kernel/ffi.rs"
 
 
 @pytest.fixture
@@ -96,7 +97,7 @@ def _diff(path: str, extra_header: str = "", body: str = "@@ -0,0 +1 @@\n+hi\n")
         ("src/tilegym/ops/cutile_rs/.github/x", "new file mode 100644\n", ".github"),
         ("setup.py", "new file mode 100644\n", "outside"),
         ("src/tilegym/ops/cutile_rs/link", "new file mode 120000\n", "mode"),
-        ("src/tilegym/ops/cutile_rs/silu_kernel/kernel.rs", "", "may not be changed"),
+        ("src/tilegym/ops/cutile_rs/silu_kernel/kernel.rs", "", "never edits"),
         ("src/tilegym/ops/cutile_rs/../../../etc/passwd", "new file mode 100644\n", "plain relative"),
     ],
 )
@@ -114,9 +115,9 @@ def test_binary_hunks_and_extra_files_and_symlinks_are_rejected(tmp_path):
     with pytest.raises(ArtifactError, match="binary"):
         read_artifact(_write(tmp_path, binary, [path]))
     shutil.rmtree(tmp_path / "evil")
-    ok = _diff("src/tilegym/ops/cutile_rs/a.rs", "new file mode 100644\n")
-    art = _write(tmp_path, ok, ["src/tilegym/ops/cutile_rs/a.rs"])
-    assert read_artifact(art).changed_paths == ["src/tilegym/ops/cutile_rs/a.rs"]
+    ok = _diff("src/tilegym/ops/cutile_rs/x_kernel/ffi.rs", "new file mode 100644\n")
+    art = _write(tmp_path, ok, ["src/tilegym/ops/cutile_rs/x_kernel/ffi.rs"])
+    assert read_artifact(art).changed_paths == ["src/tilegym/ops/cutile_rs/x_kernel/ffi.rs"]
     (art / "extra.bin").write_text("x")
     with pytest.raises(ArtifactError, match="unexpected entry"):
         read_artifact(art)
@@ -132,7 +133,7 @@ def test_binary_hunks_and_extra_files_and_symlinks_are_rejected(tmp_path):
 
 
 def test_size_limits_and_consistency(tmp_path):
-    path = "src/tilegym/ops/cutile_rs/a.rs"
+    path = "src/tilegym/ops/cutile_rs/x_kernel/ffi.rs"
     art = _write(tmp_path, _diff(path, "new file mode 100644\n"), [path])
     with pytest.raises(ArtifactError, match="limit"):
         read_artifact(art, Limits(max_patch_bytes=10))
@@ -163,3 +164,43 @@ def test_logs_are_truncated_to_the_tail(tmp_path):
     a = read_artifact(art, Limits(max_log_bytes=4096))
     assert a.logs["x.txt"].startswith("[... truncated") and a.logs["x.txt"].endswith("THE END\n")
     assert a.truncated_logs == ["x.txt"]
+
+
+LEAKY = {
+    "GH_PAT": "ghp_LeakyPat0123456789abcdefghijklmnop",
+    "GITHUB_PAT": "github_pat_Leaky0123456789abcdefghijkl",
+    "GIT_CONFIG_VALUE_0": "AUTHORIZATION: basic c2VjcmV0LWluLWdpdC1jb25maWc=",
+    "HF_HUB_AUTH": "hf_LeakyHubAuth0123456789",
+    "NPM_AUTH": "npm_LeakyAuth0123456789",
+    "SSH_AUTH_SOCK": "/tmp/ssh-leaky/agent.1",
+    "KUBECONFIG": "/home/runner/.kube/leaky-config",
+}
+
+
+def test_pr_code_sees_only_the_allow_listed_environment(tmp_path, monkeypatch):
+    import subprocess
+
+    repo = tmp_path / "repo"
+    head = make_local_repo(repo)
+    for name, value in LEAKY.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.setenv("CARGO_HOME", "/opt/cargo")
+    seen: dict[str, str] = {}
+
+    def port_that_looks(repo: Path, op: str):
+        # what a build script or a test would see: the environment of a child process
+        out = subprocess.run(["env", "-0"], capture_output=True, text=True, check=True).stdout
+        seen.update(line.split("=", 1) for line in out.split("\0") if "=" in line)
+        (repo / OPS_FFI.format(op=op)).write_text("// " + " ".join(seen.values()) + "\n")
+        return "ALL_PASS", "", " ".join(f"{k}={v}" for k, v in seen.items()), ""
+
+    art = run_port_job(repo, head, ["silu_and_mul"], tmp_path / "a", port_that_looks, repo_name="o/r")
+    assert not set(LEAKY) & set(seen), sorted(set(LEAKY) & set(seen))
+    assert seen["PATH"] == os.environ["PATH"] and seen["HOME"] == os.environ["HOME"]
+    assert seen["CUDA_VISIBLE_DEVICES"] == "0" and seen["CARGO_HOME"] == "/opt/cargo"
+    for path in art.rglob("*"):
+        if path.is_file():
+            text = path.read_text()
+            assert not [v for v in LEAKY.values() if v in text], path
+    assert all(os.environ[k] == v for k, v in LEAKY.items())  # restored for the trusted caller

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake  # noqa: F401
-from test_github_support import BASE_FILES, KERNEL_RS, fake_port, kernel_path
+from test_github_support import BASE_FILES, KERNEL_RS, fake_generate, fake_port, kernel_path
 
 from bot.github import redact
 from bot.github.client import ClientSettings, make_github
@@ -77,7 +77,14 @@ class World:
     def run(self, event):
         self.n += 1
         return run_all(
-            self.gh, event, fake_port, self.tmp / f"run{self.n}", BOTS, run_ref=f"run-{self.n}", token=CANARY
+            self.gh,
+            event,
+            fake_port,
+            self.tmp / f"run{self.n}",
+            BOTS,
+            run_ref=f"run-{self.n}",
+            token=CANARY,
+            generate=fake_generate,
         )
 
     def reviews(self, number):
@@ -189,15 +196,36 @@ def test_fork_pr_waits_for_a_maintainer_and_approval_covers_one_sha(world):
     assert world.fake.branch_sha(fork, "silu") == sha1
     assert _reactions(world, pr.number, "outsider") == {"eyes", "confused"}
 
-    # a maintainer approves sha1; while the GPU job runs, the author pushes sha2
-    ev = world.event("issue_comment", "created", pr=pr.number, body="/agent-d rerun", commenter="maint")
+    # a maintainer's rerun without the sha runs nothing and is told the exact command
+    bare = world.run(
+        world.event("issue_comment", "created", pr=pr.number, body="/agent-d rerun", commenter="maint")
+    )
+    assert not bare.dispatch.run and "full sha" in bare.dispatch.reason
+    told = [
+        c.body for c in world.repo.get_pull(pr.number).get_issue_comments() if "Nothing was run" in c.body
+    ]
+    assert len(told) == 1 and f"/agent-d rerun --sha {sha1}" in told[0]
+    short = world.run(
+        world.event(
+            "issue_comment",
+            "created",
+            pr=pr.number,
+            body=f"/agent-d rerun --sha {sha1[:12]}",
+            commenter="maint",
+        )
+    )
+    assert not short.dispatch.run and "full sha" in short.dispatch.reason
+
+    # a maintainer approves sha1 by its full sha; while the GPU job runs, the author pushes sha2
+    approve1 = f"/agent-d rerun --sha {sha1}"
+    ev = world.event("issue_comment", "created", pr=pr.number, body=approve1, commenter="maint")
     d = Dispatcher(world.gh, ev, BOTS, run_ref="r1").run()
     assert d.run and d.head_sha == sha1
     checkout = prepare_checkout(world.fake.clone_url(fork), "refs/heads/silu", sha1, world.tmp / "co")
     art = run_port_job(checkout, sha1, ["silu_and_mul"], world.tmp / "art", fake_port, repo_name=REPO)
     sha2 = world.fake.commit(fork, "silu", {"notes.txt": "more\n"}, "more", author="outsider")
     req = FinalizeRequest(REPO, pr.number, sha1, d.check_run_id, [art], commit=True, push_token=CANARY)
-    fin = Finalizer(world.gh, req, BOTS).run()
+    fin = Finalizer(world.gh, req, BOTS, fake_generate).run()
     assert fin.conclusion == "cancelled" and not fin.pushed
     assert world.reviews(pr.number) == []
     assert world.fake.branch_sha(fork, "silu") == sha2
@@ -209,9 +237,14 @@ def test_fork_pr_waits_for_a_maintainer_and_approval_covers_one_sha(world):
     stale = f"/agent-d rerun --sha {sha1[:12]}"
     s = world.run(world.event("issue_comment", "created", pr=pr.number, body=stale, commenter="maint"))
     assert not s.dispatch.run and "not the head" in s.dispatch.reason
-    # approved again: runs, and pushes to the fork (maintainer edits allowed)
+    # the approval comment for sha1 handled after the push: sha2 is not run
+    late = world.run(world.event("issue_comment", "created", pr=pr.number, body=approve1, commenter="maint"))
+    assert not late.dispatch.run and "not the head" in late.dispatch.reason
+    # approved again, naming sha2: runs, and pushes to the fork (maintainer edits allowed)
     s = world.run(
-        world.event("issue_comment", "created", pr=pr.number, body="/agent-d rerun", commenter="maint")
+        world.event(
+            "issue_comment", "created", pr=pr.number, body=f"/agent-d rerun --sha {sha2}", commenter="maint"
+        )
     )
     assert s.dispatch.run and s.finalize.pushed
     assert _reactions(world, pr.number, "maint") >= {"eyes", "rocket"}
@@ -238,7 +271,9 @@ def test_push_while_running_cancels_the_old_run(world):
     assert d2.run and d2.head_sha == sha2
     old = world.repo.get_check_run(d.check_run_id)
     assert (old.status, old.conclusion) == ("completed", "cancelled")
-    fin = Finalizer(world.gh, FinalizeRequest(REPO, pr.number, sha1, d.check_run_id, [art]), BOTS).run()
+    fin = Finalizer(
+        world.gh, FinalizeRequest(REPO, pr.number, sha1, d.check_run_id, [art]), BOTS, fake_generate
+    ).run()
     assert fin.conclusion == "cancelled" and not fin.pushed
     assert world.reviews(pr.number) == []
     assert world.repo.get_check_run(d.check_run_id).conclusion == "cancelled"
@@ -292,8 +327,10 @@ def test_github_errors_on_reads_and_creates(world, caplog):
 
 def test_cli_three_zones_keep_the_canary_out(world, monkeypatch, capsys, caplog, tmp_path):
     from bot.cli import main
+    from bot.github import finalize
 
     caplog.set_level(logging.DEBUG)
+    monkeypatch.setattr(finalize, "_pipeline_generator", lambda: fake_generate)
     pr = world.open_kernel_pr()
     sha = world.fake.pr_head_sha(pr)
     monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_WRITES", "0")
@@ -417,8 +454,20 @@ def test_check_rerun_button_and_help_and_copy_pr_bot_push(world):
     fake_git.copy_branch(fork, base, "refs/heads/silu", f"refs/heads/pull-request/{pr.number}")
     s = world.run(world.event("push", None, branch=f"pull-request/{pr.number}", sender="copy-pr-bot"))
     assert s.dispatch.run and s.finalize.pushed
-    ok = world.run(world.event("check_run", "rerequested", check_run_id=run_id, sender="maint"))
-    assert ok.dispatch.run and not ok.finalize.pushed and ok.finalize.review == "unchanged"
+    # Re-run of the check on the old head: nothing runs, and the reply says why
+    stale = world.run(world.event("check_run", "rerequested", check_run_id=run_id, sender="maint"))
+    assert not stale.dispatch.run and "not the head" in stale.dispatch.reason
+    why = [
+        c.body
+        for c in world.repo.get_pull(pr.number).get_issue_comments()
+        if f"r{run_id}-maint -->" in c.body
+    ]
+    assert len(why) == 1 and "nothing was run" in why[0] and s.finalize.new_head in why[0]
+    # Re-run of the check on the head: that commit runs
+    head_check = world.checks(s.finalize.new_head)[0].id
+    ok = world.run(world.event("check_run", "rerequested", check_run_id=head_check, sender="maint"))
+    assert ok.dispatch.run and ok.dispatch.head_sha == s.finalize.new_head
+    assert not ok.finalize.pushed and ok.finalize.review == "unchanged"
 
 
 def test_bot_commit_cap_and_refused_push_fall_back_to_the_patch(world):
@@ -462,17 +511,19 @@ def test_finalize_rejects_tampered_or_missing_artifacts_and_concludes(world):
     d, art = dispatch_and_port("tamper")
     patch = (art / "patch.diff").read_text()
     (art / "patch.diff").write_text(patch.replace("pub unsafe extern", "pub unsafe  extern"))
-    fin = Finalizer(world.gh, FinalizeRequest(REPO, pr.number, sha, d.check_run_id, [art]), BOTS).run()
+    fin = Finalizer(
+        world.gh, FinalizeRequest(REPO, pr.number, sha, d.check_run_id, [art]), BOTS, fake_generate
+    ).run()
     assert fin.conclusion == "failure" and "not the tested" in fin.notes[0]
     assert world.fake.branch_sha(REPO, "add-silu") == sha and world.reviews(pr.number) == []
 
     d, _ = dispatch_and_port("missing")
     req = FinalizeRequest(REPO, pr.number, sha, d.check_run_id, [world.tmp / "nope"], port_result="failure")
-    assert Finalizer(world.gh, req, BOTS).run().conclusion == "failure"
+    assert Finalizer(world.gh, req, BOTS, fake_generate).run().conclusion == "failure"
 
     d, art = dispatch_and_port("cancel")
     req = FinalizeRequest(REPO, pr.number, sha, d.check_run_id, [art], port_result="cancelled")
-    assert Finalizer(world.gh, req, BOTS).run().conclusion == "cancelled"
+    assert Finalizer(world.gh, req, BOTS, fake_generate).run().conclusion == "cancelled"
     assert all(c.status == "completed" for c in world.checks(sha))
     assert world.reviews(pr.number) == []
 
@@ -488,9 +539,10 @@ def _reactions(world, number, login):
 
 def test_cli_run_does_all_three_in_one_process(world, monkeypatch, tmp_path, capsys):
     from bot.cli import main
-    from bot.github import runner
+    from bot.github import finalize, runner
 
     monkeypatch.setattr(runner, "pipeline_port_fn", lambda **_: fake_port)
+    monkeypatch.setattr(finalize, "_pipeline_generator", lambda: fake_generate)
     monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_WRITES", "0")
     monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_REQUESTS", "0")
     monkeypatch.delenv("GITHUB_OUTPUT", raising=False)
@@ -578,3 +630,67 @@ def test_a_reserved_kernel_name_is_refused_like_the_local_cli(world):
     )
     assert not s.dispatch.run and s.dispatch.reason.startswith("invalid kernel name")
     assert world.reviews(pr.number) == []
+
+
+def test_an_outsiders_push_to_a_maintainers_fork_waits_for_approval(world):
+    # trust follows who pushed the head, not who opened the pull request
+    pr = world.open_kernel_pr(branch="silu", author="maint", fork_owner="maint")
+    first = world.run(world.event("pull_request", "opened", pr=pr.number))
+    assert first.dispatch.run and first.finalize.pushed
+    pushed = world.fake.commit("maint/tilegym", "silu", {"README.md": "x\n"}, "more", author="outsider")
+    sync = world.event(
+        "pull_request",
+        "synchronize",
+        pr=pr.number,
+        before=first.finalize.new_head,
+        after=pushed,
+        sender="outsider",
+    )
+    s = world.run(sync)
+    assert not s.dispatch.run and s.dispatch.conclusion == "action_required"
+    [check] = world.checks(pushed)
+    assert "@outsider" in check.output.summary and f"/agent-d rerun --sha {pushed}" in check.output.summary
+    # the maintainer who authored the PR must still name the commit
+    bare = world.run(
+        world.event("issue_comment", "created", pr=pr.number, body="/agent-d rerun", commenter="maint")
+    )
+    assert not bare.dispatch.run
+    ok = world.run(
+        world.event(
+            "issue_comment", "created", pr=pr.number, body=f"/agent-d rerun --sha {pushed}", commenter="maint"
+        )
+    )
+    assert ok.dispatch.run and ok.dispatch.head_sha == pushed
+
+
+def test_a_github_error_echoing_the_token_ends_in_one_redacted_line(
+    world, monkeypatch, capsys, caplog, tmp_path
+):
+    from bot.cli import INTERNAL_EXIT, main
+
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_WRITES", "0")
+    monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_REQUESTS", "0")
+    monkeypatch.delenv("GITHUB_OUTPUT", raising=False)
+    pr = world.open_kernel_pr()
+    sha = world.fake.pr_head_sha(pr)
+    d = Dispatcher(world.gh, world.event("pull_request", "opened", pr=pr.number), BOTS, run_ref="x").run()
+    art = run_port_job(
+        prepare_checkout(world.fake.clone_url(REPO), "refs/heads/add-silu", sha, tmp_path / "co"),
+        sha,
+        ["silu_and_mul"],
+        tmp_path / "art",
+        fake_port,
+        repo_name=REPO,
+    )
+    echo = {"message": f"Bad credentials: token {CANARY} is not valid here", "documentation_url": "x"}
+    world.fake.inject("GET", rf"/pulls/{pr.number}$", 404, body=echo)
+    argv = ["finalize", "--repo", REPO, "--pr", str(pr.number), "--head-sha", sha]
+    argv += ["--check-run-id", str(d.check_run_id), "--artifacts", str(art)]
+    assert main(argv) == INTERNAL_EXIT
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and CANARY not in err and CANARY not in caplog.text
+    assert [line for line in err.splitlines() if "internal error" in line] == [err.strip().splitlines()[-1]]
+    assert "Bad credentials: token *** is not valid" in err
+    check = world.repo.get_check_run(d.check_run_id)
+    assert (check.status, check.conclusion) == ("completed", "failure") and CANARY not in check.output.summary

@@ -69,6 +69,7 @@ def test_commands_variants():
     assert parse_commands("/AGENT-D Rerun")[0].name == "rerun"
     assert parse_commands("/agent-d")[0].name == "help"
     assert parse_commands("/agent-d help")[0].name == "help"
+    assert parse_commands(f"/agent-d apply --sha {'a' * 40}")[0].sha == "a" * 40
     assert parse_commands("/agent-d apply")[0].name == "apply"
     bad = parse_commands("/agent-d frobnicate")[0]
     assert bad.name == "invalid" and "frobnicate" in bad.error
@@ -395,3 +396,15 @@ def test_cli_parser_does_not_import_pygithub():
         "assert 'github' not in sys.modules and 'bot.github.client' not in sys.modules, 'PyGithub imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_pr_derived_reasons_are_inert_markdown_in_the_verdict_table():
+    from bot.github.artifact import KernelVerdict
+    from bot.github.render import verdict_table
+
+    hostile = "<img src=x onerror=alert(1)> [win](https://evil.example) @maint **x** | y\n# z"
+    table = verdict_table({"silu": KernelVerdict("FAIL", "kernel<b>", hostile, "")})
+    row = table.splitlines()[2]
+    assert "<img" not in row and "<b>" not in row and "&lt;img" in row
+    assert "\\[win\\]\\(https:\u200b//evil" in row and "@\u200bmaint" in row and "\\*\\*x\\*\\*" in row
+    assert row.count(" | ") == 2 and "\\|" in row  # the reason's pipe does not open a column

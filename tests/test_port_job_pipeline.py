@@ -10,6 +10,8 @@ import pytest
 from bot.cli import main
 from bot.demo import assemble_checkout
 from bot.github.artifact import read_artifact
+from bot.github.regenerate import regenerated_tree
+from bot.pipeline import generate_only
 
 pytestmark = pytest.mark.slow
 OP = "silu_and_mul"
@@ -42,5 +44,8 @@ def test_port_job_writes_a_checked_artifact_from_the_real_pipeline(tmp_path, til
         ["git", "write-tree"], cwd=checkout.repo, capture_output=True, text=True, check=True
     )
     assert tree.stdout.strip() == artifact.tested_tree
+    # finalize's own generation from the head gives that same tree (after a real build and test run)
+    regenerated, notes = regenerated_tree(checkout.repo / ".git", checkout.head_sha, [OP], generate_only)
+    assert notes == [] and regenerated == artifact.tested_tree
     leaked = [p for p in artifact_dir.rglob("*") if p.is_file() and b"ghs_canaryTOKEN" in p.read_bytes()]
     assert leaked == [] and "ghs_canaryTOKEN" not in out.out + out.err

@@ -106,7 +106,7 @@ def test_every_text_tells_the_same_verdict(tmp_path, kind, klass, reason, never,
     assert render.CONCLUSION[kind] == ("success" if kind == "ALL_PASS" else "failure")
     review = render.review_body([_artifact(verdicts)], "c" * 40, "t" * 40, [])
     assert review.splitlines()[0] == f"## agent-d: VERDICT: {headline}"
-    assert f"| `{OP}` | {headline} | {reason} |" in review
+    assert f"| `{OP}` | {headline} | {render.escape_md(reason)} |" in review  # PR-derived text is inert
     assert review.splitlines()[-1] == f"VERDICT: {kind}"
 
 

@@ -14,17 +14,19 @@ the allow-list before anything else looks at it.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import re
 import stat
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import jsonschema
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
+
+from bot.github.gitops import TreeChange
 
 SCHEMA_VERSION = 1
 RESULT = "result.json"
@@ -33,20 +35,29 @@ LOGS = "logs"
 VERDICT_KINDS = ("ALL_PASS", "FAIL", "BLOCKED")
 MAX_REASON = 2000  # characters of a verdict's reason
 MAX_VALIDATOR_BLOCK = 60000  # characters of a verdict's validator block
-ALLOWED_PATHS = (
-    "src/tilegym/ops/cutile_rs/*",
-    "src/tilegym/backend/selector.py",
-    "src/tilegym/ops/__init__.py",
-    "tests/ops/test_*.py",
-    "tests/ops/*/test_*.py",  # subpackages (tests/ops/activation/); fnmatch's * also crosses "/"
+OPS_DIR = "src/tilegym/ops/cutile_rs"
+# The files agent-d writes, as full-match regexes: one op's ffi.rs and wrapper (``<op>`` is group 1),
+# then the wiring it edits. Nothing else (no Cargo.lock, no drafts, no other files under cutile_rs).
+GENERATED_PATTERNS = (
+    rf"{OPS_DIR}/([a-z][a-z0-9_]*)_kernel/ffi\.rs",
+    rf"{OPS_DIR}/([a-z][a-z0-9_]*)\.py",
 )
-FORBIDDEN_PATHS = ("src/tilegym/ops/cutile_rs/*_kernel/kernel.rs", "*/target/*")
+WIRING_PATTERNS = (
+    rf"{OPS_DIR}/cutile_kernels/src/lib\.rs",
+    rf"{OPS_DIR}/__init__\.py",
+    r"src/tilegym/backend/selector\.py",
+    r"src/tilegym/ops/__init__\.py",
+    r"tests/ops/(?:[A-Za-z0-9_]+/)*test_[A-Za-z0-9_]+\.py",  # subpackages too (tests/ops/activation/)
+)
+ALLOWED_PATHS = GENERATED_PATTERNS + WIRING_PATTERNS
+REGULAR_FILE_MODE = "100644"
 _HEX40 = r"^[0-9a-f]{40}$"
 _SHA_RE = re.compile(_HEX40)
 _LOG_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,80}\.txt$")
-_BAD_MODE_RE = re.compile(
-    r"^(?:new file mode|new mode|old mode|deleted file mode) (?!100644$|100755$)\S+$", re.MULTILINE
-)
+# git apply also honours the old spellings (rename old/new) and mode-only headers; refuse them all.
+_BAD_MODE_RE = re.compile(r"^(?:new file mode (?!100644$)\S+|new mode .*|old mode .*)$", re.MULTILINE)
+_DELETE_RE = re.compile(r"^deleted file mode ", re.MULTILINE)
+_RENAME_RE = re.compile(r"^(?:rename|copy) (?:from|to|old|new) |^(?:dis)?similarity index ", re.MULTILINE)
 _BINARY_RE = re.compile(r"^(?:GIT binary patch|Binary files .* differ)$", re.MULTILINE)
 
 _VERDICT_SCHEMA = {
@@ -102,8 +113,7 @@ class Limits:
     max_log_bytes: int = 64 * 1024  # per file; the writer keeps the tail
     max_logs: int = 32
     max_files_in_patch: int = 100
-    allowed_paths: tuple[str, ...] = ALLOWED_PATHS
-    forbidden_paths: tuple[str, ...] = FORBIDDEN_PATHS
+    allowed_paths: tuple[str, ...] = ALLOWED_PATHS  # full-match regexes
 
 
 @dataclass(frozen=True)
@@ -194,8 +204,20 @@ def _regular_file(path: Path, limit: int) -> bytes:
         return fh.read(limit + 1)
 
 
-def path_refusal(path: str, limits: Limits = Limits()) -> str:
-    """Why the bot may not write ``path``; "" when it is a plain relative path it may write."""
+def generated_op(path: str) -> str:
+    """The op whose generated file ``path`` is (ffi.rs or wrapper); "" for wiring and other paths."""
+    for pattern in GENERATED_PATTERNS:
+        m = re.fullmatch(pattern, path)
+        if m:
+            return m.group(1)
+    return ""
+
+
+def path_refusal(path: str, limits: Limits = Limits(), ops: Collection[str] | None = None) -> str:
+    """Why the bot may not write ``path``; "" when it may.
+
+    ``ops``: the kernels of this run; a generated file of any other kernel is refused too.
+    """
     parts = path.split("/")
     if (
         not path
@@ -207,16 +229,19 @@ def path_refusal(path: str, limits: Limits = Limits()) -> str:
         return f"path {path!r} is not a plain relative path"
     if any(p.lower() in (".git", ".github") for p in parts):
         return f"path {path!r} is under .git/ or .github/"
-    if any(fnmatch.fnmatchcase(path, pat) for pat in limits.forbidden_paths):
-        return f"path {path!r} may not be changed by the bot"
-    if not any(fnmatch.fnmatchcase(path, pat) for pat in limits.allowed_paths):
+    if re.fullmatch(rf"{OPS_DIR}/[^/]+_kernel/kernel\.rs", path):
+        return f"path {path!r} is a kernel.rs, which agent-d never edits"
+    if not any(re.fullmatch(pat, path) for pat in limits.allowed_paths):
         return f"path {path!r} is outside the generated and wiring paths"
+    op = generated_op(path)
+    if ops is not None and op and op not in ops:
+        return f"path {path!r} is a generated file of {op!r}, which this run did not port"
     return ""
 
 
-def is_allowed(path: str, limits: Limits = Limits()) -> bool:
+def is_allowed(path: str, limits: Limits = Limits(), ops: Collection[str] | None = None) -> bool:
     """Whether the bot may write ``path`` (the port job keeps only these; finalize accepts only these)."""
-    return not path_refusal(path, limits)
+    return not path_refusal(path, limits, ops)
 
 
 def check_path(path: str, limits: Limits = Limits()) -> None:
@@ -226,14 +251,20 @@ def check_path(path: str, limits: Limits = Limits()) -> None:
         raise ArtifactError(why)
 
 
-def patch_paths(patch: str, limits: Limits = Limits()) -> list[str]:
-    """Validate a unified git diff and return the paths it touches (sorted, unique)."""
+def patch_paths(patch: str, limits: Limits = Limits(), ops: Collection[str] | None = None) -> list[str]:
+    """Validate a unified git diff and return the paths it touches (sorted, unique).
+
+    A first, early filter only: git may read a patch differently from unidiff, so finalize
+    decides on git's own diff of the trees (``change_refusals``), never on these headers.
+    """
     if _BINARY_RE.search(patch):
         raise ArtifactError("the patch has a binary hunk")
     if _BAD_MODE_RE.search(patch):
-        raise ArtifactError("the patch sets a file mode other than 100644/100755 (symlink or submodule)")
-    if re.search(r"^(?:rename|copy) (?:from|to) ", patch, re.MULTILINE):
+        raise ArtifactError("the patch sets a file mode other than 100644 (executable, symlink or submodule)")
+    if _RENAME_RE.search(patch):
         raise ArtifactError("the patch renames or copies files")
+    if _DELETE_RE.search(patch):
+        raise ArtifactError("the patch deletes a file")
     try:
         files = PatchSet.from_string(patch)
     except UnidiffParseError as exc:
@@ -247,12 +278,39 @@ def patch_paths(patch: str, limits: Limits = Limits()) -> list[str]:
         for raw in (pf.source_file, pf.target_file):
             if raw and raw != "/dev/null":
                 name = raw[2:] if raw[:2] in ("a/", "b/") else raw
-                check_path(name, limits)
+                why = path_refusal(name, limits, ops)
+                if why:
+                    raise ArtifactError(why)
                 paths.add(name)
     n_diff = len(re.findall(r"^diff --git ", patch, re.MULTILINE))
     if n_diff != len(files):
         raise ArtifactError(f"the patch has {n_diff} file headers but {len(files)} parsed files")
     return sorted(paths)
+
+
+def change_refusals(changes: list[TreeChange], ops: Collection[str], limits: Limits = Limits()) -> list[str]:
+    """Why the tree change may not be pushed, one reason per offending path; [] when it may.
+
+    ``changes`` come from git's tree diff without rename detection, so a rename shows up as
+    what it does: a deletion plus an addition.
+    """
+    if len(changes) > limits.max_files_in_patch:
+        return [f"{len(changes)} files change (limit {limits.max_files_in_patch})"]
+    refusals: list[str] = []
+    for change in changes:
+        if change.status == "D":
+            refusals.append(f"{change.path!r} is deleted (agent-d only adds and edits files)")
+            continue
+        if change.status not in ("A", "M"):
+            refusals.append(f"{change.path!r} changes type ({change.status})")
+            continue
+        if change.new_mode != REGULAR_FILE_MODE:
+            refusals.append(f"{change.path!r} gets mode {change.new_mode}, not {REGULAR_FILE_MODE}")
+            continue
+        why = path_refusal(change.path, limits, ops)
+        if why:
+            refusals.append(why)
+    return refusals
 
 
 def read_artifact(directory: Path, limits: Limits = Limits()) -> Artifact:
@@ -276,7 +334,7 @@ def read_artifact(directory: Path, limits: Limits = Limits()) -> Artifact:
         patch = _regular_file(directory / PATCH, limits.max_patch_bytes).decode("utf-8")
     except UnicodeDecodeError:
         raise ArtifactError("patch.diff is not UTF-8 text") from None
-    paths = patch_paths(patch, limits) if patch.strip() else []
+    paths = patch_paths(patch, limits, result["ops"]) if patch.strip() else []
     if sorted(set(result["changed_paths"])) != paths:
         raise ArtifactError("result.json: changed_paths does not match the paths in patch.diff")
     return Artifact(

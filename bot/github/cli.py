@@ -1,8 +1,9 @@
 """The GitHub subcommands of ``agent-d``: dispatch, finalize, run.
 
 ``add_subcommands(subparsers)`` registers them on the main parser (bot/cli.py).
-Each sets ``func(args) -> int``. Exit status: 0 done (whatever the verdict), 1 an error
-that left the check concluded as failure, 2 usage.  PyGithub (bot.github.client) is imported
+Each sets ``func(args) -> int``. Exit status: 0 done (whatever the verdict), 2 usage, 4 an
+unexpected error (bot/cli.py prints one redacted line; finalize and dispatch conclude the check
+as failure first where they can).  PyGithub (bot.github.client) is imported
 by the commands that talk to GitHub, not here, so building the parser stays cheap.
 """
 
@@ -50,6 +51,11 @@ def add_subcommands(sub) -> None:
     )
     p.add_argument(
         "--port-result", default="success", help="the port job's result (success/failure/cancelled)"
+    )
+    p.add_argument(
+        "--kernels",
+        default="",
+        help="dispatch's `kernels` output (JSON list or space-separated); artifacts naming others are refused",
     )
     p.set_defaults(func=cmd_finalize)
 
@@ -167,11 +173,19 @@ def cmd_finalize(args) -> int:
         run_ref=_run_ref(),
         push_token=os.environ.get("AGENT_D_PUSH_TOKEN") or token,
         port_result=args.port_result,
+        kernels=_kernel_list(args.kernels),
     )
     result = Finalizer(gh, request, bot_logins()).run()
     log_rate_limit(gh)
     write_outputs({k: json.dumps(v) if isinstance(v, list) else str(v) for k, v in asdict(result).items()})
     return 0
+
+
+def _kernel_list(text: str) -> tuple[str, ...]:
+    text = text.strip()
+    if text.startswith("["):
+        return tuple(str(k) for k in json.loads(text))
+    return tuple(text.split())
 
 
 def cmd_run(args) -> int:

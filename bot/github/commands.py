@@ -21,9 +21,11 @@ HELP_TEXT = """\
 agent-d commands (one per line, at the start of the line):
 
 - `/agent-d rerun [kernel ...] [--sha <head sha>]`: run the host stage again for every added kernel,
-  or only the named ones. On a pull request from a fork this also approves the current head commit,
-  and only that commit; a new push needs a new approval.
-- `/agent-d apply`: when `auto_commit: false` is set, run again and commit the generated files.
+  or only the named ones. On a pull request whose head was pushed by someone who is not a
+  maintainer, this approves one commit and needs its full 40-character sha: only that commit runs,
+  and a new push needs a new approval.
+- `/agent-d apply [--sha <head sha>]`: when `auto_commit: false` is set, run again and commit the
+  generated files.
 - `/agent-d help`: this text.
 
 Who may run them: users with write, maintain or admin access to the repository, plus the users
@@ -50,7 +52,8 @@ def _parser() -> _Parser:
     rerun.add_argument("kernels", nargs="*")
     rerun.add_argument("--sha", default="")
     sub.add_parser("help", add_help=False)
-    sub.add_parser("apply", add_help=False)
+    apply = sub.add_parser("apply", add_help=False)
+    apply.add_argument("--sha", default="")
     return p
 
 

@@ -22,7 +22,7 @@ from bot.github.config import Config, ConfigError, load_config
 from bot.github.events import Event
 from bot.github.kernels import added_kernels, checked_ops
 from bot.github.redact import redact
-from bot.github.trust import check_auto_run, check_user
+from bot.github.trust import approval_command, check_auto_run, check_user, is_fork
 
 log = logging.getLogger(__name__)
 NO_KERNEL_TEXT = (
@@ -151,7 +151,7 @@ class Dispatcher:
             return self._bad_kernel_name(head, "auto", exc)
         if not kernels:
             return self._conclude(head, "auto", "neutral", "no kernel files added", NO_KERNEL_TEXT)
-        trust = check_auto_run(self.gh, self.repo, self.cfg, self.pr)
+        trust = check_auto_run(self.gh, self.repo, self.cfg, self.pr, pusher=ev.sender)
         if not trust.allowed:
             result = self._conclude(head, "auto", "action_required", "waiting for a maintainer", trust.reason)
             if result.reason != "already handled":
@@ -180,7 +180,10 @@ class Dispatcher:
         return self._command(head, cmd, key, comment)
 
     def _on_check_rerun(self, head: str) -> DispatchResult:
-        return self._command(head, Command("rerun"), f"r{self.ev.check_run_id}", None)
+        # Re-run on a check approves the commit that check is on, and only that one.
+        cmd = Command("rerun", sha=self.ev.head_sha)
+        # keyed by who asked too: an outsider's refused click must not stand in for a maintainer's
+        return self._command(head, cmd, f"r{self.ev.check_run_id}-{self.ev.sender}", None)
 
     def _on_dispatch(self, head: str) -> DispatchResult:
         cmd = Command("rerun", kernels=self.ev.kernels)
@@ -214,9 +217,20 @@ class Dispatcher:
                 publish.react(comment, "confused")
             self._reply(
                 key,
-                f"`{cmd.sha}` is not the head of this pull request any more (it is `{head}`); nothing was run.",
+                f"`{cmd.sha}` is not the head of this pull request any more (it is `{head}`); nothing was "
+                f"run. To run the head, review it and comment `{approval_command(head, cmd.name)}`.",
             )
             return self._skip("the approved sha is not the head")
+        if not trusted and cmd.sha != head and self._needs_approval(head):
+            if comment is not None:
+                publish.react(comment, "confused")
+            self._reply(
+                key,
+                f"Nothing was run: the head of this pull request was pushed by someone who is not a "
+                f"maintainer, so each commit needs an approval that names it in full. After reviewing commit "
+                f"`{head}`, comment:\n\n{render.fence(approval_command(head, cmd.name))}",
+            )
+            return self._skip("approval needs the full sha of the head")
         bad = kernel_name_errors(cmd.kernels)  # comments are checked when parsed; dispatch inputs here
         if bad:
             self._reply(key, f"Nothing was run: {bad}.")
@@ -241,6 +255,18 @@ class Dispatcher:
         if result.run and comment is not None:
             publish.react(comment, "rocket")
         return result
+
+    def _needs_approval(self, head: str) -> bool:
+        """Whether running ``head`` needs a maintainer's approval of that exact commit.
+
+        A command is handled long after the push, so the pusher is read back from what dispatch
+        decided for that push: a queued or concluded "auto" run on the head means a trusted push.
+        No such run (an untrusted push, a draft, a missed event) means approval: fail closed.
+        """
+        if not is_fork(self.pr):
+            return False
+        auto = publish.find_check_run(self.repo, head, self.cfg.check_name, self._external(head, "auto"))
+        return auto is None or auto.conclusion == "action_required"
 
     def _added_ops(self) -> list[str]:
         """The kernels this PR adds (bot/targets.py's rule); UsageError for a name it refuses."""

@@ -1,9 +1,13 @@
 """``agent-d finalize``: the trusted back door. Runs no PR code.
 
-Input: the dispatch decision (trusted job outputs: PR, head sha, check run id, whether
-to commit) and the artifacts of the port jobs (untrusted data).  It validates the
-artifacts, proves the patch yields the tested tree on the tested commit, pushes one
-follow-up commit (fast-forward only) when there is something to push and it may,
+Input: the dispatch decision (trusted job outputs: PR, head sha, check run id, kernels,
+whether to commit) and the artifacts of the port jobs (untrusted data).  It validates the
+artifacts, rebuilds the tested tree from the patch, judges git's own diff of that tree
+(no deletions, renames or modes other than 100644; only generated and wiring paths of the
+dispatched kernels), regenerates the host files itself from the head and requires the
+tested tree to equal that.  The pushed content is always agent-d's own generation, never
+the artifact's patch.  It pushes one follow-up commit (fast-forward only) when there is
+something to push and it may,
 concludes the check on the new head, posts one COMMENT review, and edits the sticky
 status comment.  A run whose commit is no longer the PR head ends ``cancelled`` and
 posts nothing else.
@@ -17,9 +21,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.github import gitops, publish, render
-from bot.github.artifact import Artifact, ArtifactError, read_artifact
+from bot.errors import StageStop
+from bot.github import gitops, publish, regenerate, render
+from bot.github.artifact import Artifact, ArtifactError, change_refusals, read_artifact
 from bot.github.config import Config, ConfigError, load_config
+from bot.github.kernels import added_kernels
 from bot.github.redact import redact
 from bot.github.trust import is_fork
 
@@ -38,6 +44,7 @@ class FinalizeRequest:
     run_ref: str = "local"
     push_token: str | None = None
     port_result: str = "success"  # the GPU job's result as Actions reports it
+    kernels: tuple[str, ...] = ()  # dispatch's kernels; empty: any kernel the PR adds
 
 
 @dataclass
@@ -50,21 +57,31 @@ class FinalizeResult:
 
 
 class Finalizer:
-    def __init__(self, gh, req: FinalizeRequest, bots: tuple[str, ...]):
+    def __init__(
+        self, gh, req: FinalizeRequest, bots: tuple[str, ...], generate: regenerate.Generator | None = None
+    ):
         self.gh, self.req, self.bots = gh, req, bots
+        self.generate = generate or _pipeline_generator()
 
     def run(self) -> FinalizeResult:
+        try:
+            return self._run()
+        except Exception as exc:
+            if getattr(self, "check", None) is not None:  # set once it is known to be this commit's
+                self._conclude_after_crash(exc)
+            raise
+
+    def _run(self) -> FinalizeResult:
         req = self.req
         self.repo = self.gh.get_repo(req.repo)
-        self.check = self.repo.get_check_run(req.check_run_id)
-        if self.check.status == "completed":
+        check = self.repo.get_check_run(req.check_run_id)
+        if check.status == "completed":
             return FinalizeResult(
-                self.check.conclusion or "cancelled", notes=["the check run was already concluded"]
+                check.conclusion or "cancelled", notes=["the check run was already concluded"]
             )
-        if self.check.head_sha != req.head_sha:
-            raise ValueError(
-                f"check run {req.check_run_id} belongs to {self.check.head_sha}, not {req.head_sha}"
-            )
+        if check.head_sha != req.head_sha:
+            raise ValueError(f"check run {req.check_run_id} belongs to {check.head_sha}, not {req.head_sha}")
+        self.check = check
         try:
             self.cfg = load_config(self.repo)
         except ConfigError as exc:
@@ -83,11 +100,7 @@ class Finalizer:
         except ArtifactError as exc:
             return self._fail("artifact rejected", f"The port job's artifact was rejected: {exc}")
         with tempfile.TemporaryDirectory(prefix="agent-d-finalize-") as tmp:
-            try:
-                return self._publish(artifacts, Path(tmp) / "repo.git")
-            except Exception as exc:
-                self._conclude_after_crash(exc)
-                raise
+            return self._publish(artifacts, Path(tmp) / "repo.git")
 
     def _conclude_after_crash(self, exc: Exception) -> None:
         """Never leave the check queued: conclude it as failure, unless something already did."""
@@ -104,11 +117,19 @@ class Finalizer:
     def _check_origin(self, artifacts: list[Artifact]) -> None:
         if not artifacts:
             raise ArtifactError("no artifact was produced")
+        added = {k.op for k in added_kernels(self.pr.get_files())}
+        dispatched = set(self.req.kernels) or added
         for art in artifacts:
             if art.repo != self.req.repo:
                 raise ArtifactError(f"artifact is for {art.repo}, not {self.req.repo}")
             if art.head_sha != self.req.head_sha:
                 raise ArtifactError(f"artifact tested {art.head_sha}, not the dispatched {self.req.head_sha}")
+            extra = sorted(set(art.ops) - (dispatched & added))
+            if extra:
+                raise ArtifactError(
+                    f"artifact names {', '.join(extra)}, not among the dispatched kernels "
+                    f"({', '.join(sorted(dispatched & added)) or 'none'})"
+                )
 
     def _fetch(self, gitdir: Path) -> str:
         gitops.init_bare(gitdir)
@@ -126,43 +147,69 @@ class Finalizer:
             raise ArtifactError(f"commit {self.req.head_sha} could not be fetched")
         return gitops.tree_of(gitdir, self.req.head_sha)
 
-    def _combined_tree(self, gitdir: Path, artifacts: list[Artifact], head_tree: str, patch: str) -> str:
-        """The one tree to publish; ``patch``: the artifacts' non-empty patches, joined."""
-        for art in artifacts:
-            if art.base_tree != head_tree:
-                raise ArtifactError(
-                    f"artifact base tree {art.base_tree} is not the tree of {self.req.head_sha}"
-                )
-            try:
-                tree = gitops.apply_patch_to_tree(gitdir, self.req.head_sha, art.patch)
-            except gitops.GitError as exc:
-                raise ArtifactError(
-                    f"the patch does not apply to {self.req.head_sha}: {exc.stderr[-300:]}"
-                ) from None
-            if tree != art.tested_tree:
-                raise ArtifactError(
-                    f"patch + {self.req.head_sha[:12]} gives tree {tree}, not the tested {art.tested_tree}"
-                )
-        if len(artifacts) == 1:
-            return artifacts[0].tested_tree
+    def _tested_tree(self, gitdir: Path, art: Artifact, head_tree: str) -> str:
+        """The artifact's tested tree, rebuilt from its patch and judged on git's own diff."""
+        if art.base_tree != head_tree:
+            raise ArtifactError(f"artifact base tree {art.base_tree} is not the tree of {self.req.head_sha}")
         try:
-            return gitops.apply_patch_to_tree(gitdir, self.req.head_sha, patch)
+            tree = gitops.apply_patch_to_tree(gitdir, self.req.head_sha, art.patch)
         except gitops.GitError as exc:
             raise ArtifactError(
-                "the kernels were ported in separate jobs and their patches conflict (set `matrix: single` "
-                f"in .github/agent-d.yml to port them in one tree): {exc.stderr[-300:]}"
+                f"the patch does not apply to {self.req.head_sha}: {exc.stderr[-300:]}"
             ) from None
+        if tree != art.tested_tree:
+            raise ArtifactError(
+                f"patch + {self.req.head_sha[:12]} gives tree {tree}, not the tested {art.tested_tree}"
+            )
+        refusals = change_refusals(gitops.tree_changes(gitdir, head_tree, tree), art.ops)
+        if refusals:
+            raise ArtifactError("the tested tree makes changes agent-d never makes: " + "; ".join(refusals))
+        return tree
+
+    def _combined_tree(self, gitdir: Path, artifacts: list[Artifact], head_tree: str, patch: str) -> str:
+        """The one tree to publish: agent-d's own generation on the head, equal to what was tested.
+
+        ``patch``: the artifacts' non-empty patches, joined; they only rebuild the tested trees.
+        """
+        for art in artifacts:
+            self._tested_tree(gitdir, art, head_tree)
+        if all(a.tested_tree == head_tree for a in artifacts):
+            return head_tree
+        if len(artifacts) == 1:
+            tested = artifacts[0].tested_tree
+        else:
+            try:
+                tested = gitops.apply_patch_to_tree(gitdir, self.req.head_sha, patch)
+            except gitops.GitError as exc:
+                raise ArtifactError(
+                    "the kernels were ported in separate jobs and their patches conflict (set `matrix: single` "
+                    f"in .github/agent-d.yml to port them in one tree): {exc.stderr[-300:]}"
+                ) from None
+        ops = sorted({op for a in artifacts for op in a.ops})
+        try:
+            ours, notes = regenerate.regenerated_tree(gitdir, self.req.head_sha, ops, self.generate)
+        except (StageStop, regenerate.RegenerationError) as exc:
+            raise ArtifactError(f"agent-d could not regenerate the host files itself: {exc}") from None
+        if ours != tested:
+            differ = sorted(c.path for c in gitops.tree_changes(gitdir, ours, tested))
+            why = "; ".join(notes)
+            raise ArtifactError(
+                f"the tested tree is not what agent-d generates from {self.req.head_sha[:12]}: "
+                f"{', '.join(differ)} differ" + (f" (generation: {why})" if why else "")
+            )
+        return ours
 
     # ------------------------------------------------------------------ publication
 
     def _publish(self, artifacts: list[Artifact], gitdir: Path) -> FinalizeResult:
         req = self.req
-        patch = "".join(a.patch for a in artifacts if not a.empty)
         try:
             head_tree = self._fetch(gitdir)
-            tree = self._combined_tree(gitdir, artifacts, head_tree, patch)
+            joined = "".join(a.patch for a in artifacts if not a.empty)
+            tree = self._combined_tree(gitdir, artifacts, head_tree, joined)
         except (ArtifactError, gitops.GitError) as exc:
             return self._fail("artifact rejected", f"The tested result cannot be reproduced: {exc}")
+        patch = gitops.tree_diff(gitdir, head_tree, tree)  # what agent-d generated, as git writes it
         verdicts = render.merged_verdicts(artifacts)
         verdict = render.overall(verdicts)
         conclusion = render.CONCLUSION[verdict]
@@ -249,3 +296,14 @@ class Finalizer:
         if pr is not None:
             publish.upsert_sticky(pr, render.status_comment(self.req.head_sha, title, why), self.bots)
         return FinalizeResult("failure", notes=[why])
+
+
+def _pipeline_generator() -> regenerate.Generator:
+    """The port's own generation stages (imported late: the planner is heavy and needs no GitHub)."""
+
+    def generate(repo: Path, op: str) -> str:
+        from bot.pipeline import generate_only
+
+        return generate_only(repo, op)
+
+    return generate

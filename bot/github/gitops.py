@@ -16,6 +16,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from bot.github.redact import REDACTOR, scrubbed_env
@@ -60,6 +61,18 @@ def git(
     )
     if check and proc.returncode != 0:
         raise GitError(args, proc.returncode, proc.stderr)
+    return proc.stdout
+
+
+def git_bytes(cwd: Path, *args: str, bare: bool = False, input: str | None = None) -> bytes:
+    """``git`` for binary output (file contents); same configuration and environment as ``git``."""
+    cmd = ["git", *_SAFE_CONFIG]
+    cmd += ["--git-dir", str(cwd)] if bare else ["-C", str(cwd)]
+    env = {**scrubbed_env(os.environ), **_BASE_ENV}
+    data = input.encode() if input is not None else None
+    proc = subprocess.run(cmd + list(args), input=data, capture_output=True, env=env, check=False)
+    if proc.returncode != 0:
+        raise GitError(args, proc.returncode, proc.stderr.decode("utf-8", "replace"))
     return proc.stdout
 
 
@@ -119,6 +132,47 @@ def apply_patch_to_tree(gitdir: Path, base_rev: str, patch: str) -> str:
         if patch.strip():
             git(gitdir, "apply", "--cached", "--whitespace=nowarn", "-", bare=True, env=env, input=patch)
         return git(gitdir, "write-tree", bare=True, env=env).strip()
+
+
+@dataclass(frozen=True)
+class TreeChange:
+    status: str  # git's letter: A added, M modified, D deleted, T type changed
+    old_mode: str
+    new_mode: str
+    path: str
+
+
+def tree_changes(gitdir: Path, old_tree: str, new_tree: str) -> list[TreeChange]:
+    """Every file that differs between two trees, from git's own objects, renames not detected.
+
+    This, not a patch's headers, is what the finalizer judges: a header can claim one path
+    while ``git apply`` writes another.
+    """
+    out = git(gitdir, "diff-tree", "-r", "-z", "--no-renames", "--no-ext-diff", old_tree, new_tree, bare=True)
+    fields = out.split("\0")
+    changes: list[TreeChange] = []
+    for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+        if not meta:
+            continue
+        old_mode, new_mode, _old, _new, status = meta.lstrip(":").split(" ")
+        changes.append(TreeChange(status[:1], old_mode, new_mode, path))
+    return changes
+
+
+def tree_diff(gitdir: Path, old_tree: str, new_tree: str) -> str:
+    """The unified diff between two trees as git writes it (text files only, no renames)."""
+    return git(
+        gitdir,
+        "diff-tree",
+        "-p",
+        "--no-renames",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--no-color",
+        old_tree,
+        new_tree,
+        bare=True,
+    )
 
 
 def commit_tree(gitdir: Path, tree: str, parent: str, message: str, name: str, email: str) -> str:

@@ -1,9 +1,9 @@
 """The untrusted side: run the port for each kernel at one exact commit, emit the artifact.
 
-The port function runs with no token anywhere in its environment: every secret-looking
-variable and every ``ACTIONS_*`` runtime credential is removed from ``os.environ`` for
-the duration (and restored afterwards, for ``agent-d run``), and the job refuses to
-start if one is still visible.  The patch and the tested tree are computed with a
+The port function runs in an allow-listed environment (bot/github/pr_env.py): every
+variable a build and a test do not need, tokens and ``ACTIONS_*`` credentials first among
+them, is removed from ``os.environ`` for the duration (and restored afterwards, for
+``agent-d run``), and the job refuses to start if a secret-looking one is still visible.  The patch and the tested tree are computed with a
 temporary index so the checkout's own index is never touched.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bot.errors import UsageError
-from bot.github import gitops
+from bot.github import gitops, pr_env
 from bot.github.artifact import (
     MAX_REASON,
     MAX_VALIDATOR_BLOCK,
@@ -45,10 +45,11 @@ def _secret_keys(env: dict[str, str] | os._Environ) -> list[str]:
 
 @contextlib.contextmanager
 def tokenless_environ() -> Iterator[None]:
-    """Remove secrets from ``os.environ`` for the block; restore them after."""
-    saved = {k: os.environ[k] for k in _secret_keys(os.environ)}
+    """Keep only the allow-listed variables in ``os.environ`` for the block; restore the rest after."""
+    saved = {k: os.environ[k] for k in list(os.environ) if not pr_env.kept(k)}
     for key, value in saved.items():
-        REDACTOR.add(value)
+        if is_secret_name(key) or key.startswith("ACTIONS_"):
+            REDACTOR.add(value)
         del os.environ[key]
     try:
         left = _secret_keys(os.environ)
@@ -73,8 +74,11 @@ def _captured_log() -> Iterator[io.StringIO]:
         root.removeHandler(handler)
 
 
-def snapshot(repo: Path) -> tuple[str, str, list[str], list[str]]:
-    """(patch, tested tree, changed allowed paths, changed paths left out) for the work tree vs HEAD."""
+def snapshot(repo: Path, ops: list[str]) -> tuple[str, str, list[str], list[str]]:
+    """(patch, tested tree, changed allowed paths, changed paths left out) for the work tree vs HEAD.
+
+    Kept: the generated files of ``ops`` and the wiring, exactly what finalize regenerates.
+    """
     with gitops.temp_index() as env:
         gitops.git(repo, "read-tree", "HEAD", env=env)
         gitops.git(repo, "add", "-A", "--", ".", env=env)
@@ -83,10 +87,10 @@ def snapshot(repo: Path) -> tuple[str, str, list[str], list[str]]:
             for p in gitops.git(repo, "diff", "--cached", "--name-only", "-z", "HEAD", env=env).split("\0")
             if p
         ]
-        dropped = [p for p in changed if not is_allowed(p)]
+        dropped = [p for p in changed if not is_allowed(p, ops=ops)]
         for path in dropped:
             gitops.git(repo, "reset", "-q", "HEAD", "--", path, env=env)
-        kept = [p for p in changed if is_allowed(p)]
+        kept = [p for p in changed if is_allowed(p, ops=ops)]
         patch = gitops.git(
             repo,
             "diff",
@@ -147,7 +151,7 @@ def run_port_job(
                     why = REDACTOR.redact(f"the port crashed: {type(exc).__name__}: {exc}")
                     verdicts[op] = KernelVerdict("BLOCKED", "host", why[:MAX_REASON])
             logs[f"{op}.txt"] = REDACTOR.redact(buf.getvalue())
-        patch, tree, kept, dropped = snapshot(repo)
+        patch, tree, kept, dropped = snapshot(repo, kernels)
     if dropped:
         logs["left-out-paths.txt"] = (
             "changed but not part of the patch (outside the generated paths):\n" + "\n".join(dropped)

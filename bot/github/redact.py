@@ -31,7 +31,10 @@ SECRET_NAMES = frozenset(
         "ACTIONS_RUNTIME_URL",
     }
 )
-_SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|PRIVATE_KEY|CREDENTIAL|API_KEY)", re.IGNORECASE)
+_SECRET_NAME_RE = re.compile(
+    r"TOKEN|SECRET|PASSWORD|PASSWD|PRIVATE_KEY|CREDENTIAL|API_KEY|(?:^|_)(?:PAT|AUTH)(?:_|$)|^GIT_CONFIG_VALUE_\d+$",
+    re.IGNORECASE,
+)
 _SHAPES = [
     # classic and fine-grained GitHub tokens, installation and OAuth tokens
     re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
@@ -123,5 +126,7 @@ def install(env: Mapping[str, str] | None = None, logger: logging.Logger | None 
 
 
 def scrubbed_env(env: Mapping[str, str]) -> dict[str, str]:
-    """A copy of ``env`` without secrets and without the Actions runtime credentials."""
-    return {k: v for k, v in env.items() if not is_secret_name(k) and not k.startswith("ACTIONS_")}
+    """A copy of ``env`` without secrets, the Actions runtime credentials and inherited git config."""
+    return {
+        k: v for k, v in env.items() if not is_secret_name(k) and not k.startswith(("ACTIONS_", "GIT_CONFIG"))
+    }

@@ -40,11 +40,22 @@ def fence(text: str, lang: str = "text") -> str:
     return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}"
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+
+
+def escape_md(text: str) -> str:
+    """PR-derived text as inert Markdown on one line: no markup, no HTML, no links, no @mentions."""
+    text = " ".join(text.split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    return text.replace("@", "@\u200b").replace("://", ":\u200b//")
+
+
 def verdict_table(verdicts: dict[str, KernelVerdict]) -> str:
     rows = ["| Kernel | Verdict | Reason |", "|---|---|---|"]
     for op, v in sorted(verdicts.items()):
-        reason = v.reason.replace("|", "\\|").replace("\n", " ")[:300]
-        rows.append(f"| `{op}` | {verdict_headline(v.kind, v.klass)} | {reason} |")
+        reason = escape_md(v.reason[:300])
+        rows.append(f"| `{op}` | {verdict_headline(v.kind, escape_md(v.klass))} | {reason} |")
     return "\n".join(rows)
 
 

@@ -16,6 +16,7 @@ from bot.github.dispatch import Dispatcher, DispatchResult
 from bot.github.events import Event
 from bot.github.finalize import Finalizer, FinalizeRequest, FinalizeResult
 from bot.github.port_job import PortFn, run_port_job
+from bot.github.regenerate import Generator
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ def run_all(
     bots: tuple[str, ...],
     run_ref: str = "local",
     token: str | None = None,
+    generate: Generator | None = None,
 ) -> RunSummary:
     decision = Dispatcher(gh, event, bots, run_ref=run_ref).run()
     summary = RunSummary(decision)
@@ -89,6 +91,7 @@ def run_all(
         commit=decision.commit,
         run_ref=run_ref,
         push_token=token,
+        kernels=tuple(decision.kernels),
     )
-    summary.finalize = Finalizer(gh, request, bots).run()
+    summary.finalize = Finalizer(gh, request, bots, generate).run()
     return summary

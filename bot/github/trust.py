@@ -3,11 +3,16 @@
 * A command (``/agent-d rerun``, ``apply``, the check's Re-run button) needs write,
   maintain or admin on the repository, or a listing under ``allowed_users`` /
   ``allowed_teams`` in the default-branch config.  Any API error means "no".
-* A pull request runs by itself only when its head lives in the base repository, or its
-  author passes the same test.  Anything else waits for a maintainer's command.
-* An approval covers the head commit read at the moment the command is handled, and
-  nothing else: the job matrix is pinned to that sha, and ``finalize`` refuses to
-  publish when the head has moved.  No label or state carries trust to a later push.
+* A pull request runs by itself only when its head lives in the base repository (pushing
+  there needs write access), or the user who pushed the head passes the same test: the
+  event's sender (for ``synchronize`` the pusher; for ``opened``/``reopened``/
+  ``ready_for_review`` the user who put that head up for review).  Who opened the pull
+  request does not matter: an outsider's push to a maintainer's fork branch waits.
+* Anything else waits for a maintainer's approval of one exact commit, as NVIDIA's
+  copy-pr-bot does: ``/agent-d rerun --sha <full 40-character sha>`` (or Re-run on that
+  commit's check).  The approval covers that commit only; the job matrix is pinned to it,
+  and ``finalize`` refuses to publish when the head has moved.  No label or state carries
+  trust to a later push.
 """
 
 from __future__ import annotations
@@ -83,18 +88,23 @@ def is_fork(pr) -> bool:
     return head_repo is None or head_repo.full_name != pr.base.repo.full_name
 
 
-def check_auto_run(gh, repo, cfg: Config, pr) -> Trust:
-    """May this PR run without a maintainer's command?"""
+def approval_command(sha: str, name: str = "rerun") -> str:
+    """The exact comment that approves ``sha``."""
+    return f"/agent-d {name} --sha {sha}"
+
+
+def check_auto_run(gh, repo, cfg: Config, pr, pusher: str) -> Trust:
+    """May this PR's head run without a maintainer's approval? ``pusher``: who put the head there."""
     if not is_fork(pr):
         return Trust(True, "the head branch lives in this repository")
-    author = pr.user.login
-    user = check_user(gh, repo, cfg, author)
+    user = check_user(gh, repo, cfg, pusher) if pusher else Trust(False, "nobody", "none")
     if user.allowed:
-        return Trust(True, f"fork PR by a trusted author: {user.reason}", user.role)
+        return Trust(True, f"the head of a fork was pushed by a trusted user: {user.reason}", user.role)
+    who = f"@{pusher}" if pusher else "an unknown user"
     return Trust(
         False,
-        f"this pull request comes from a fork and its author @{author} is not a maintainer; a maintainer "
-        f"must comment `/agent-d rerun` to approve commit {pr.head.sha[:12]} (each new push needs a new "
-        "approval)",
+        f"commit {pr.head.sha} on a fork was pushed by {who}, who is not a maintainer; after reviewing "
+        f"it, a maintainer approves exactly that commit by commenting `{approval_command(pr.head.sha)}` "
+        "(each new push needs a new approval)",
         user.role,
     )

@@ -8,6 +8,7 @@ mod blockid;
 mod dataflow;
 mod json;
 mod model;
+mod nesting;
 mod parse;
 mod text;
 
@@ -22,6 +23,16 @@ const STACK_BYTES: usize = 512 << 20;
 fn run(path: &str) -> Result<model::Report, Failure> {
     let source = std::fs::read_to_string(path)
         .map_err(|e| Failure::nowhere(format!("cannot read {path}: {e}")))?;
+    if let Err((line, depth)) = nesting::check(&source, nesting::MAX_NESTING) {
+        return Err(Failure {
+            message: format!(
+                "brackets nested deeper than {} levels (level {depth}): not read",
+                nesting::MAX_NESTING
+            ),
+            line,
+            column: 0,
+        });
+    }
     parse::read_kernel(&source)
 }
 
