@@ -116,3 +116,21 @@ def test_generation_benchmark_still_runs(five):
     marks = bench.generate_once(five, "matmul")
     assert set(marks) == {"read", "discover", "plan", "render", "format", "total"}
     assert marks["total"] >= marks["plan"] > 0
+
+
+def test_bmm_and_attention_sink_need_no_contract(five):
+    """Read from their cuTile references alone; bmm keeps the checks the hand-written host makes."""
+    from bot.emit import wrapper_py
+
+    for op in ("bmm", "attention_sink"):
+        (five / "src/tilegym/ops/cutile_rs" / f"{op}_kernel" / "host_contract.yaml").unlink()
+    bmm, attention = _plan(five, "bmm"), _plan(five, "attention_sink")
+    for plan in (bmm, attention):
+        assert plan.missing == [] and plan.contract_lines == 0, [m.key for m in plan.missing]
+    # the transpose flags are 0 or 1 in the FFI; batch and K agree in the wrapper
+    assert {"when": "trans_a != 0 and trans_a != 1", "rc": "INVALID_ARGS"} in bmm.ffi.checks
+    checks = [s.expr for s in bmm.python.steps if s.kind == "check"]
+    assert "not (K_A == K_B)" in checks and "not (Q_A == Q_B)" in checks
+    assert bmm.python.ffi_args["trans_a"] == "int(transpose_a)"
+    # an autotuned wrapper honours TileGym's switch: the first config only when it is off
+    assert "    if is_autotune_disabled():\n        configs = configs[:1]\n" in wrapper_py.render(bmm)

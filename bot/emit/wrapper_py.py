@@ -40,6 +40,17 @@ def render(plan: LaunchPlan) -> str:
     if py.launch_mode == "autotune":
         lines.append("from tilegym.backend.cutile_rs.autotuner import autotune_launch")
     lines += [f"from tilegym.backend.cutile_rs.utils import {h}" for h in sorted(helpers)]
+    if py.launch_mode == "autotune":
+        # TileGym's one public switch (TILEGYM_DISABLE_AUTOTUNE=1); a checkout older than it tunes
+        lines += [
+            "",
+            "try:",
+            "    from tilegym.autotune import is_autotune_disabled",
+            "except ImportError:",
+            "",
+            "    def is_autotune_disabled():",
+            "        return False",
+        ]
     lines += [
         "",
         f'_KERNEL = "{plan.op}"',
@@ -142,6 +153,8 @@ def _public_function(plan: LaunchPlan) -> str:
     outputs = list(py.alloc)
     if py.launch_mode == "autotune":
         body += _config_choice(py)
+        # as TileGym's own ops do when autotuning is switched off: the first config only
+        body += ["if is_autotune_disabled():", "    configs = configs[:1]"]
         body.append("def kernel_fn(cfg):")
         # an output a step already binds is the one every config writes
         body += [f"    {var} = {expr}" for var, expr in py.alloc.items() if expr != var]

@@ -28,7 +28,18 @@ KEEP_NAMES = frozenset(
     }
 )  # fmt: skip
 # GPU, CUDA and TileGym runtime settings
-KEEP_PREFIXES = ("CUDA_", "NVIDIA_", "CUTILE_", "LC_", "TORCH_", "TRITON_", "NCCL_", "OMP_", "PYTORCH_")
+KEEP_PREFIXES = (
+    "CUDA_",
+    "NVIDIA_",
+    "CUTILE_",
+    "TILEGYM_",
+    "LC_",
+    "TORCH_",
+    "TRITON_",
+    "NCCL_",
+    "OMP_",
+    "PYTORCH_",
+)
 
 
 def kept(name: str) -> bool:

@@ -99,8 +99,18 @@ def lambda_dict(fn: ast.expr) -> dict[str, ast.expr]:
 
 
 def cfg_field(expr: ast.expr) -> str | None:
+    """The config field ``cfg.X`` or ``getattr(cfg, "X", default)`` reads, else None."""
     if isinstance(expr, ast.Attribute) and getattr(expr.value, "id", "") == "cfg":
         return expr.attr
+    if (
+        isinstance(expr, ast.Call)
+        and getattr(expr.func, "id", "") == "getattr"
+        and len(expr.args) >= 2
+        and getattr(expr.args[0], "id", "") == "cfg"
+        and isinstance(expr.args[1], ast.Constant)
+        and isinstance(expr.args[1].value, str)
+    ):
+        return expr.args[1].value
     return None
 
 
