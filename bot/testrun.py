@@ -161,9 +161,15 @@ def read_test_file(test_file: Path) -> TestFile:
     ]
     reasons: list[str] = []
     for node in nodes:
-        if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "skip" and node.args):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("skip", "skipif")):
             continue
-        arg = node.args[0]
+        # pytest.skip("why"), pytest.mark.skip(reason="why"), pytest.mark.skipif(cond, reason="why")
+        given = [k.value for k in node.keywords if k.arg in ("reason", "msg")]
+        if not given and node.args and getattr(node.func, "attr", "") == "skip":
+            given = [node.args[0]]
+        if not given:
+            continue
+        arg = given[0]
         if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
             reasons.append(arg.value)
         elif isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):

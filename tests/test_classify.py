@@ -273,3 +273,21 @@ def test_a_jit_panic_behind_rc_minus_3_is_named_in_the_kernel_verdict():
     assert "launch/JIT failure" in verdict.reason
     assert verdict.reason.endswith("missing attribute 'overflow' on op ShLI")
     assert "the JIT said:" in verdict.followup and "\n" not in verdict.followup
+
+
+def test_skip_markers_with_a_reason_keyword_are_citations(tmp_path):
+    """`pytest.param(..., marks=pytest.mark.skip(reason=...))` (test_rope's weird shapes) and
+    `skipif(cond, reason=...)` give their reasons like `pytest.skip("...")` does."""
+    test_file = tmp_path / "test_y.py"
+    test_file.write_text(
+        "import pytest\n\n"
+        "@pytest.mark.parametrize('n', [1, pytest.param(3, marks=pytest.mark.skip(reason='only support atol 1e-1'))])\n"
+        "@pytest.mark.skipif(False, reason='needs sm_100')\n"
+        "def test_op(n):\n"
+        "    pytest.skip('random mismatch')\n"
+    )
+    assert set(testrun.read_test_file(test_file).skips) == {
+        "only support atol 1e-1",
+        "needs sm_100",
+        "random mismatch",
+    }

@@ -126,3 +126,26 @@ def test_ops_init_guarded_import_once():
     assert "from . import cutile_rs" in out and 'if is_backend_available("cutile-rs"):' in out
     compile(out, "ops", "exec")
     assert wiring.ops_init(out) == out
+
+
+def test_a_qualified_call_in_a_test_body_does_not_count_as_the_guard_s_import():
+    """test_mhc.py calls `tilegym.is_backend_available(backend)` inside its tests; the class-level
+    guard needs the bare name imported, or the file no longer collects (NameError)."""
+    text = (
+        "import tilegym\n\n\nclass Test_MHC:\n"
+        '    _backends = ["cutile"]\n\n'
+        "    def test_op(self, backend):\n"
+        "        if tilegym.is_backend_available(backend):\n"
+        "            pass\n"
+    )
+    out = wiring.test_backends(text)
+    assert out.startswith("from tilegym.backend import is_backend_available\n")
+    compile(out, "test_mhc.py", "exec")
+    namespace: dict = {}
+    exec(out.replace("from tilegym.backend import is_backend_available\n", "").replace(
+        "import tilegym\n", "is_backend_available = lambda name: True\n"), namespace)  # fmt: skip
+    assert namespace["Test_MHC"]._backends == ["cutile", "cutile-rs"]
+    bound = "from tilegym.backend import is_backend_available\n" + text
+    assert not wiring.test_backends(bound).startswith(
+        "from tilegym.backend import is_backend_available\nfrom"
+    )

@@ -6,6 +6,7 @@ cannot find its anchor raises ``WiringError`` naming the file and what was expec
 
 from __future__ import annotations
 
+import ast
 import re
 
 
@@ -42,7 +43,7 @@ def package_init(text: str | None, op: str) -> str:
         start = next(i for i, x in enumerate(lines) if x.strip() == GUARD)
     except StopIteration:
         prefix = text.rstrip("\n") + "\n"
-        if "is_backend_available" not in text:
+        if not _binds(text, "is_backend_available"):
             prefix += "\nfrom tilegym.backend import is_backend_available\n"
         return prefix + f"\n{GUARD}\n{line}\n"
     end = start + 1
@@ -74,7 +75,7 @@ def ops_init(text: str) -> str:
         "else:\n"
         "    cutile_rs = None  # type: ignore\n"
     )
-    if "is_backend_available" not in text:
+    if not _binds(text, "is_backend_available"):
         block = "\nfrom tilegym.backend import is_backend_available\n" + block
     return text.rstrip("\n") + "\n" + block
 
@@ -130,6 +131,24 @@ def test_backends(text: str) -> str:
     block = [f"{indent}{GUARD}", f'{indent}    _backends = _backends + ["cutile-rs"]']
     out = lines[:insert_at] + block + lines[insert_at:]
     new = "\n".join(out) + "\n"
-    if "is_backend_available" not in "\n".join(lines):
+    if not _binds(text, "is_backend_available"):
+        # `tilegym.is_backend_available(...)` in a test body does not bind the bare name the guard uses
         new = "from tilegym.backend import is_backend_available\n" + new
     return new
+
+
+def _binds(text: str, name: str) -> bool:
+    """Whether the module binds ``name`` at its top level (an import, a def or an assignment)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return re.search(rf"\bimport\b[^\n]*\b{re.escape(name)}\b", text) is not None
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any((a.asname or a.name.split(".")[0]) == name for a in node.names):
+                return True
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            return True
+        elif isinstance(node, ast.Assign) and any(getattr(t, "id", "") == name for t in node.targets):
+            return True
+    return False
