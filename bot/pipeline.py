@@ -374,7 +374,7 @@ def _finish(
     log_src = out_dir / "correctness_cutile_rs.txt"
     report.write_reports(out_dir, result, decision_log, log_src if log_src.is_file() else None)
     runs = [validator.validate(out_dir, target.op, target.repo, so, test_files)]
-    upstream = validator.run_repo_validator(target.repo, out_dir.parent, target.op)
+    upstream = validator.run_repo_validator(target.repo, out_dir.parent, target.op, test_files=test_files)
     if upstream is not None:
         runs.append(upstream)
     failing = next((r for r in runs if r.exit_code != 0), None)

@@ -509,7 +509,11 @@ def _buffered_nm_dir() -> Path | None:
 
 
 def run_repo_validator(
-    repo: Path, out_root: Path, op: str, timeout_s: float = REPO_VALIDATOR_TIMEOUT_S
+    repo: Path,
+    out_root: Path,
+    op: str,
+    timeout_s: float = REPO_VALIDATOR_TIMEOUT_S,
+    test_files: list[str] | None = None,
 ) -> ValidatorRun | None:
     """Run the checkout's ``validate_agent_d.sh <op>`` with bash from the repo root.
 
@@ -517,20 +521,52 @@ def run_repo_validator(
     ``TILEGYM_PATH=repo`` (both absolute). stdout and stderr are captured together, in
     order. Returns None when the checkout has no such script. Past ``timeout_s`` the script's
     whole process group is killed and the run has exit code 124 and says so.
+
+    The script reads the op's tests from ``tests/ops/test_<op>.py`` only. When the op's tests
+    live elsewhere (``tests/ops/experimental/test_mhc.py``, found by discovery), the script is
+    given a view of the checkout (``TILEGYM_PATH``) where that path links to the first of
+    ``test_files``, so its check reads the file the op is really tested in; the output says so.
     """
     repo = Path(repo).resolve()
     script = repo_validator_script(repo)
     if script is None:
         return None
-    out_root = Path(out_root).resolve()
+    view, note = _tests_view(repo, op, test_files or [])
+    try:
+        run = _run_script(repo, script, Path(out_root).resolve(), op, timeout_s, view)
+    finally:
+        if view != repo:
+            shutil.rmtree(view, ignore_errors=True)
+    return ValidatorRun(run.command, note + run.output, run.exit_code) if note else run
+
+
+def _tests_view(repo: Path, op: str, test_files: list[str]) -> tuple[Path, str]:
+    """(the TILEGYM_PATH the script reads, a note when it is a view rather than ``repo``)."""
+    expected = Path("tests") / "ops" / f"test_{op}.py"
+    if (repo / expected).is_file() or not test_files or not (repo / test_files[0]).is_file():
+        return repo, ""
+    view = Path(tempfile.mkdtemp(prefix="agent-d-validator-view-"))
+    (view / "src").symlink_to(repo / "src", target_is_directory=True)
+    (view / expected).parent.mkdir(parents=True)
+    (view / expected).symlink_to(repo / test_files[0])
+    note = (
+        f"agent-d: this script reads {expected.as_posix()}; {op}'s tests are {test_files[0]}, "
+        "linked there in a temporary view of the checkout\n"
+    )
+    return view, note
+
+
+def _run_script(
+    repo: Path, script: Path, out_root: Path, op: str, timeout_s: float, tile: Path
+) -> ValidatorRun:
     rel = script.relative_to(repo).as_posix()
     shim = _buffered_nm_dir()
     path_prefix = f"PATH={shlex.quote(str(shim))}:$PATH " if shim else ""
     command = (
         f"cd {shlex.quote(str(repo))} && {path_prefix}CUTILE_KERNEL_OUT_ROOT={shlex.quote(str(out_root))} "
-        f"TILEGYM_PATH={shlex.quote(str(repo))} bash {shlex.quote(rel)} {shlex.quote(op)} 2>&1"
+        f"TILEGYM_PATH={shlex.quote(str(tile))} bash {shlex.quote(rel)} {shlex.quote(op)} 2>&1"
     )
-    env = dict(os.environ, CUTILE_KERNEL_OUT_ROOT=str(out_root), TILEGYM_PATH=str(repo))
+    env = dict(os.environ, CUTILE_KERNEL_OUT_ROOT=str(out_root), TILEGYM_PATH=str(tile))
     if shim:
         env["PATH"] = f"{shim}{os.pathsep}{env.get('PATH', '')}"
     try:

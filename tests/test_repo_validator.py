@@ -190,3 +190,25 @@ def test_repo_validator_nm_pipe_does_not_fake_a_missing_symbol(tmp_path):
     runs = [run_repo_validator(repo, tmp_path / "out", "x") for _ in range(5)]
     assert [r.exit_code for r in runs] == [0] * 5, [r.output for r in runs]
     assert "PATH=" in runs[0].command  # the shim is part of the command shown in the block
+
+
+def test_the_script_reads_the_op_s_tests_where_discovery_found_them(tmp_path):
+    """The script greps only tests/ops/test_<op>.py; an op tested in a subpackage under another name
+    (tests/ops/experimental/test_mhc.py) is checked through a view that links that file there."""
+    _fake_script(
+        tmp_path,
+        'KERNEL="$1"\nTEST_FILE="$TILEGYM_PATH/tests/ops/test_${KERNEL}.py"\n'
+        'if [ -f "$TEST_FILE" ] && grep -q cutile-rs "$TEST_FILE"; then echo OK; exit 0; fi\n'
+        'echo "FAIL: tests/ops/test_${KERNEL}.py does NOT include cutile-rs"; exit 1\n',
+    )
+    (tmp_path / "src" / "tilegym").mkdir(parents=True)
+    wired = tmp_path / "tests" / "ops" / "experimental" / "test_mhc.py"
+    wired.parent.mkdir(parents=True)
+    wired.write_text('_backends = ["cutile", "cutile-rs"]\n')
+    assert V.run_repo_validator(tmp_path, tmp_path / "out", "mhc_sinkhorn").exit_code == 1  # as upstream
+    run = V.run_repo_validator(
+        tmp_path, tmp_path / "out", "mhc_sinkhorn", test_files=["tests/ops/experimental/test_mhc.py"]
+    )
+    assert run.exit_code == 0, run.output
+    assert "mhc_sinkhorn's tests are tests/ops/experimental/test_mhc.py" in run.output.splitlines()[0]
+    assert not (tmp_path / "tests" / "ops" / "test_mhc_sinkhorn.py").exists()  # the checkout is untouched
