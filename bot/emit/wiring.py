@@ -143,12 +143,12 @@ def _binds(text: str, name: str) -> bool:
         tree = ast.parse(text)
     except SyntaxError:
         return re.search(rf"\bimport\b[^\n]*\b{re.escape(name)}\b", text) is not None
+    bound: set[str] = set()
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any((a.asname or a.name.split(".")[0]) == name for a in node.names):
-                return True
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-            return True
-        elif isinstance(node, ast.Assign) and any(getattr(t, "id", "") == name for t in node.targets):
-            return True
-    return False
+            bound |= {a.asname or a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.Assign):
+            bound |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return name in bound
