@@ -155,12 +155,16 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
             options.echo(f"[agent-d]   env: {problem.reason}")
             options.echo(f"[agent-d]   fix: {problem.fix}")
         test_file = _test_files(target, found, interp.env_report())  # parsed once: selection, skips
-        argv, _selection = testrun.command(python, test_file)
+        junit_xml = testrun.junit_arg(out_dir / testrun.JUNIT_NAME, target.repo)
+        argv, _selection = testrun.command(python, test_file, junit_xml=junit_xml)
         pytest_cmd = testrun.shown(argv)
         tests = run.stage(
             "test",
-            lambda: _test(target, argv, out_dir, interp, tools, options),
-            lambda t: f"exit={t.exit_code}: {t.passed} passed, {t.failed} failed, {t.skipped} skipped",
+            lambda: _test(target, argv, out_dir, interp, tools, options, test_file.paths),
+            lambda t: (
+                f"exit={t.exit_code}: {t.passed} passed, {t.failed} failed, {t.skipped} skipped"
+                + ("" if t.source == "junit" else " (read from the log: pytest wrote no JUnit XML)")
+            ),
         )
         result.tests, pytest_rc = tests, tests.exit_code
         gaps = analysis.known_gaps(analysis.load(out_dir / "reference" / "analysis.json"))
@@ -341,18 +345,27 @@ def _smoke(target: Target, so_path: str) -> tuple[bool, str]:
     return ok, detail
 
 
-def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions) -> TestResult:
+def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions, test_paths) -> TestResult:
     if not interp.pytest:
         raise Blocked("env", interp.env_report() or f"cannot run {interp.python}")
     log_path = out_dir / "correctness_cutile_rs.txt"
+    junit_path = out_dir / testrun.JUNIT_NAME
+    junit_path.unlink(missing_ok=True)  # an earlier run's results must not stand in for this one's
     env = {"CUTILE_RS_AUTOBUILD": "0", "CUTILE_KERNEL_OUT_ROOT": str(out_dir.parent)}
     if tools is not None:
         env["CUDA_TOOLKIT_PATH"] = str(tools.cuda_toolkit_path)
     echo = options.echo if options.echo_pytest else None
     outcome = testrun.run(target, argv, log_path, env, options.test_timeout, echo, options.echo)
     text = log_path.read_text(encoding="utf-8", errors="replace")
+    xml = junit_path.read_text(encoding="utf-8", errors="replace") if junit_path.is_file() else None
     result = testlog.to_test_result(
-        text, command=testrun.shown(argv), exit_code=outcome.code, log_path=str(log_path), gpu=interp.cuda
+        text,
+        command=testrun.shown(argv),
+        exit_code=outcome.code,
+        log_path=str(log_path),
+        gpu=interp.cuda,
+        junit_xml=xml,
+        test_paths=test_paths,
     )
     result.env_problem = interp.env_report()
     result.stopped_by_timeout = outcome.stopped

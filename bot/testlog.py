@@ -1,5 +1,8 @@
 """Read a pytest ``-v`` log (as text) back into per-case outcomes and counts.
 
+The correctness run's results come from its JUnit XML (bot/junit.py) when pytest wrote one;
+:func:`to_test_result` takes the rest from the log, and everything from it when there is no XML.
+
 The log is the raw output of the correctness run (``--tb=short -v``, with or without ``-rs``,
 ``-s`` or ``-x``), as tee'd to ``correctness_cutile_rs.txt``. Everything here is a pure
 function of that text.
@@ -30,8 +33,10 @@ xfail marker is banned in the correctness run, so it must stay visible).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
+from bot import junit
 from bot.types import TestCase, TestResult
 
 OUTCOME_WORDS = {
@@ -378,26 +383,47 @@ def _full_reason(short: str, full_reasons: list[str]) -> str:
 
 
 def to_test_result(
-    text: str, *, command: str, exit_code: int | None, log_path: str, gpu: bool = False
+    text: str,
+    *,
+    command: str,
+    exit_code: int | None,
+    log_path: str,
+    gpu: bool = False,
+    junit_xml: str | None = None,
+    test_paths: Sequence[str] = (),
 ) -> TestResult:
-    """A :class:`TestResult` from the log text.
+    """A :class:`TestResult` from the run's JUnit XML (``junit_xml``, bot/junit.py) and its log.
 
-    ``ran`` is True when pytest itself started (header markers or any case line);
-    ``env_problem`` is left empty: deciding that the environment is at fault is the
-    classifier's job, not the parser's.
+    The XML gives the cases, counts and skip reasons. The log says whether pytest started (header
+    markers or any case line), which Rust panics it printed and which case was an XPASS; without
+    an XML (the process died, an old run) everything comes from the log. ``env_problem`` is left
+    empty: deciding that the environment is at fault is the classifier's job, not the parser's.
     """
     p = parse_log(text)
-    return TestResult(
-        ran=p.header or bool(p.cases) or p.has_summary,
+    xml = junit.read(junit_xml, test_paths) if junit_xml else None
+    result = TestResult(
+        ran=p.header or bool(p.cases) or p.has_summary or xml is not None,
         command=command,
         exit_code=exit_code,
         log_path=log_path,
-        passed=p.passed,
-        failed=p.failed,
-        skipped=p.skipped,
-        errors=p.errors,
-        cases=list(p.cases),
         gpu=gpu,
-        skip_groups=list(p.skip_groups),
         panics=list(p.panics),
     )
+    if xml is None:
+        result.cases, result.skip_groups, result.source = list(p.cases), list(p.skip_groups), "log"
+        result.passed, result.failed, result.skipped, result.errors = p.passed, p.failed, p.skipped, p.errors
+        return result
+    xpassed = {c.nodeid: c for c in p.cases if c.outcome == "xpassed"}
+    # a non-strict XPASS is a pass in the XML; the log still says XPASS, and xfail markers are banned
+    result.cases = [
+        replace(c, outcome="xpassed", message=xpassed[c.nodeid].message)
+        if c.outcome == "passed" and c.nodeid in xpassed
+        else c
+        for c in xml.cases
+    ]
+    result.skip_groups, result.source = list(xml.skip_groups), "junit"
+    tally = {outcome: sum(1 for c in result.cases if c.outcome == outcome) for outcome in _SEVERITY}
+    result.passed, result.failed, result.skipped, result.errors = (
+        tally["passed"], tally["failed"], tally["skipped"], tally["error"],
+    )  # fmt: skip
+    return result

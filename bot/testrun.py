@@ -1,7 +1,7 @@
 """Stage "test": the real pytest surface of domain.md section 7, run with the target interpreter.
 
 The command is always ``-x --timeout=60 --tb=short -v`` without ``--no-header``, its output
-tee'd to ``correctness_cutile_rs.txt``. Selection: the op's functional tests (``test_op*``,
+tee'd to ``correctness_cutile_rs.txt``, its JUnit XML written to ``correctness_cutile_rs.xml``. Selection: the op's functional tests (``test_op*``,
 ``test_autotune_op*``; backward tests excluded because cutile-rs wrappers are forward only),
 matching both id spellings ``cutile_rs`` and ``cutile-rs``; all cutile-rs cases when the file
 has no functional test. Before running, the interpreter is probed (pytest, the timeout plugin,
@@ -187,8 +187,12 @@ CUTILE_RS = "(cutile_rs or cutile-rs)"
 CUTILE = "(cutile and not cutile_rs and not cutile-rs)"  # the cuTile Python backend, a new op's baseline
 
 
-def command(python: str, tests: TestFile, backend: str = CUTILE_RS) -> tuple[list[str], str]:
-    """The pytest argv over the op's test files and the selection it uses (for the report)."""
+def command(
+    python: str, tests: TestFile, backend: str = CUTILE_RS, junit_xml: str = ""
+) -> tuple[list[str], str]:
+    """The pytest argv over the op's test files and the selection it uses (for the report).
+
+    ``junit_xml``: where pytest writes its JUnit XML, the source of the results (bot/junit.py)."""
     if tests.functional:
         selection = f"{backend} and ({' or '.join(tests.functional)})"
         # -k matches substrings: `test_op` would also select `test_op_backward`
@@ -213,7 +217,21 @@ def command(python: str, tests: TestFile, backend: str = CUTILE_RS) -> tuple[lis
         "--timeout=60",
         "-rs",
     ]
+    if junit_xml:
+        argv.append(f"--junitxml={junit_xml}")
     return argv, selection
+
+
+JUNIT_NAME = "correctness_cutile_rs.xml"
+
+
+def junit_arg(path: Path, repo: Path) -> str:
+    """``path`` as pytest (run in ``repo``) is given it: relative when inside the repo, so the
+    command in the report reads the same on every machine."""
+    try:
+        return str(path.resolve().relative_to(repo.resolve()))
+    except ValueError:
+        return str(path)
 
 
 def shown(argv: list[str]) -> str:

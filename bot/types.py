@@ -383,6 +383,7 @@ class TestResult:
     stopped_by_timeout: bool = False  # agent-d killed pytest at --test-timeout
     skip_groups: list[tuple[int, str]] = field(default_factory=list)  # -rs summary: (count, reason)
     panics: list[str] = field(default_factory=list)  # Rust panic messages in the log (JIT, launcher)
+    source: str = ""  # where cases and counts were read: "junit" (the XML) or "log" (no XML)
 
 
 class VerdictKind(str, Enum):

@@ -6,16 +6,27 @@ import sys
 from pathlib import Path
 
 import pytest
+from cargo_warm import TILEGYM_VERSION, cargo_target, warm
 
 from bot.wheel import WheelUnavailable, default_cache_dir
 from bot.wheel import tilegym_wheel as _fetch_tilegym_wheel
-
-TILEGYM_VERSION = "1.5.1"
 
 # scripts/gpu_proof.py's package `gpu` (standard library only), imported by the test_gpu_* files
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The cold build of the cutile crates, once, before the first test's timeout starts."""
+    if session.config.option.collectonly or not any(i.get_closest_marker("slow") for i in session.items):
+        return
+    capture = session.config.pluginmanager.getplugin("capturemanager")
+    if capture is None:  # -p no:capture
+        warm(default_cache_dir())
+        return
+    with capture.global_and_fixture_disabled():  # its heartbeat must reach the terminal
+        warm(default_cache_dir())
 
 
 @pytest.fixture(scope="session")
@@ -35,6 +46,6 @@ def tilegym_wheel() -> Path:
 @pytest.fixture(scope="session")
 def cargo_target_dir() -> Path:
     """One cargo target folder for every test build: the cutile crates compile once per machine."""
-    path = default_cache_dir() / "cargo-target"
+    path = cargo_target(default_cache_dir())
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -31,7 +31,6 @@ from bot.cli import main
 from bot.pipeline import make_plan
 from bot.reader import read_kernel
 from bot.types import Target
-from bot.wheel import default_cache_dir
 
 pytestmark = pytest.mark.slow
 OPS = ["row_softmax", "head_norm", "gather_rows", "square_rows", "tile_copy"]
@@ -129,10 +128,11 @@ def _check_generated(repo: Path) -> None:
     assert "idx = indices.to(torch.int32).contiguous()" in wrapper
 
 
-def test_fixture_patterns_generate_build_export_and_smoke(repo, capsys):
+def test_fixture_patterns_generate_build_export_and_smoke(repo, cargo_target_dir, capsys):
     _check_plans(repo)
-    cache = default_cache_dir() / "cargo-target"
-    code = main(["port", "--repo", str(repo), "--base", "HEAD~1", "--cargo-target-dir", str(cache)])
+    code = main(
+        ["port", "--repo", str(repo), "--base", "HEAD~1", "--cargo-target-dir", str(cargo_target_dir)]
+    )
     out = capsys.readouterr().err  # progress lines: stdout keeps only the validator blocks
     assert code == 3, out  # BLOCKED: only because this machine has no GPU
     for op in OPS:

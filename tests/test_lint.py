@@ -1,4 +1,5 @@
-"""The action, the workflows and the Dockerfile pass their linters (actionlint with shellcheck, hadolint)."""
+"""The action, the workflows, the Dockerfile and the shell scripts pass their linters (actionlint,
+hadolint, shellcheck)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,13 @@ def test_workflows_pass_actionlint():
 
 def test_dockerfile_passes_hadolint():
     proc = subprocess.run([_tool("hadolint"), "Dockerfile"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_shell_scripts_pass_shellcheck():
+    files = [str(p) for p in sorted(ROOT.glob("scripts/*.sh"))] + [str(ROOT / ".ci" / "run")]
+    assert len(files) >= 4, files  # setup.sh, tile_home.sh, image_demo.sh, .ci/run
+    proc = subprocess.run([_tool("shellcheck"), *files], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -1,0 +1,106 @@
+"""Read pytest's JUnit XML (``--junitxml``) into per-case outcomes, counts and skip reasons.
+
+The correctness run writes it beside its log (``correctness_cutile_rs.xml``). Test ids, outcomes,
+failure messages and skip reasons come from here rather than from the ``-v`` text; the log
+(bot/testlog.py) still says what the XML cannot: that the process died (pytest then writes no
+XML), Rust panics in the captured output, pytest's own header, and an xfail-marked test that
+passed (the XML records a non-strict XPASS as a plain pass).
+
+The XML comes from a run of PR code, like the log: it is read with the standard library's
+parser, which resolves no external entity, after a size check.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from bot.types import TestCase
+
+MAX_BYTES = 32 * 1024 * 1024  # a correctness run's XML is kilobytes; anything this big is not one
+# When a case carries several results (a pass then a teardown error), the worse wins.
+_SEVERITY = {"passed": 0, "xfailed": 1, "skipped": 2, "failed": 4, "error": 5}
+
+
+@dataclass
+class JunitResult:
+    cases: list[TestCase] = field(default_factory=list)
+    skip_groups: list[tuple[int, str]] = field(default_factory=list)  # (count, reason), first seen first
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for c in self.cases if c.outcome == outcome)
+
+
+def read(text: str, test_paths: Sequence[str] = ()) -> JunitResult | None:
+    """The cases of a pytest JUnit XML document; None when ``text`` is not one.
+
+    ``test_paths``: the test files the run was given (relative to the repo), to turn pytest's
+    dotted ``classname`` back into the node id the log shows.
+    """
+    if len(text) > MAX_BYTES:
+        return None
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError:
+        return None
+    if root.tag not in ("testsuites", "testsuite"):
+        return None
+    out = JunitResult()
+    reasons: dict[str, int] = {}
+    for element in root.iter("testcase"):
+        nodeid = nodeid_of(element.get("classname", ""), element.get("name", ""), test_paths)
+        outcome, message = _outcome(element)
+        out.cases.append(TestCase(nodeid=nodeid, outcome=outcome, message=message))
+        if outcome == "skipped" and message:
+            reasons[message] = reasons.get(message, 0) + 1
+    out.skip_groups = [(n, reason) for reason, n in reasons.items()]
+    return out
+
+
+def nodeid_of(classname: str, name: str, test_paths: Sequence[str] = ()) -> str:
+    """pytest writes ``tests/ops/test_x.py::Test_X::test_op[a]`` as classname
+    ``tests.ops.test_x.Test_X`` and name ``test_op[a]``; a collection error as an empty
+    classname and the dotted module as the name."""
+    dotted = classname or name
+    for path in test_paths:
+        module = path.removesuffix(".py").replace("/", ".")
+        if not classname and dotted == module:
+            return path
+        if dotted == module:
+            return f"{path}::{name}"
+        if dotted.startswith(module + "."):
+            return f"{path}::{dotted[len(module) + 1 :].replace('.', '::')}::{name}"
+    # A file the run was not given by name: pytest's classes are `Test*`, its modules lower case.
+    parts = dotted.split(".")
+    if not classname:
+        return "/".join(parts) + ".py"
+    if len(parts) > 1 and parts[-1][:1].isupper():
+        return f"{'/'.join(parts[:-1])}.py::{parts[-1]}::{name}"
+    return f"{'/'.join(parts)}.py::{name}"
+
+
+def _outcome(element: ET.Element) -> tuple[str, str]:
+    outcome, message = "passed", ""
+    for child in element:
+        if child.tag == "failure":
+            found = ("failed", _failure_message(child))
+        elif child.tag == "error":
+            found = ("error", _failure_message(child))
+        elif child.tag == "skipped":
+            kind = "xfailed" if child.get("type") == "pytest.xfail" else "skipped"
+            found = (kind, (child.get("message") or "").strip())
+        else:  # system-out, system-err, properties
+            continue
+        if _SEVERITY[found[0]] > _SEVERITY[outcome]:
+            outcome, message = found
+    return outcome, message
+
+
+def _failure_message(element: ET.Element) -> str:
+    """The first ``E`` line of pytest's short traceback, as the log's FAILURES section shows it;
+    else the first line of the ``message`` attribute."""
+    for line in (element.text or "").splitlines():
+        if line.startswith("E ") and line[1:].strip():
+            return line[1:].strip()
+    return next((ln.strip() for ln in (element.get("message") or "").splitlines() if ln.strip()), "")
