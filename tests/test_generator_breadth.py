@@ -96,7 +96,10 @@ def test_all_five_generate_build_export_and_smoke(five, cargo_target_dir, capsys
 
 
 def test_missing_contract_is_blocked_host_with_a_draft(five, capsys):
+    # bmm is read from its cuTile reference since 091e233: without that reference, only a
+    # contract can say what it said
     (five / "src/tilegym/ops/cutile_rs/bmm_kernel/host_contract.yaml").unlink()
+    (five / "src/tilegym/ops/cutile/bmm.py").write_text('"""No reference here."""\n')
     code = main(["port", "--repo", str(five), "--kernel", "bmm"])
     out = capsys.readouterr().err
     assert code == 3
@@ -131,6 +134,6 @@ def test_bmm_and_attention_sink_need_no_contract(five):
     assert {"when": "trans_a != 0 and trans_a != 1", "rc": "INVALID_ARGS"} in bmm.ffi.checks
     checks = [s.expr for s in bmm.python.steps if s.kind == "check"]
     assert "not (K_A == K_B)" in checks and "not (Q_A == Q_B)" in checks
-    assert bmm.python.ffi_args["trans_a"] == "int(transpose_a)"
+    assert bmm.python.ffi_args["trans_a"] == "int(bool(transpose_a))"  # ops.py's default is None
     # an autotuned wrapper honours TileGym's switch: the first config only when it is off
     assert "    if is_autotune_disabled():\n        configs = configs[:1]\n" in wrapper_py.render(bmm)

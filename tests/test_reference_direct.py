@@ -78,7 +78,7 @@ def test_arguments_map_by_position_then_by_name_onto_kernel_rs():
     )
     # TILE_SIZE ~ BLOCK_SIZE (its twin), the module constant inlined; a bool flag feeds an i32 generic
     assert reading.args["block_size"][0] == "int(512)"
-    assert reading.args["keep"][0] == "int(training)"
+    assert reading.args["keep"][0] == "int(bool(training))"  # the caller's flag: None reads as False
     assert reading.args["num_programs"][0] == "cdiv(rows * n, 512)"  # math.ceil(a / b) -> cdiv
 
 

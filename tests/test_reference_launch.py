@@ -242,7 +242,7 @@ def test_nested_tuning_helpers_a_direct_branch_and_shapes_through_a_flag():
     reading = reference_launch.read(source, "batched_gemm", signature)
     persistent, flat = reading.variants
     assert (persistent.condition, flat.condition) == ("persistent", "")
-    assert persistent.values == {"trans_a": "int(transpose_a)"}  # a generic the caller's flag feeds
+    assert persistent.values == {"trans_a": "int(bool(transpose_a))"}  # a generic the caller's flag feeds
     assert reading.checks == [{"when": "trans_a != 0 and trans_a != 1", "rc": "INVALID_ARGS"}]
     # the grid_fn's locals are substituted; its getattr fields are renamed with the config
     assert "getattr(cfg, 'NUM_CTAS', 1)" in persistent.grid0 and "get_num_sm()" in persistent.grid0

@@ -847,6 +847,8 @@ def _map_launch(
             values[c_arg] = (f"int({text})", f"argument {ref} -> generic {twin}")
             if ref in flags:
                 checks.append(flag_check(c_arg))
+                if text in params:  # the caller's own flag: None means False, as `if flag:` reads it
+                    values[c_arg] = (f"int(bool({text}))", f"argument {ref} -> generic {twin}")
         elif param is not None and param.kind in ("tensor", "ptr"):
             c_name, _bind, _src = naming.c_tensor_name(param)
             tensors[c_name] = text

@@ -423,6 +423,7 @@ class _Reader:
                 c_arg = naming.generic_arg_name(twin)[0]
                 values[c_arg] = f"int({flag})"
                 if ref in bool_params(kernel):
+                    values[c_arg] = f"int(bool({flag}))"  # a caller may pass None for False
                     self.flag_checks.append(flag_check(c_arg))
             elif twin is not None:
                 rename[field_name] = twin
