@@ -21,6 +21,7 @@ from bot.github.commands import Command, kernel_name_errors, parse_commands
 from bot.github.config import Config, ConfigError, load_config
 from bot.github.events import Event
 from bot.github.kernels import added_kernels, checked_ops
+from bot.github.pr_lock import pr_lock
 from bot.github.redact import redact
 from bot.github.trust import approval_command, check_auto_run, check_user, is_fork
 
@@ -103,6 +104,14 @@ class Dispatcher:
             raise
         if self.pr.state != "open":
             return self._skip(f"pull request #{ev.pr_number} is {self.pr.state}")
+        # One dispatch per PR at a time: a concurrent delivery of this event then finds the run
+        # this one queued (every "look, then create" below happens under the lock).
+        with pr_lock(self.repo, ev.pr_number):
+            self.pr = self.repo.get_pull(ev.pr_number)  # the head as of holding the lock
+            return self._decide()
+
+    def _decide(self) -> DispatchResult:
+        ev = self.ev
         head = self.pr.head.sha
         try:
             self.cfg = load_config(self.repo)
