@@ -117,7 +117,8 @@ class Dispatcher:
             self.cfg = load_config(self.repo)
         except ConfigError as exc:
             self.cfg = Config()
-            return self._conclude(head, "config", "failure", "agent-d configuration error", str(exc))
+            why = render.escape_md(str(exc))
+            return self._conclude(head, "config", "failure", "agent-d configuration error", why)
         handler = getattr(self, f"_on_{ev.kind}")
         try:
             return handler(head)
@@ -130,7 +131,7 @@ class Dispatcher:
         try:
             for run in publish.open_check_runs(self.repo, head, self.cfg.check_name):
                 if (run.external_id or "").startswith(f"pr{self.ev.pr_number}:{head}:"):
-                    why = redact(f"agent-d dispatch failed: {type(exc).__name__}: {exc}")
+                    why = render.escape_md(redact(f"agent-d dispatch failed: {type(exc).__name__}: {exc}"))
                     publish.conclude(run, "failure", "agent-d error", why)
         except Exception:
             log.exception("could not conclude the check after an error")
@@ -183,7 +184,10 @@ class Dispatcher:
         if cmd.name == "invalid":
             publish.react(comment, "confused")
             self._reply(
-                key, f"@{ev.sender} agent-d did not understand `{cmd.line}`: {cmd.error}", with_help=True
+                key,
+                f"@{ev.sender} agent-d did not understand {render.code_span(cmd.line)}: "
+                f"{render.escape_md(cmd.error)}",
+                with_help=True,
             )
             return self._skip(f"invalid command: {cmd.error}")
         return self._command(head, cmd, key, comment)
@@ -242,7 +246,7 @@ class Dispatcher:
             return self._skip("approval needs the full sha of the head")
         bad = kernel_name_errors(cmd.kernels)  # comments are checked when parsed; dispatch inputs here
         if bad:
-            self._reply(key, f"Nothing was run: {bad}.")
+            self._reply(key, f"Nothing was run: {render.escape_md(bad)}.")
             return self._skip(f"invalid kernel name: {bad}")
         try:
             available = self._added_ops()
@@ -282,7 +286,7 @@ class Dispatcher:
         return checked_ops(added_kernels(self.pr.get_files()))
 
     def _bad_kernel_name(self, head: str, key: str, exc: UsageError) -> DispatchResult:
-        why = f"{exc}. agent-d ports no kernel of this pull request until the directory is renamed."
+        why = f"{render.escape_md(str(exc))}. agent-d ports no kernel of this pull request until the directory is renamed."
         return self._conclude(head, key, "failure", "kernel name not allowed", why)
 
     def _external(self, head: str, key: str) -> str:

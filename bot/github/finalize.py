@@ -89,7 +89,7 @@ class Finalizer:
             self.cfg = load_config(self.repo)
         except ConfigError as exc:
             self.cfg = Config()
-            return self._locked(self._fail, "agent-d configuration error", str(exc))
+            return self._locked(self._fail, "agent-d configuration error", render.escape_md(str(exc)))
         self.pr = self.repo.get_pull(req.pr)
         if req.port_result == "cancelled":
             return self._locked(self._cancel, "the GPU job was cancelled")
@@ -102,9 +102,8 @@ class Finalizer:
             artifacts = [read_artifact(d) for d in req.artifact_dirs]
             self._check_origin(artifacts)
         except ArtifactError as exc:
-            return self._locked(
-                self._fail, "artifact rejected", f"The port job's artifact was rejected: {exc}"
-            )
+            why = f"The port job's artifact was rejected: {render.escape_md(str(exc))}"
+            return self._locked(self._fail, "artifact rejected", why)
         with tempfile.TemporaryDirectory(prefix="agent-d-finalize-") as tmp:
             return self._publish(artifacts, Path(tmp) / "repo.git")
 
@@ -128,7 +127,9 @@ class Finalizer:
         try:
             check = self.repo.get_check_run(self.req.check_run_id)
             if check.status != "completed":
-                why = redact(f"agent-d failed while publishing: {type(exc).__name__}: {exc}")
+                why = render.escape_md(
+                    redact(f"agent-d failed while publishing: {type(exc).__name__}: {exc}")
+                )
                 publish.conclude(check, "failure", "agent-d error", why)
         except Exception:
             log.exception("could not conclude the check after an error")
@@ -228,9 +229,8 @@ class Finalizer:
             joined = "".join(a.patch for a in artifacts if not a.empty)
             tree = self._combined_tree(gitdir, artifacts, head_tree, joined)
         except (ArtifactError, gitops.GitError) as exc:
-            return self._locked(
-                self._fail, "artifact rejected", f"The tested result cannot be reproduced: {exc}"
-            )
+            why = f"The tested result cannot be reproduced: {render.escape_md(str(exc))}"
+            return self._locked(self._fail, "artifact rejected", why)
         return self._locked(self._publish_tree, artifacts, gitdir, head_tree, tree)
 
     def _publish_tree(
@@ -263,7 +263,7 @@ class Finalizer:
                 elif "non-fast-forward" in err or "fetch first" in err or "stale info" in err:
                     return self._cancel("the branch moved while agent-d was pushing")
                 else:
-                    why = f"the push was refused: {err[-500:]}"
+                    why = f"the push was refused: {render.escape_md(err[-500:])}"
                     review_notes.append(render.patch_instructions(patch, req.pr, why))
                     notes.append("Not committed: the push was refused; the review holds the patch.")
         title = render.check_title(verdicts)
