@@ -147,6 +147,10 @@ def test_push_check_run_and_dispatch_events():
     wd = {"inputs": {"pr": "9", "kernels": "a, b"}, "repository": _repo()}
     ev = parse_event("workflow_dispatch", wd)
     assert (ev.kind, ev.pr_number, ev.kernels) == ("dispatch", 9, ("a", "b"))
+    ev = parse_event("workflow_dispatch", {**wd, "inputs": {"pr": "9", "sha": " " + "A" * 40}})
+    assert ev.head_sha == "a" * 40  # the approved commit, normalised
+    bad = parse_event("workflow_dispatch", {**wd, "inputs": {"pr": "9", "sha": "main"}})
+    assert bad.kind == "ignored" and "not a commit sha" in bad.reason
 
 
 # --------------------------------------------------------------------------- redaction
