@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bot import progress
+from bot import compiler_output, progress
 from bot.errors import Blocked, Failed
 from bot.toolchain import Toolchain
 from bot.types import BuildResult, Target
@@ -75,8 +75,8 @@ def build(
         if proc.returncode == 0 and built != runtime_so:
             runtime_so.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(built, runtime_so)
-    rendered, errors_by_file = _diagnostics(proc.stdout, crate)
-    log = _strip_ansi("\n".join(rendered) + "\n" + proc.stderr)
+    rendered, errors_by_file = _diagnostics(proc.stdout, crate, target.repo)
+    log = _log_text(rendered, proc.stderr, target, crate)
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_path.write_text(f"$ (cd {crate}) {shown}\n{log}\nexit={proc.returncode}\n", encoding="utf-8")
@@ -148,10 +148,10 @@ def _cargo(
 
 
 def _stopped(target: Target, log_path, crate: Path, shown: str, stdout: str, stderr: str, limit: float):
-    rendered, _ = _diagnostics(stdout, crate)
+    rendered, _ = _diagnostics(stdout, crate, target.repo)
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        text = _strip_ansi("\n".join(rendered) + "\n" + stderr)
+        text = _log_text(rendered, stderr, target, crate)
         log_path.write_text(
             f"$ (cd {crate}) {shown}\n{text}\nstopped after {limit:.0f} s\n", encoding="utf-8"
         )
@@ -163,7 +163,14 @@ def _stopped(target: Target, log_path, crate: Path, shown: str, stdout: str, std
     )
 
 
-def _diagnostics(stdout: str, crate: Path) -> tuple[list[str], dict[str, list[str]]]:
+def _log_text(rendered: list[str], stderr: str, target: Target, crate: Path) -> str:
+    """The build log as reports carry it: no quoted lines of files outside the checkout."""
+    return compiler_output.redact_outside(
+        _strip_ansi("\n".join(rendered) + "\n" + stderr), target.repo, crate
+    )
+
+
+def _diagnostics(stdout: str, crate: Path, root: Path) -> tuple[list[str], dict[str, list[str]]]:
     rendered: list[str] = []
     by_file: dict[str, list[str]] = {}
     for line in stdout.splitlines():
@@ -179,22 +186,24 @@ def _diagnostics(stdout: str, crate: Path) -> tuple[list[str], dict[str, list[st
         if diag.get("level") not in ("error", "error: internal compiler error"):
             continue
         spans = [s for s in diag.get("spans", []) if s.get("is_primary")] or diag.get("spans", [])
-        where = _source_file(spans, crate) if spans else "(no file)"
+        where = _source_file(spans, crate, root) if spans else "(no file)"
         by_file.setdefault(where, []).append(diag.get("message", "").strip())
     return rendered, by_file
 
 
-def _source_file(spans: list[dict], crate: Path) -> str:
+def _source_file(spans: list[dict], crate: Path, root: Path) -> str:
     span = spans[0]
     # A macro expansion points into the macro's caller; the outermost expansion holds the op file.
     while span.get("expansion") and span["expansion"].get("span"):
         span = span["expansion"]["span"]
     name = span.get("file_name", "")
-    path = (crate / name).resolve() if not Path(name).is_absolute() else Path(name)
+    if not compiler_output.inside(name, root, crate):
+        return compiler_output.OUTSIDE  # neither its path nor its text leaves the runner
+    path = (crate / name).resolve()
     try:
         return str(path.relative_to(crate.parent.resolve()))
     except ValueError:
-        return name
+        return str(path.relative_to(root.resolve()))
 
 
 def _raise_for_failure(

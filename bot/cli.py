@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn
 
-from bot import __version__, progress
+from bot import __version__, machine_errors, progress
 from bot.errors import StageStop, UsageError
 from bot.github.cli import add_subcommands
 from bot.pipeline import EXIT_CODES, USAGE_EXIT, PortOptions, port
@@ -56,8 +56,8 @@ def _run(argv: list[str] | None) -> int:
     except Exception as exc:  # a traceback can carry a token (a GitHub error echoing it): one line, scrubbed
         from bot.github.redact import redact
 
-        line = " ".join(f"{type(exc).__name__}: {exc}".split())
-        print(redact(f"agent-d: internal error: {line}")[:2000], file=sys.stderr)
+        what = "stopped" if machine_errors.explain(exc) else "internal error"  # a full disk is no bug
+        print(redact(f"agent-d: {what}: {machine_errors.one_line(exc)}")[:2000], file=sys.stderr)
         return INTERNAL_EXIT
 
 

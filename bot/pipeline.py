@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from bot import (
     discover,
     generate,
     kernel_rules,
+    machine_errors,
     progress,
     report,
     smoke,
@@ -118,7 +120,6 @@ def port(options: PortOptions) -> list[PortResult]:
 def port_one(target: Target, options: PortOptions) -> PortResult:
     run = _Run(options.echo)
     out_dir = options.out_dir(target.op).resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
     python = options.python or testrun.current_python()
     result = PortResult(target, Verdict(VerdictKind.BLOCKED, "host", "not run"), run.stages, str(out_dir))
     pytest_cmd, pytest_rc = "(pytest not run)", None
@@ -127,6 +128,7 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
         f"[agent-d] {'verify' if options.verify_only else 'port'} {target.op}: {target.kernel_rs.relative_to(target.repo)} -> {out_dir}"
     )
     try:
+        out_dir.mkdir(parents=True, exist_ok=True)
         if not target.kernel_rs.is_file():
             raise Failed(
                 "kernel",
@@ -172,17 +174,25 @@ def port_one(target: Target, options: PortOptions) -> PortResult:
             "classify", lambda: classify.classify(tests, gaps, list(test_file.skips)), lambda v: v.kind.value
         )
     except StageStop as stop:
-        result.verdict = Verdict(
-            VerdictKind(stop.kind), stop.klass, stop.reason, stop.followup, stop.host_fix
-        )
+        result.verdict = _verdict(stop)
     except Exception as exc:  # the verdict must still say why, and reports must still be written
-        run.log.append("internal error:\n" + traceback.format_exc())
-        result.verdict = Verdict(
-            VerdictKind.BLOCKED, "host", f"internal error in agent-d: {type(exc).__name__}: {exc}"
+        run.log.append("stopped by:\n" + traceback.format_exc())
+        failed = run.stages[-1].name if run.stages and run.stages[-1].status == "failed" else ""
+        stop = machine_errors.explain(exc, failed)
+        result.verdict = (
+            _verdict(stop)
+            if stop is not None
+            else Verdict(
+                VerdictKind.BLOCKED, "host", f"internal error in agent-d: {type(exc).__name__}: {exc}"
+            )
         )
     test_files = [site.path for site in found.test_sites] if found is not None else None
     _finish(result, run, target, out_dir, pytest_cmd, pytest_rc, options, test_files)
     return result
+
+
+def _verdict(stop: StageStop) -> Verdict:
+    return Verdict(VerdictKind(stop.kind), stop.klass, stop.reason, stop.followup, stop.host_fix)
 
 
 def _discovery_line(found: Discovery) -> str:
@@ -382,6 +392,52 @@ def _finish(
     options: PortOptions,
     test_files: list[str] | None,
 ) -> None:
+    """Reports, validation and the answer, whatever happened: when the reports folder cannot be
+    written (a full or read-only disk), they go to a fresh temporary folder and the verdict says
+    so; when nothing can be written, the answer is still printed and says that."""
+    try:
+        _write_reports(result, run, target, out_dir, pytest_cmd, pytest_rc, test_files)
+    except OSError as exc:
+        _unwritable(result, run, exc, out_dir)
+        reason = result.verdict.reason
+        try:
+            out_dir = Path(tempfile.mkdtemp(prefix=f"agent-d-{target.op}-")) / target.op
+            result.verdict.reason = f"{reason}; the reports are in {out_dir}"
+            result.out_dir = str(out_dir)
+            _write_reports(result, run, target, out_dir, pytest_cmd, pytest_rc, test_files)
+        except OSError as again:
+            result.verdict.reason = (
+                f"{reason}; no reports could be written ({machine_errors.one_line(again)})"
+            )
+            runs = [validator.validate(out_dir, target.op, target.repo, None, test_files)]
+            result.validator_block = report.validator_block(pytest_cmd, pytest_rc, runs)
+    options.answer(result.validator_block)
+    options.answer(result.verdict.line)
+    options.echo(f"[agent-d] {target.op}: {result.verdict.headline}: {result.verdict.reason}")
+
+
+def _unwritable(result: PortResult, run: _Run, exc: OSError, out_dir: Path) -> None:
+    """The verdict for reports that could not be written, keeping what the run had found."""
+    run.log.append("writing the reports failed:\n" + traceback.format_exc())
+    stop = machine_errors.explain(exc, writing=f"the reports in {out_dir}") or Blocked(
+        "env", f"the reports could not be written: {machine_errors.one_line(exc)}"
+    )
+    before, plain = result.verdict, machine_errors.explain(exc)
+    result.verdict = _verdict(stop)
+    if plain is None or before.reason != plain.reason:  # the run found something else first: keep it
+        result.verdict.reason += f" (the run itself: {before.headline}: {before.reason})"
+
+
+def _write_reports(
+    result: PortResult,
+    run: _Run,
+    target: Target,
+    out_dir: Path,
+    pytest_cmd: str,
+    pytest_rc: int | None,
+    test_files: list[str] | None,
+) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
     decision_log = _decision_log(result, run)
     so = Path(result.build.so_path) if result.build and result.build.so_path else None
     log_src = out_dir / "correctness_cutile_rs.txt"
@@ -401,9 +457,6 @@ def _finish(
             )
     result.validator_block = report.validator_block(pytest_cmd, pytest_rc, runs)
     (out_dir / "validator_block.txt").write_text(result.validator_block + "\n" + result.verdict.line + "\n")
-    options.answer(result.validator_block)
-    options.answer(result.verdict.line)
-    options.echo(f"[agent-d] {target.op}: {result.verdict.headline}: {result.verdict.reason}")
 
 
 def _decision_log(result: PortResult, run: _Run) -> list[str]:

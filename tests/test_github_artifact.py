@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -68,6 +69,19 @@ def test_port_crash_becomes_blocked_host(tmp_path, monkeypatch):
     a = read_artifact(run_port_job(repo, head, ["silu_and_mul"], tmp_path / "a", boom, repo_name="o/r"))
     v = a.verdicts["silu_and_mul"]
     assert (v.kind, v.klass) == ("BLOCKED", "host") and CANARY not in v.reason and a.empty
+
+
+def test_a_port_stopped_by_a_full_disk_says_so(tmp_path):
+    repo = tmp_path / "repo"
+    head = make_local_repo(repo)
+
+    def full(repo: Path, op: str):
+        raise OSError(errno.ENOSPC, "No space left on device", "/runner/_work/out/ffi.rs")
+
+    a = read_artifact(run_port_job(repo, head, ["silu_and_mul"], tmp_path / "a", full, repo_name="o/r"))
+    v = a.verdicts["silu_and_mul"]
+    assert (v.kind, v.klass) == ("BLOCKED", "env")
+    assert v.reason == "the port stopped: no space left on the device while writing /runner/_work/out/ffi.rs"
 
 
 # --------------------------------------------------------------------------- hostile artifacts

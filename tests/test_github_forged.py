@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake  # noqa: F401
 from test_github_e2e import BOTS, REPO, world  # noqa: F401
-from test_github_support import OPS, fake_generate, fake_port, make_local_repo
+from test_github_support import OPS, fake_generate, fake_port, make_local_repo, visible
 
 from bot.github import gitops
 from bot.github.artifact import change_refusals
@@ -60,7 +60,7 @@ def _nothing_published(world, pr, sha, d, fin):  # noqa: F811
     assert world.reviews(pr.number) == []
     check = world.repo.get_check_run(d.check_run_id)
     assert (check.status, check.conclusion) == ("completed", "failure")
-    return check.output.summary
+    return visible(check.output.summary)
 
 
 def test_a_rename_into_the_workflows_folder_is_refused(world):  # noqa: F811

@@ -8,6 +8,7 @@ the code generator or a GPU.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -81,3 +82,8 @@ def make_local_repo(path: Path, with_kernel: str | None = "silu_and_mul") -> str
         git(path, "add", "-A")
         git(path, "commit", "-q", "-m", "add kernel")
     return git(path, "rev-parse", "HEAD").strip()
+
+
+def visible(markdown: str) -> str:
+    """What a reader sees of escaped Markdown text: backslash escapes removed."""
+    return re.sub(r"\\(.)", r"\1", markdown)

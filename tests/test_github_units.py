@@ -147,6 +147,10 @@ def test_push_check_run_and_dispatch_events():
     wd = {"inputs": {"pr": "9", "kernels": "a, b"}, "repository": _repo()}
     ev = parse_event("workflow_dispatch", wd)
     assert (ev.kind, ev.pr_number, ev.kernels) == ("dispatch", 9, ("a", "b"))
+    ev = parse_event("workflow_dispatch", {**wd, "inputs": {"pr": "9", "sha": " " + "A" * 40}})
+    assert ev.head_sha == "a" * 40  # the approved commit, normalised
+    bad = parse_event("workflow_dispatch", {**wd, "inputs": {"pr": "9", "sha": "main"}})
+    assert bad.kind == "ignored" and "not a commit sha" in bad.reason
 
 
 # --------------------------------------------------------------------------- redaction
@@ -408,3 +412,13 @@ def test_pr_derived_reasons_are_inert_markdown_in_the_verdict_table():
     assert "<img" not in row and "<b>" not in row and "&lt;img" in row
     assert "\\[win\\]\\(https:\u200b//evil" in row and "@\u200bmaint" in row and "\\*\\*x\\*\\*" in row
     assert row.count(" | ") == 2 and "\\|" in row  # the reason's pipe does not open a column
+
+
+def test_escaped_text_starts_no_list_or_heading_and_links_no_issue():
+    from bot.github.render import code_span, escape_md
+
+    assert escape_md("1. item") == "1\\. item" and escape_md("- item") == "\\- item"
+    assert escape_md("=== x") == "\\=== x" and escape_md("# x") == "\\# x"
+    assert escape_md("see #12") == "see \\#12"  # no cross-reference to issue 12
+    assert escape_md("agent-d wrote a.b") == "agent-d wrote a.b"  # mid-line they are plain text
+    assert code_span("a `b` <img>") == "`` a `b` <img> ``"  # a longer fence than any run inside

@@ -89,3 +89,52 @@ def test_the_build_time_limit_is_configurable(monkeypatch):
     assert build.build_timeout() == 42.0
     monkeypatch.delenv("AGENT_D_BUILD_TIMEOUT")
     assert build.build_timeout() == build.DEFAULT_BUILD_TIMEOUT_S
+
+
+def test_compiler_lines_quoting_files_outside_the_checkout_stay_out_of_the_log_and_verdict(tmp_path):
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        pytest.fail("cargo is part of the test environment")
+    outside = tmp_path / "runner" / "secret.rs"  # stands in for any file of the runner
+    outside.parent.mkdir()
+    outside.write_text('pub fn leak() -> i32 { "RUNNER-SECRET-LINE" }\n')
+    target = Target(tmp_path / "checkout", "quoted")
+    target.kernel_dir.mkdir(parents=True)
+    target.kernel_rs.write_text('pub fn kernel() -> i32 { "KERNEL-LINE" }\n')
+    crate = target.crate_dir
+    (crate / "src").mkdir(parents=True)
+    (crate / "Cargo.toml").write_text(
+        '[package]\nname = "cutile-kernels"\nversion = "0.0.0"\nedition = "2021"\n\n[lib]\npath = "src/lib.rs"\n'
+    )
+    (crate / "src/lib.rs").write_text(
+        f'#[path = "{outside}"]\nmod leak;\nmod quoted {{ include!("../../quoted_kernel/kernel.rs"); }}\n'
+    )
+    log = tmp_path / "out" / "build_cargo.txt"
+    with pytest.raises(Failed) as stop:
+        build.build(target, Toolchain(cargo, tmp_path, None), log_path=log)
+    text = log.read_text()
+    assert "RUNNER-SECRET-LINE" not in text and str(outside.parent) not in text
+    assert "--> <a file outside the checkout>:1:" in text  # the error is still there, placed
+    assert "KERNEL-LINE" in text  # the checkout's own lines stay, for the kernel's author
+    assert stop.value.klass == "kernel" and str(outside.parent) not in stop.value.reason
+    assert "<a file outside the checkout>: mismatched types" in stop.value.reason
+
+
+def test_a_build_scripts_clang_lines_quoting_a_header_outside_the_checkout_are_dropped(tmp_path):
+    from bot.compiler_output import redact_outside
+
+    (tmp_path / "checkout").mkdir()
+    (tmp_path / "checkout" / "wrap.h").write_text("#include <cuda.h>\n")
+    stderr = (
+        "  /usr/local/cuda/include/cuda.h:12:10: fatal error: 'x.h' file not found\n"
+        '  12 | #include "SECRET-HEADER-LINE"\n'
+        "     |          ^~~~~~~~~~~~~~~~~~~~\n"
+        "  wrap.h:1:10: note: included from here\n"
+        "   1 | #include <cuda.h>\n"
+        "error: failed to run custom build command for `cutile-sys v0.2.0`\n"
+    )
+    out = redact_outside(stderr, tmp_path / "checkout", tmp_path / "checkout")
+    assert "SECRET-HEADER-LINE" not in out and "/usr/local/cuda" not in out
+    assert "  <a file outside the checkout>:12:10: fatal error: 'x.h' file not found" in out
+    assert "   1 | #include <cuda.h>" in out  # the checkout's own header, quoted as before
+    assert out.endswith("error: failed to run custom build command for `cutile-sys v0.2.0`")

@@ -21,8 +21,9 @@ from bot.github.commands import Command, kernel_name_errors, parse_commands
 from bot.github.config import Config, ConfigError, load_config
 from bot.github.events import Event
 from bot.github.kernels import added_kernels, checked_ops
+from bot.github.pr_lock import pr_lock
 from bot.github.redact import redact
-from bot.github.trust import approval_command, check_auto_run, check_user, is_fork
+from bot.github.trust import Trust, approval_command, check_auto_run, check_user, is_fork
 
 log = logging.getLogger(__name__)
 NO_KERNEL_TEXT = (
@@ -78,6 +79,10 @@ class DispatchResult:
         }
 
 
+def _draft_key(trusted_push: bool) -> str:
+    return "draft" if trusted_push else "draft-waiting"
+
+
 class Dispatcher:
     def __init__(self, gh, event: Event, bots: tuple[str, ...], run_ref: str = "", details_url: str = ""):
         self.gh = gh
@@ -103,12 +108,21 @@ class Dispatcher:
             raise
         if self.pr.state != "open":
             return self._skip(f"pull request #{ev.pr_number} is {self.pr.state}")
+        # One dispatch per PR at a time: a concurrent delivery of this event then finds the run
+        # this one queued (every "look, then create" below happens under the lock).
+        with pr_lock(self.repo, ev.pr_number):
+            self.pr = self.repo.get_pull(ev.pr_number)  # the head as of holding the lock
+            return self._decide()
+
+    def _decide(self) -> DispatchResult:
+        ev = self.ev
         head = self.pr.head.sha
         try:
             self.cfg = load_config(self.repo)
         except ConfigError as exc:
             self.cfg = Config()
-            return self._conclude(head, "config", "failure", "agent-d configuration error", str(exc))
+            why = render.escape_md(str(exc))
+            return self._conclude(head, "config", "failure", "agent-d configuration error", why)
         handler = getattr(self, f"_on_{ev.kind}")
         try:
             return handler(head)
@@ -121,7 +135,7 @@ class Dispatcher:
         try:
             for run in publish.open_check_runs(self.repo, head, self.cfg.check_name):
                 if (run.external_id or "").startswith(f"pr{self.ev.pr_number}:{head}:"):
-                    why = redact(f"agent-d dispatch failed: {type(exc).__name__}: {exc}")
+                    why = render.escape_md(redact(f"agent-d dispatch failed: {type(exc).__name__}: {exc}"))
                     publish.conclude(run, "failure", "agent-d error", why)
         except Exception:
             log.exception("could not conclude the check after an error")
@@ -134,16 +148,22 @@ class Dispatcher:
             return self._skip(f"stale event: the head moved from {ev.head_sha[:12]} to {head[:12]}")
         if render.is_bot_message(self.repo.get_commit(head).commit.message):
             return self._skip("the head commit is agent-d's own; its check was concluded when it was pushed")
-        # A draft gets its own notice key, so ready_for_review on the same head still queues "auto".
+        # A draft gets its own notice key, so ready_for_review on the same head still queues "auto";
+        # the key records whether the push was trusted, for when the draft is marked ready.
         draft_notice = self.pr.draft and not self.cfg.run_drafts
-        own = self._external(head, "draft" if draft_notice else "auto")
+        trust = self._head_trust(head)
+        own = self._external(head, _draft_key(trust.allowed) if draft_notice else "auto")
         # Redelivery: the run this event makes already exists, so the first delivery already
         # cancelled what it superseded; anything open now is newer (or is that run) and stays.
         if publish.find_check_run(self.repo, head, self.cfg.check_name, own) is None:
             self._cancel_superseded([ev.before_sha] if ev.before_sha else [], head, keep=own)
         if draft_notice:
             return self._conclude(
-                head, "draft", "neutral", "draft pull request", "agent-d runs when it is ready for review."
+                head,
+                _draft_key(trust.allowed),
+                "neutral",
+                "draft pull request",
+                "agent-d runs when it is ready for review.",
             )
         try:
             kernels = self._added_ops()
@@ -151,13 +171,33 @@ class Dispatcher:
             return self._bad_kernel_name(head, "auto", exc)
         if not kernels:
             return self._conclude(head, "auto", "neutral", "no kernel files added", NO_KERNEL_TEXT)
-        trust = check_auto_run(self.gh, self.repo, self.cfg, self.pr, pusher=ev.sender)
         if not trust.allowed:
             result = self._conclude(head, "auto", "action_required", "waiting for a maintainer", trust.reason)
             if result.reason != "already handled":
                 self._sticky(head, "Waiting for approval", trust.reason)
             return result
         return self._queue(head, "auto", kernels, commit=self.cfg.auto_commit, why=trust.reason)
+
+    def _head_trust(self, head: str):
+        """May the head run without an approval of that commit? Decided on who pushed it.
+
+        Only ``synchronize`` names the pusher. ``opened`` does when its sender owns the fork the
+        branch lives in. ``reopened`` and ``ready_for_review`` are clicks by anyone who may make
+        them (a maintainer readying an outsider's draft approves no commit): for those, dispatch's
+        own record of the push is read back, and without one the commit waits for an approval.
+        """
+        ev = self.ev
+        names_pusher = ev.action == "synchronize" or (
+            ev.action == "opened" and self._owns_head_repo(ev.sender)
+        )
+        if is_fork(self.pr) and not names_pusher and not self._needs_approval(head):
+            return Trust(True, "dispatch recorded a trusted push of this commit")
+        pusher = ev.sender if names_pusher or not is_fork(self.pr) else ""
+        return check_auto_run(self.gh, self.repo, self.cfg, self.pr, pusher=pusher, event=ev.action)
+
+    def _owns_head_repo(self, login: str) -> bool:
+        head_repo = self.pr.head.repo
+        return head_repo is not None and login != "" and head_repo.owner.login == login
 
     def _on_comment(self, head: str) -> DispatchResult:
         ev = self.ev
@@ -174,7 +214,10 @@ class Dispatcher:
         if cmd.name == "invalid":
             publish.react(comment, "confused")
             self._reply(
-                key, f"@{ev.sender} agent-d did not understand `{cmd.line}`: {cmd.error}", with_help=True
+                key,
+                f"@{ev.sender} agent-d did not understand {render.code_span(cmd.line)}: "
+                f"{render.escape_md(cmd.error)}",
+                with_help=True,
             )
             return self._skip(f"invalid command: {cmd.error}")
         return self._command(head, cmd, key, comment)
@@ -186,7 +229,8 @@ class Dispatcher:
         return self._command(head, cmd, f"r{self.ev.check_run_id}-{self.ev.sender}", None)
 
     def _on_dispatch(self, head: str) -> DispatchResult:
-        cmd = Command("rerun", kernels=self.ev.kernels)
+        # whoever may start a workflow has write access; the sha input still binds what runs
+        cmd = Command("rerun", kernels=self.ev.kernels, sha=self.ev.head_sha)
         return self._command(head, cmd, f"d{self.run_ref}", None, trusted=True)
 
     def _on_push(self, head: str) -> DispatchResult:
@@ -196,7 +240,7 @@ class Dispatcher:
             )
         if render.is_bot_message(self.repo.get_commit(head).commit.message):
             return self._skip("the head commit is agent-d's own")
-        cmd = Command("rerun")
+        cmd = Command("rerun", sha=self.ev.head_sha)  # the commit copy-pr-bot mirrored, and only it
         return self._command(head, cmd, "push", None, trusted=True)
 
     # ------------------------------------------------------------------ steps
@@ -218,22 +262,22 @@ class Dispatcher:
             self._reply(
                 key,
                 f"`{cmd.sha}` is not the head of this pull request any more (it is `{head}`); nothing was "
-                f"run. To run the head, review it and comment `{approval_command(head, cmd.name)}`.",
+                f"run. To run the head, review it and {self._how_to_approve(head, cmd)}",
             )
             return self._skip("the approved sha is not the head")
-        if not trusted and cmd.sha != head and self._needs_approval(head):
+        if cmd.sha != head and self._needs_approval(head):
             if comment is not None:
                 publish.react(comment, "confused")
             self._reply(
                 key,
-                f"Nothing was run: the head of this pull request was pushed by someone who is not a "
+                f"Nothing was run: agent-d does not know the head of this pull request to be pushed by a "
                 f"maintainer, so each commit needs an approval that names it in full. After reviewing commit "
-                f"`{head}`, comment:\n\n{render.fence(approval_command(head, cmd.name))}",
+                f"`{head}`, {self._how_to_approve(head, cmd)}",
             )
             return self._skip("approval needs the full sha of the head")
         bad = kernel_name_errors(cmd.kernels)  # comments are checked when parsed; dispatch inputs here
         if bad:
-            self._reply(key, f"Nothing was run: {bad}.")
+            self._reply(key, f"Nothing was run: {render.escape_md(bad)}.")
             return self._skip(f"invalid kernel name: {bad}")
         try:
             available = self._added_ops()
@@ -256,16 +300,25 @@ class Dispatcher:
             publish.react(comment, "rocket")
         return result
 
+    def _how_to_approve(self, head: str, cmd: Command) -> str:
+        if self.ev.kind == "dispatch":
+            return f"start the workflow again with the input `sha` set to `{head}`."
+        return f"comment:\n\n{render.fence(approval_command(head, cmd.name))}"
+
     def _needs_approval(self, head: str) -> bool:
         """Whether running ``head`` needs a maintainer's approval of that exact commit.
 
         A command is handled long after the push, so the pusher is read back from what dispatch
-        decided for that push: a queued or concluded "auto" run on the head means a trusted push.
-        No such run (an untrusted push, a draft, a missed event) means approval: fail closed.
+        decided for that push: a queued or concluded "auto" run on the head, or the notice of a
+        draft pushed by a trusted user, means a trusted push. Nothing (an untrusted push, a missed
+        event) means approval: fail closed.
         """
         if not is_fork(self.pr):
             return False
-        auto = publish.find_check_run(self.repo, head, self.cfg.check_name, self._external(head, "auto"))
+        name = self.cfg.check_name
+        if publish.find_check_run(self.repo, head, name, self._external(head, _draft_key(True))) is not None:
+            return False
+        auto = publish.find_check_run(self.repo, head, name, self._external(head, "auto"))
         return auto is None or auto.conclusion == "action_required"
 
     def _added_ops(self) -> list[str]:
@@ -273,7 +326,7 @@ class Dispatcher:
         return checked_ops(added_kernels(self.pr.get_files()))
 
     def _bad_kernel_name(self, head: str, key: str, exc: UsageError) -> DispatchResult:
-        why = f"{exc}. agent-d ports no kernel of this pull request until the directory is renamed."
+        why = f"{render.escape_md(str(exc))}. agent-d ports no kernel of this pull request until the directory is renamed."
         return self._conclude(head, key, "failure", "kernel name not allowed", why)
 
     def _external(self, head: str, key: str) -> str:

@@ -85,8 +85,20 @@ def parse_event(name: str, payload: dict[str, Any]) -> Event:
         if not raw_pr.isdigit():
             return _ignored(name, action, repo, "workflow_dispatch needs a numeric `pr` input", **common)
         kernels = tuple(k for k in re.split(r"[\s,]+", str(inputs.get("kernels", "") or "")) if k)
+        sha = str(inputs.get("sha", "") or "").strip().lower()
+        if sha and not re.fullmatch(r"[0-9a-f]{7,40}", sha):
+            return _ignored(
+                name, action, repo, f"workflow_dispatch `sha` input is not a commit sha: {sha!r}", **common
+            )
         return Event(
-            kind="dispatch", name=name, action="", repo=repo, pr_number=int(raw_pr), kernels=kernels, **common
+            kind="dispatch",
+            name=name,
+            action="",
+            repo=repo,
+            pr_number=int(raw_pr),
+            head_sha=sha,  # the commit the maintainer approves; required when its pusher is not trusted
+            kernels=kernels,
+            **common,
         )
     if name == "push":
         match = COPY_BRANCH_RE.match(str(payload.get("ref", "")))

@@ -10,7 +10,8 @@ the artifact's patch.  It pushes one follow-up commit (fast-forward only) when t
 something to push and it may,
 concludes the check on the new head, posts one COMMENT review, and edits the sticky
 status comment.  A run whose commit is no longer the PR head ends ``cancelled`` and
-posts nothing else.
+posts nothing else.  Every write happens holding the pull request's lock (``pr_lock``)
+and only while the check is still open, so two finalizes of one check publish once.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from bot.github import gitops, publish, regenerate, render
 from bot.github.artifact import Artifact, ArtifactError, change_refusals, read_artifact
 from bot.github.config import Config, ConfigError, load_config
 from bot.github.kernels import added_kernels
+from bot.github.pr_lock import pr_lock
 from bot.github.redact import redact
 from bot.github.trust import is_fork
 
@@ -86,28 +89,47 @@ class Finalizer:
             self.cfg = load_config(self.repo)
         except ConfigError as exc:
             self.cfg = Config()
-            return self._fail("agent-d configuration error", str(exc))
+            return self._locked(self._fail, "agent-d configuration error", render.escape_md(str(exc)))
         self.pr = self.repo.get_pull(req.pr)
         if req.port_result == "cancelled":
-            return self._cancel("the GPU job was cancelled")
+            return self._locked(self._cancel, "the GPU job was cancelled")
         if self.pr.head.sha != req.head_sha:
-            return self._cancel(
-                f"the pull request head moved to {self.pr.head.sha} while {req.head_sha} was tested"
+            return self._locked(
+                self._cancel,
+                f"the pull request head moved to {self.pr.head.sha} while {req.head_sha} was tested",
             )
         try:
             artifacts = [read_artifact(d) for d in req.artifact_dirs]
             self._check_origin(artifacts)
         except ArtifactError as exc:
-            return self._fail("artifact rejected", f"The port job's artifact was rejected: {exc}")
+            why = f"The port job's artifact was rejected: {render.escape_md(str(exc))}"
+            return self._locked(self._fail, "artifact rejected", why)
         with tempfile.TemporaryDirectory(prefix="agent-d-finalize-") as tmp:
             return self._publish(artifacts, Path(tmp) / "repo.git")
+
+    def _locked(self, write: Callable[..., FinalizeResult], *args) -> FinalizeResult:
+        """Run ``write`` holding the pull request's lock, and only while the check is still open.
+
+        Everything before is reading and computing; every write to GitHub happens here.  Of two
+        finalizes of one check, the second finds the check concluded and publishes nothing.
+        """
+        with pr_lock(self.repo, self.req.pr):
+            check = self.repo.get_check_run(self.req.check_run_id)
+            if check.status == "completed":
+                return FinalizeResult(
+                    check.conclusion or "cancelled", notes=["the check run was already concluded"]
+                )
+            self.check = check
+            return write(*args)
 
     def _conclude_after_crash(self, exc: Exception) -> None:
         """Never leave the check queued: conclude it as failure, unless something already did."""
         try:
             check = self.repo.get_check_run(self.req.check_run_id)
             if check.status != "completed":
-                why = redact(f"agent-d failed while publishing: {type(exc).__name__}: {exc}")
+                why = render.escape_md(
+                    redact(f"agent-d failed while publishing: {type(exc).__name__}: {exc}")
+                )
                 publish.conclude(check, "failure", "agent-d error", why)
         except Exception:
             log.exception("could not conclude the check after an error")
@@ -202,13 +224,20 @@ class Finalizer:
     # ------------------------------------------------------------------ publication
 
     def _publish(self, artifacts: list[Artifact], gitdir: Path) -> FinalizeResult:
-        req = self.req
         try:
             head_tree = self._fetch(gitdir)
             joined = "".join(a.patch for a in artifacts if not a.empty)
             tree = self._combined_tree(gitdir, artifacts, head_tree, joined)
         except (ArtifactError, gitops.GitError) as exc:
-            return self._fail("artifact rejected", f"The tested result cannot be reproduced: {exc}")
+            why = f"The tested result cannot be reproduced: {render.escape_md(str(exc))}"
+            return self._locked(self._fail, "artifact rejected", why)
+        return self._locked(self._publish_tree, artifacts, gitdir, head_tree, tree)
+
+    def _publish_tree(
+        self, artifacts: list[Artifact], gitdir: Path, head_tree: str, tree: str
+    ) -> FinalizeResult:
+        """Commit, conclude, review, status comment (called holding the lock)."""
+        req = self.req
         patch = gitops.tree_diff(gitdir, head_tree, tree)  # what agent-d generated, as git writes it
         verdicts = render.merged_verdicts(artifacts)
         verdict = render.overall(verdicts)
@@ -234,7 +263,7 @@ class Finalizer:
                 elif "non-fast-forward" in err or "fetch first" in err or "stale info" in err:
                     return self._cancel("the branch moved while agent-d was pushing")
                 else:
-                    why = f"the push was refused: {err[-500:]}"
+                    why = f"the push was refused: {render.escape_md(err[-500:])}"
                     review_notes.append(render.patch_instructions(patch, req.pr, why))
                     notes.append("Not committed: the push was refused; the review holds the patch.")
         title = render.check_title(verdicts)

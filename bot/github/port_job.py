@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from bot import machine_errors
 from bot.errors import UsageError
 from bot.github import gitops, pr_env
 from bot.github.artifact import (
@@ -148,8 +149,10 @@ def run_port_job(
                     verdicts[op] = _normalise(port_fn(repo, op))
                 except Exception as exc:  # a crash in the pipeline is a host-side block, not a lost run
                     log.exception("port of %s crashed", op)
-                    why = REDACTOR.redact(f"the port crashed: {type(exc).__name__}: {exc}")
-                    verdicts[op] = KernelVerdict("BLOCKED", "host", why[:MAX_REASON])
+                    stop = machine_errors.explain(exc)  # a full or read-only disk says so
+                    kind, klass = (stop.kind, stop.klass) if stop else ("BLOCKED", "host")
+                    why = REDACTOR.redact(f"the port stopped: {machine_errors.one_line(exc)}")
+                    verdicts[op] = KernelVerdict(kind, klass, why[:MAX_REASON])
             logs[f"{op}.txt"] = REDACTOR.redact(buf.getvalue())
         patch, tree, kept, dropped = snapshot(repo, kernels)
     if dropped:

@@ -40,15 +40,26 @@ def fence(text: str, lang: str = "text") -> str:
     return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}"
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#|~>])")  # '#' also: #123 would link an issue
+# list markers and setext underlines count only where a line starts
+_MD_LINE_START = re.compile(r"^(\d*)([+\-.!=])")
 
 
 def escape_md(text: str) -> str:
     """PR-derived text as inert Markdown on one line: no markup, no HTML, no links, no @mentions."""
     text = " ".join(text.split())
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = _MD_SPECIAL.sub(r"\\\1", text)
+    text = _MD_LINE_START.sub(r"\1\\\2", _MD_SPECIAL.sub(r"\\\1", text))
     return text.replace("@", "@\u200b").replace("://", ":\u200b//")
+
+
+def code_span(text: str) -> str:
+    """PR-derived text shown as written, on one line, as an inline code span: nothing in it is
+    markup (HTML, links and @mentions are inert inside code)."""
+    text = " ".join(text.split())
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    return f"{ticks} {text} {ticks}"
 
 
 def verdict_table(verdicts: dict[str, KernelVerdict]) -> str:

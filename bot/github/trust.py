@@ -5,9 +5,10 @@
   ``allowed_teams`` in the default-branch config.  Any API error means "no".
 * A pull request runs by itself only when its head lives in the base repository (pushing
   there needs write access), or the user who pushed the head passes the same test: the
-  event's sender (for ``synchronize`` the pusher; for ``opened``/``reopened``/
-  ``ready_for_review`` the user who put that head up for review).  Who opened the pull
-  request does not matter: an outsider's push to a maintainer's fork branch waits.
+  sender of ``synchronize``, or of ``opened`` when they own the fork.  ``reopened`` and
+  ``ready_for_review`` name whoever clicked, not who pushed: dispatch reads its own record of
+  the push instead (bot/github/dispatch.py).  Who opened the pull request does not matter:
+  an outsider's push to a maintainer's fork branch waits.
 * Anything else waits for a maintainer's approval of one exact commit, as NVIDIA's
   copy-pr-bot does: ``/agent-d rerun --sha <full 40-character sha>`` (or Re-run on that
   commit's check).  The approval covers that commit only; the job matrix is pinned to it,
@@ -93,17 +94,22 @@ def approval_command(sha: str, name: str = "rerun") -> str:
     return f"/agent-d {name} --sha {sha}"
 
 
-def check_auto_run(gh, repo, cfg: Config, pr, pusher: str) -> Trust:
-    """May this PR's head run without a maintainer's approval? ``pusher``: who put the head there."""
+def check_auto_run(gh, repo, cfg: Config, pr, pusher: str, event: str = "") -> Trust:
+    """May this PR's head run without a maintainer's approval? ``pusher``: who put the head there
+    ("" when the event does not say; ``event`` then names it in the reason)."""
     if not is_fork(pr):
         return Trust(True, "the head branch lives in this repository")
     user = check_user(gh, repo, cfg, pusher) if pusher else Trust(False, "nobody", "none")
     if user.allowed:
         return Trust(True, f"the head of a fork was pushed by a trusted user: {user.reason}", user.role)
-    who = f"@{pusher}" if pusher else "an unknown user"
+    who = (
+        f"was pushed by @{pusher}, who is not a maintainer"
+        if pusher
+        else f"has no known pusher (a {event or 'this'} event names who clicked, not who pushed)"
+    )
     return Trust(
         False,
-        f"commit {pr.head.sha} on a fork was pushed by {who}, who is not a maintainer; after reviewing "
+        f"commit {pr.head.sha} on a fork {who}; after reviewing "
         f"it, a maintainer approves exactly that commit by commenting `{approval_command(pr.head.sha)}` "
         "(each new push needs a new approval)",
         user.role,

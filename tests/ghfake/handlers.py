@@ -233,6 +233,37 @@ def list_reactions(ctx: Ctx) -> Reply:
     return Reply(200, [ctx.render.reaction(r) for r in chunk], headers)
 
 
+@handles("reactions/create-for-issue")
+def create_issue_reaction(ctx: Ctx) -> Reply:
+    pr = ctx.state.pull(ctx.repo(), ctx.path["issue_number"])
+    for r in pr.reactions:
+        if r.user is ctx.user and r.content == ctx.body["content"]:
+            return Reply(200, ctx.render.reaction(r))  # GitHub: "Reaction exists"
+    r = Reaction(ctx.state.next_id(), ctx.user, ctx.body["content"])
+    pr.reactions.append(r)
+    return Reply(201, ctx.render.reaction(r))
+
+
+@handles("reactions/list-for-issue")
+def list_issue_reactions(ctx: Ctx) -> Reply:
+    pr = ctx.state.pull(ctx.repo(), ctx.path["issue_number"])
+    items = [r for r in pr.reactions if ctx.query.get("content") in (None, r.content)]
+    chunk, headers = ctx.page(items)
+    return Reply(200, [ctx.render.reaction(r) for r in chunk], headers)
+
+
+@handles("reactions/delete-for-issue")
+def delete_issue_reaction(ctx: Ctx) -> Reply:
+    pr = ctx.state.pull(ctx.repo(), ctx.path["issue_number"])
+    mine = [r for r in pr.reactions if r.id == ctx.path["reaction_id"]]
+    if not mine:
+        raise ApiError(404, "Not Found")
+    if mine[0].user is not ctx.user:
+        raise ApiError(403, "Must have admin rights to Repository.")
+    pr.reactions.remove(mine[0])
+    return Reply(204)
+
+
 # ---------------------------------------------------------------------------- reviews
 _REVIEW_STATE = {
     "APPROVE": "APPROVED",

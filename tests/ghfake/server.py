@@ -76,6 +76,7 @@ class FakeServer:
     exchanges: list[Exchange] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     injections: list[Injection] = field(default_factory=list)
+    latencies: list[tuple[str, re.Pattern[str], float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._httpd = make_server("127.0.0.1", 0, self._wsgi, threaded=True, request_handler=_QuietHandler)
@@ -149,6 +150,17 @@ class FakeServer:
         }
         return self.inject(method, path_regex, 403, headers, body, times)
 
+    def add_latency(self, method: str, path_regex: str, seconds: float) -> None:
+        """Deliver matching answers ``seconds`` after the state was read (holding no lock), as a
+        slow network does: concurrent clients all see the state before any of them writes."""
+        self.latencies.append((method.upper(), re.compile(path_regex), seconds))
+
+    def _wait_latency(self, method: str, path: str) -> None:
+        for m, pattern, seconds in self.latencies:
+            if m in (method, "*") and pattern.search(path):
+                time.sleep(seconds)
+                return
+
     def _take_injection(self, method: str, path: str) -> Injection | None:
         for inj in self.injections:
             if inj.hits < inj.times and inj.method in (method, "*") and inj.path_regex.search(path):
@@ -189,6 +201,7 @@ class FakeServer:
         except _Violation as v:
             self.violations.append(v.message)
             reply = Reply(v.status, {"message": f"ghfake: {v.message}", "documentation_url": DOCS})
+        self._wait_latency(method, path)  # after the state was read: the answer is already stale
         self._remaining = max(0, self._remaining - 1)
         headers = {
             "X-RateLimit-Limit": "5000",

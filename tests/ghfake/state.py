@@ -63,6 +63,14 @@ class Repo:
 
 
 @dataclass
+class Reaction:
+    id: int
+    user: User
+    content: str
+    created_at: str = field(default_factory=now)
+
+
+@dataclass
 class Pull:
     number: int
     id: int
@@ -80,14 +88,7 @@ class Pull:
     updated_at: str = field(default_factory=now)
     closed_at: str | None = None
     labels: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Reaction:
-    id: int
-    user: User
-    content: str
-    created_at: str = field(default_factory=now)
+    reactions: list[Reaction] = field(default_factory=list)  # on the PR's issue side
 
 
 @dataclass
