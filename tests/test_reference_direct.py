@@ -403,3 +403,57 @@ def test_a_switch_held_in_a_variable_and_nested_branches():
     assert not any(name == "enable" for name, _ in lets)  # the switch is read, not kept
     assert ("TILE", "128") in lets  # the untuned branch: the reference's own default
     assert reading.args["tile"][0] == "int(TILE)" and reading.args["num_programs"][0] == "cdiv(rows, TILE)"
+
+
+ALONG_DIM = """
+import cuda.tile as ct
+import torch
+
+from tilegym.backend import register_impl
+
+
+@ct.kernel
+def _row_sum_kernel(X, Out, n: int, TILE: ct.Constant[int]):
+    pass
+
+
+@register_impl("sum_along", backend="cutile")
+def sum_along(x, dim=-1, keepdim=False, **kwargs):
+    moved = x.movedim(dim, -1).contiguous()
+    rows = moved.numel() // moved.shape[-1]
+    flat = moved.view(rows, moved.shape[-1])
+    out = torch.empty((rows,), device=x.device, dtype=x.dtype)
+    ct.launch(torch.cuda.current_stream(), (rows,), _row_sum_kernel, (flat, out, flat.shape[-1], 1024))
+    result = out.view(moved.shape[:-1])
+    if keepdim:
+        result = result.unsqueeze(dim)
+    return result
+"""
+
+
+def test_a_reduction_along_dim_keeps_the_axis_handling_around_the_launch():
+    """`dim` is the reference's own: the wrapper moves that axis last before the launch and puts
+    the result back after it, as the reference does (steps before, the returned value after)."""
+    import ast
+
+    entry = Entry(
+        name="row_sum_kernel",
+        unsafe=True,
+        public=True,
+        attr_args={},
+        generics=(Generic("E", "type"), Generic("TILE", "const", "i32")),
+        params=(Param("x", "tensor", "E", 2), Param("out", "tensor", "E", 1), Param("n", "scalar", ty="i32")),
+        outputs=("out",),
+        output_evidence={},
+        block=BlockUse(1, False),
+    )
+    reading = reference_direct.read_tree(ast.parse(ALONG_DIM), "sum_along", KernelSignature("m", (entry,)))
+    lets = [(s["let"], s["expr"]) for s in reading.steps if "let" in s]
+    assert ("moved", "x.movedim(dim, -1).contiguous()") in lets
+    assert reading.tensors == {"x": "flat", "out": "out"}
+    assert reading.args["n"][0] == "flat.shape[-1]" and reading.args["num_programs"][0] == "rows"
+    # after the launch: the reduced axis comes back where the caller asked for it
+    assert (
+        reading.result
+        == "out.view(moved.shape[:-1]).unsqueeze(dim) if keepdim else out.view(moved.shape[:-1])"
+    )

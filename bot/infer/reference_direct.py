@@ -446,6 +446,8 @@ class _Flattener:
                 # `y = out.view(shape)` after the launch: part of what the wrapper returns
                 post[stmt.targets[0].id] = substitute(stmt.value, {}, post)
                 continue
+            if after and _post_branch(stmt, post):
+                continue  # `if keepdim: y = y.unsqueeze(dim)` after the launch, the same
             if isinstance(stmt, ast.Expr) and _is_launch(stmt.value):
                 self._record(stmt.value)
                 continue
@@ -745,6 +747,21 @@ def _param_names(fn: ast.FunctionDef) -> list[str]:
     """Every name a function's parameters bind, ``*args`` and ``**kwargs`` included."""
     a = fn.args
     return [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]]
+
+
+def _post_branch(stmt: ast.stmt, post: dict[str, ast.expr]) -> bool:
+    """``if c: y = f(y) [else: y = g(y)]`` after the launch, plain assignments only: each name's
+    value becomes ``f(y) if c else y`` in what the wrapper returns. False when not that shape."""
+    if not isinstance(stmt, ast.If) or not all(_plain_assign(s) for s in stmt.body + stmt.orelse):
+        return False
+    for block, test in ((stmt.body, stmt.test), (stmt.orelse, ast.UnaryOp(op=ast.Not(), operand=stmt.test))):
+        for s in block:
+            name = s.targets[0].id
+            keep = post.get(name, ast.Name(name, ast.Load()))
+            post[name] = ast.IfExp(
+                test=substitute(test, {}, post), body=substitute(s.value, {}, post), orelse=keep
+            )
+    return True
 
 
 def _plain_assign(stmt: ast.stmt) -> bool:
