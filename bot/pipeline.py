@@ -3,6 +3,9 @@
 targets -> kernel signature -> checkout -> facts -> launch plan -> generated files -> apply
 -> toolchain -> build (+ ELF export) -> ABI smoke -> test -> classify -> reports + validator.
 
+The kernels of one change go through it side by side: every kernel up to apply, then one
+shared build (``bot/shared_build.py``), then each kernel's smoke, tests and verdict.
+
 Whatever happens, the reports are written and the verdict says why: a stage that cannot go
 on raises ``StageStop`` (FAIL or BLOCKED with its class); anything unexpected becomes
 BLOCKED(host) "internal error" with the traceback kept in the agent log.
@@ -29,6 +32,7 @@ from bot import (
     kernel_rules,
     progress,
     report,
+    shared_build,
     smoke,
     testlog,
     testrun,
@@ -92,93 +96,234 @@ class _Run:
         try:
             value = fn()
         except StageStop as stop:
-            # a stage that could not run here (BLOCKED) did not fail: its line says which
-            status = "blocked" if stop.kind == "BLOCKED" else "failed"
-            self._record(name, start, status, f"{stop.kind} {stop.klass}: {stop.reason}")
+            self.record(name, time.monotonic() - start, _stop_status(stop), _stop_line(stop))
             raise
         except Exception as exc:
-            self._record(name, start, "failed", f"{type(exc).__name__}: {exc}")
+            self.record(name, time.monotonic() - start, "failed", f"{type(exc).__name__}: {exc}")
             raise
-        self._record(name, start, "ok", detail(value) if detail else "")
+        self.record(name, time.monotonic() - start, "ok", detail(value) if detail else "")
         return value
 
-    def _record(self, name: str, start: float, status: str, detail: str) -> None:
-        seconds = time.monotonic() - start
+    def record(self, name: str, seconds: float, status: str, detail: str) -> None:
         self.stages.append(StageRecord(name, seconds, status, detail))
         mark = {"ok": "ok", "failed": "FAILED", "blocked": "BLOCKED"}[status]
         self.echo(f"[agent-d] {name:<18} {mark:<6} {seconds:7.2f}s  {detail}".rstrip())
 
 
+def _stop_status(stop: StageStop) -> str:
+    # a stage that could not run here (BLOCKED) did not fail: its line says which
+    return "blocked" if stop.kind == "BLOCKED" else "failed"
+
+
+def _stop_line(stop: StageStop) -> str:
+    return f"{stop.kind} {stop.klass}: {stop.reason}"
+
+
+@dataclass
+class _Job:
+    """One kernel's port while the change's kernels go through the stages side by side."""
+
+    target: Target
+    run: _Run
+    out_dir: Path
+    result: PortResult
+    found: Discovery | None = None
+    pytest_cmd: str = "(pytest not run)"
+    pytest_rc: int | None = None
+    stopped: bool = False
+
+    @classmethod
+    def start(cls, target: Target, options: PortOptions) -> _Job:
+        run = _Run(options.echo)
+        out_dir = options.out_dir(target.op).resolve()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        result = PortResult(target, Verdict(VerdictKind.BLOCKED, "host", "not run"), run.stages, str(out_dir))
+        return cls(target, run, out_dir, result)
+
+    def attempt(self, step: Callable[[], object]) -> None:
+        """Run the next step of this kernel's port unless an earlier one stopped it; a stop is its verdict."""
+        if self.stopped:
+            return
+        try:
+            step()
+        except StageStop as stop:
+            self.stop(stop)
+        except Exception as exc:  # the verdict must still say why, and reports must still be written
+            self.crash(exc)
+
+    def crash(self, exc: Exception) -> None:
+        """An unexpected exception (called while handling it): BLOCKED host, the traceback in the log."""
+        self.run.log.append("internal error:\n" + traceback.format_exc())
+        self.stopped = True
+        self.result.verdict = Verdict(
+            VerdictKind.BLOCKED, "host", f"internal error in agent-d: {type(exc).__name__}: {exc}"
+        )
+
+    def stop(self, stop: StageStop) -> None:
+        self.stopped = True
+        self.result.verdict = Verdict(
+            VerdictKind(stop.kind), stop.klass, stop.reason, stop.followup, stop.host_fix
+        )
+
+
 def port(options: PortOptions) -> list[PortResult]:
     """Port every kernel the change adds (or the named one); usage errors propagate."""
     targets = find_targets(options.repo.resolve(), options.kernel, options.base)
-    return [port_one(t, options) for t in targets]
+    return port_all(targets, options)
 
 
 def port_one(target: Target, options: PortOptions) -> PortResult:
-    run = _Run(options.echo)
-    out_dir = options.out_dir(target.op).resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    return port_all([target], options)[0]
+
+
+def port_all(targets: list[Target], options: PortOptions) -> list[PortResult]:
+    """The kernels of one change together: every host file generated and applied first, the crate
+    built once (again without a kernel whose own files do not compile), then each kernel smoked,
+    tested and classified, with one verdict each."""
     python = options.python or testrun.current_python()
-    result = PortResult(target, Verdict(VerdictKind.BLOCKED, "host", "not run"), run.stages, str(out_dir))
-    pytest_cmd, pytest_rc = "(pytest not run)", None
-    found: Discovery | None = None
-    options.echo(
-        f"[agent-d] {'verify' if options.verify_only else 'port'} {target.op}: {target.kernel_rs.relative_to(target.repo)} -> {out_dir}"
-    )
+    jobs = [_Job.start(t, options) for t in targets]
+    for job in jobs:
+        options.echo(
+            f"[agent-d] {'verify' if options.verify_only else 'port'} {job.target.op}: "
+            f"{job.target.kernel_rs.relative_to(job.target.repo)} -> {job.out_dir}"
+        )
+        job.attempt(lambda job=job: _discover(job))
+        job.attempt(lambda job=job: _existing(job) if options.verify_only else _generate(job))
+    left_out = shared_build.LeftOut()
+    tools = None
     try:
-        if not target.kernel_rs.is_file():
-            raise Failed(
-                "kernel",
-                f"{target.kernel_rs.relative_to(target.repo)} does not exist",
-                followup=f"add src/tilegym/ops/cutile_rs/{target.op}_kernel/kernel.rs",
-            )
-        found = run.stage("discover", lambda: discover.discover(target), _discovery_line)
-        if options.verify_only:
-            built = run.stage(
-                "built library", lambda: _existing_build(target), lambda b: f"{target.symbol} exported"
-            )
-            tools = None
-        else:
-            built, tools = _generate_and_build(target, found, run, result, out_dir, options)
-        result.build = built
-        if options.verify_only:
-            shutil.copy2(target.ffi_rs, out_dir / "ffi.rs")
-        ok, detail = run.stage("abi smoke", lambda: _smoke(target, built.so_path), lambda r: r[1])
-        built.smoke_ok, built.smoke_detail = ok, detail
-        interp = run.stage(
-            "interpreter",
-            lambda: testrun.probe(python),
-            lambda i: i.env_problem() or f"{i.device}, torch {i.torch}",
+        if not options.verify_only:
+            tools = _build(jobs, options, left_out)
+        interpreter = _once(lambda: testrun.probe(python))
+        for job in jobs:
+            if len(jobs) > 1 and not job.stopped:  # the lines that follow are this kernel's
+                options.echo(f"[agent-d] test {job.target.op}")
+            job.attempt(lambda job=job: _smoke_and_test(job, python, interpreter, tools, options))
+    finally:
+        left_out.restore()  # the checkout ends as generation wrote it, every kernel wired
+    for job in jobs:
+        test_files = [site.path for site in job.found.test_sites] if job.found is not None else None
+        _finish(
+            job.result, job.run, job.target, job.out_dir, job.pytest_cmd, job.pytest_rc, options, test_files
         )
-        for problem in interp.env_problems():  # each reason with what to do about it, one line each
-            options.echo(f"[agent-d]   env: {problem.reason}")
-            options.echo(f"[agent-d]   fix: {problem.fix}")
-        test_file = _test_files(target, found, interp.env_report())  # parsed once: selection, skips
-        argv, _selection = testrun.command(python, test_file)
-        pytest_cmd = testrun.shown(argv)
-        tests = run.stage(
-            "test",
-            lambda: _test(target, argv, out_dir, interp, tools, options),
-            lambda t: f"exit={t.exit_code}: {t.passed} passed, {t.failed} failed, {t.skipped} skipped",
+    return [job.result for job in jobs]
+
+
+def _once(fn: Callable[[], T]) -> Callable[[], T]:
+    """``fn`` called at most once (the interpreter probe imports torch: seconds per call)."""
+    memo: list[T] = []
+
+    def get() -> T:
+        if not memo:
+            memo.append(fn())
+        return memo[0]
+
+    return get
+
+
+def _discover(job: _Job) -> None:
+    target = job.target
+    if not target.kernel_rs.is_file():
+        raise Failed(
+            "kernel",
+            f"{target.kernel_rs.relative_to(target.repo)} does not exist",
+            followup=f"add src/tilegym/ops/cutile_rs/{target.op}_kernel/kernel.rs",
         )
-        result.tests, pytest_rc = tests, tests.exit_code
-        gaps = analysis.known_gaps(analysis.load(out_dir / "reference" / "analysis.json"))
-        result.verdict = run.stage(
-            "classify", lambda: classify.classify(tests, gaps, list(test_file.skips)), lambda v: v.kind.value
-        )
+    job.found = job.run.stage("discover", lambda: discover.discover(target), _discovery_line)
+
+
+def _existing(job: _Job) -> None:
+    """``verify``: the library built elsewhere; the host files are taken as they are."""
+    target = job.target
+    job.result.build = job.run.stage(
+        "built library", lambda: _existing_build(target), lambda b: f"{target.symbol} exported"
+    )
+    shutil.copy2(target.ffi_rs, job.out_dir / "ffi.rs")
+
+
+def _build(jobs: list[_Job], options: PortOptions, left_out: shared_build.LeftOut):
+    """The toolchain and one shared build for every kernel still going; each gets its own record."""
+    going = [job for job in jobs if not job.stopped]
+    if not going:
+        return None
+    start = time.monotonic()
+    try:
+        tools = toolchain.resolve()
     except StageStop as stop:
-        result.verdict = Verdict(
-            VerdictKind(stop.kind), stop.klass, stop.reason, stop.followup, stop.host_fix
+        for job in going:
+            job.run.record("toolchain", time.monotonic() - start, _stop_status(stop), _stop_line(stop))
+            job.stop(stop)
+        return None
+    for job in going:
+        job.run.record("toolchain", time.monotonic() - start, "ok", f"CUDA headers {tools.cuda_toolkit_path}")
+    start = time.monotonic()
+    try:
+        shared = shared_build.build_together(
+            [job.target for job in going],
+            tools,
+            options.cargo_target_dir,
+            lambda t: options.out_dir(t.op).resolve() / "build_cargo.txt",
+            left_out,
+            validator.exported_functions,
+            options.echo,
         )
-    except Exception as exc:  # the verdict must still say why, and reports must still be written
-        run.log.append("internal error:\n" + traceback.format_exc())
-        result.verdict = Verdict(
-            VerdictKind.BLOCKED, "host", f"internal error in agent-d: {type(exc).__name__}: {exc}"
-        )
-    test_files = [site.path for site in found.test_sites] if found is not None else None
-    _finish(result, run, target, out_dir, pytest_cmd, pytest_rc, options, test_files)
-    return result
+    except Exception as exc:  # every kernel waiting on this build gets the same internal error
+        for job in going:
+            job.run.record("build", time.monotonic() - start, "failed", f"{type(exc).__name__}: {exc}")
+            job.crash(exc)
+        return None
+    runs = f"{_count(shared.cargo_runs, 'build')} for {_count(len(going), 'kernel')}"
+    if shared.left_out:
+        runs += f", the last without {', '.join(shared.left_out)}"
+    for job in going:
+        op = job.target.op
+        if op in shared.stopped:
+            stop = shared.stopped[op]
+            job.run.record("build", shared.seconds, _stop_status(stop), f"({runs}) {_stop_line(stop)}")
+            job.stop(stop)
+            continue
+        built = shared.built[op]
+        built.cargo_runs = shared.cargo_runs
+        built.built_with = [j.target.op for j in going if j.target.op in shared.built]
+        job.result.build = built
+        detail = f"{built.command} ({shared.seconds:.0f}s, {runs}); {job.target.symbol} exported"
+        job.run.record("build", shared.seconds, "ok", detail)
+    return tools
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _smoke_and_test(
+    job: _Job, python: str, interpreter: Callable[[], testrun.Interpreter], tools, options
+) -> None:
+    target, run, built = job.target, job.run, job.result.build
+    assert built is not None
+    ok, detail = run.stage("abi smoke", lambda: _smoke(target, built.so_path), lambda r: r[1])
+    built.smoke_ok, built.smoke_detail = ok, detail
+    interp = run.stage(
+        "interpreter",
+        interpreter,
+        lambda i: i.env_problem() or f"{i.device}, torch {i.torch}",
+    )
+    for problem in interp.env_problems():  # each reason with what to do about it, one line each
+        options.echo(f"[agent-d]   env: {problem.reason}")
+        options.echo(f"[agent-d]   fix: {problem.fix}")
+    assert job.found is not None
+    test_file = _test_files(target, job.found, interp.env_report())  # parsed once: selection, skips
+    argv, _selection = testrun.command(python, test_file)
+    job.pytest_cmd = testrun.shown(argv)
+    tests = run.stage(
+        "test",
+        lambda: _test(target, argv, job.out_dir, interp, tools, options),
+        lambda t: f"exit={t.exit_code}: {t.passed} passed, {t.failed} failed, {t.skipped} skipped",
+    )
+    job.result.tests, job.pytest_rc = tests, tests.exit_code
+    gaps = analysis.known_gaps(analysis.load(job.out_dir / "reference" / "analysis.json"))
+    job.result.verdict = run.stage(
+        "classify", lambda: classify.classify(tests, gaps, list(test_file.skips)), lambda v: v.kind.value
+    )
 
 
 def _discovery_line(found: Discovery) -> str:
@@ -198,9 +343,11 @@ def _test_files(target: Target, found: Discovery, env_problem: str) -> testrun.T
     return testrun.read_test_files(target.repo, found.test_sites)
 
 
-def _generate_and_build(
-    target: Target, found: Discovery, run: _Run, result: PortResult, out_dir: Path, options: PortOptions
-):
+def _generate(job: _Job) -> None:
+    """Signature, checkout, facts, plan, generated files, applied: everything before the build."""
+    target, run, result, out_dir = job.target, job.run, job.result, job.out_dir
+    found = job.found
+    assert found is not None
     signature = run.stage(
         "kernel signature",
         lambda: read_signature(target),
@@ -236,20 +383,6 @@ def _generate_and_build(
     )
     result.changed_files = applied.changed
     shutil.copy2(target.ffi_rs, out_dir / "ffi.rs")
-    tools = run.stage("toolchain", toolchain.resolve, lambda t: f"CUDA headers {t.cuda_toolkit_path}")
-    built = run.stage(
-        "build",
-        lambda: build.build(
-            target,
-            tools,
-            options.cargo_target_dir,
-            out_dir / "build_cargo.txt",
-            validator.exported_functions,
-            options.echo,
-        ),
-        lambda b: f"{b.command} ({b.seconds:.0f}s); {target.symbol} exported",
-    )
-    return built, tools
 
 
 def _existing_build(target: Target) -> BuildResult:

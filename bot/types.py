@@ -356,6 +356,8 @@ class BuildResult:
     symbols: list[str] = field(default_factory=list)
     smoke_ok: bool = False
     smoke_detail: str = ""
+    cargo_runs: int = 1  # cargo builds the change's kernels took together (2: one kernel left out)
+    built_with: list[str] = field(default_factory=list)  # the change's kernels in this library
 
 
 @dataclass
