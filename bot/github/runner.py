@@ -56,16 +56,19 @@ class PipelinePort:
         return self.port_all(repo, [op])[op]
 
     def port_all(self, repo: Path, ops: list[str]) -> dict[str, tuple[str, str, str, str]]:
+        return {
+            r.target.op: (r.verdict.kind.value, r.verdict.klass, r.verdict.reason, r.validator_block)
+            for r in self.results(repo, ops)
+        }
+
+    def results(self, repo: Path, ops: list[str]) -> list:
+        """The pipeline's ``PortResult`` of each kernel (its stages and timings too)."""
         from bot.pipeline import PortOptions, port_all
         from bot.targets import check_name
         from bot.types import Target
 
         targets = [Target(repo, check_name(op)) for op in ops]
-        results = port_all(targets, PortOptions(repo=repo, **self.options))
-        return {
-            r.target.op: (r.verdict.kind.value, r.verdict.klass, r.verdict.reason, r.validator_block)
-            for r in results
-        }
+        return port_all(targets, PortOptions(repo=repo, **self.options))
 
 
 def pipeline_port_fn(**options) -> PipelinePort:
