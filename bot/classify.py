@@ -60,6 +60,7 @@ def classify(result: TestResult, known_gaps: list[str], test_skips: list[str] | 
             VerdictKind.BLOCKED,
             "env",
             f"{result.env_problem}{detail}: the tests cannot prove the kernel here",
+            runner_fix=result.env_fix,
         )
     if not result.ran or result.exit_code is None:
         return Verdict(VerdictKind.BLOCKED, "env", "pytest could not be started")

@@ -162,7 +162,7 @@ class _Job:
     def stop(self, stop: StageStop) -> None:
         self.stopped = True
         self.result.verdict = Verdict(
-            VerdictKind(stop.kind), stop.klass, stop.reason, stop.followup, stop.host_fix
+            VerdictKind(stop.kind), stop.klass, stop.reason, stop.followup, stop.host_fix, stop.runner_fix
         )
 
 
@@ -311,7 +311,7 @@ def _smoke_and_test(
         options.echo(f"[agent-d]   env: {problem.reason}")
         options.echo(f"[agent-d]   fix: {problem.fix}")
     assert job.found is not None
-    test_file = _test_files(target, job.found, interp.env_report())  # parsed once: selection, skips
+    test_file = _test_files(target, job.found, interp)  # parsed once: selection, skips
     argv, _selection = testrun.command(python, test_file)
     job.pytest_cmd = testrun.shown(argv)
     tests = run.stage(
@@ -331,10 +331,10 @@ def _discovery_line(found: Discovery) -> str:
     return f"{found.dispatch_name}: reference {found.reference.path if found.reference else 'none'}; {tests}"
 
 
-def _test_files(target: Target, found: Discovery, env_problem: str) -> testrun.TestFile:
+def _test_files(target: Target, found: Discovery, interp: testrun.Interpreter) -> testrun.TestFile:
     if not found.test_sites:
-        if env_problem:  # the machine could not prove anything either way: say that first
-            raise Blocked("env", env_problem)
+        if interp.env_problems():  # the machine could not prove anything either way: say that first
+            raise Blocked("env", interp.env_report(), runner_fix=interp.env_fix())
         raise Blocked(
             "host",
             f"no test file reaches {found.dispatch_name!r}: " + "; ".join(found.tried),
@@ -476,7 +476,9 @@ def _smoke(target: Target, so_path: str) -> tuple[bool, str]:
 
 def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions) -> TestResult:
     if not interp.pytest:
-        raise Blocked("env", interp.env_report() or f"cannot run {interp.python}")
+        raise Blocked(
+            "env", interp.env_report() or f"cannot run {interp.python}", runner_fix=interp.env_fix()
+        )
     log_path = out_dir / "correctness_cutile_rs.txt"
     env = {"CUTILE_RS_AUTOBUILD": "0", "CUTILE_KERNEL_OUT_ROOT": str(out_dir.parent)}
     if tools is not None:
@@ -488,6 +490,7 @@ def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions) -> T
         text, command=testrun.shown(argv), exit_code=outcome.code, log_path=str(log_path), gpu=interp.cuda
     )
     result.env_problem = interp.env_report()
+    result.env_fix = interp.env_fix()
     result.stopped_by_timeout = outcome.stopped
     return result
 
@@ -524,6 +527,8 @@ def _finish(
     options.answer(result.validator_block)
     options.answer(result.verdict.line)
     options.echo(f"[agent-d] {target.op}: {result.verdict.headline}: {result.verdict.reason}")
+    if result.verdict.fix:
+        options.echo(f"[agent-d] {target.op}: fix: {result.verdict.fix}")
 
 
 def _decision_log(result: PortResult, run: _Run) -> list[str]:

@@ -80,6 +80,7 @@ class Interpreter:
     driver_version: int = 0  # cuDriverGetVersion: 13000 is CUDA 13.0; 0 when unknown
     tileiras: str = ""  # the tile compiler cutile-rs will use, "" when it will find none
     missing: bool = False  # the interpreter itself does not exist
+    tile_home: str = ""  # why tileiras will not compile with this CUDA_HOME ("" when it will)
 
     def env_problems(self) -> list[envcheck.EnvProblem]:
         return envcheck.problems(self)
@@ -91,6 +92,10 @@ class Interpreter:
     def env_report(self) -> str:
         """Every reason with its fix, for the verdict: ``<reason> (fix: <fix>); ...``."""
         return "; ".join(f"{p.reason} (fix: {p.fix})" for p in self.env_problems())
+
+    def env_fix(self) -> str:
+        """What the runner's owner must do, every fix on one line (the verdict's fix line)."""
+        return "; ".join(p.fix for p in self.env_problems())
 
 
 def probe(python: str, env: dict[str, str] | None = None) -> Interpreter:
@@ -115,6 +120,7 @@ def probe(python: str, env: dict[str, str] | None = None) -> Interpreter:
         info["driver"],
         info.get("driver_version", 0),
         tileiras,
+        tile_home=envcheck.tile_home_problem(tileiras, env),
     )
 
 

@@ -382,6 +382,7 @@ class TestResult:
     cases: list[TestCase] = field(default_factory=list)
     gpu: bool = False
     env_problem: str = ""  # why the tests could not run meaningfully here
+    env_fix: str = ""  # what would let them run (every fix, one line)
     stopped_by_timeout: bool = False  # agent-d killed pytest at --test-timeout
     skip_groups: list[tuple[int, str]] = field(default_factory=list)  # -rs summary: (count, reason)
     panics: list[str] = field(default_factory=list)  # Rust panic messages in the log (JIT, launcher)
@@ -400,6 +401,15 @@ class Verdict:
     reason: str  # one line, always set
     followup: str = ""  # agent_b_followup for kernel faults
     host_fix: str = ""
+    runner_fix: str = ""  # env: what the runner's owner must do
+
+    @property
+    def fix(self) -> str:
+        """The one line saying what to do next, for whoever must act: the host fix (agent-d), the
+        follow-up (the kernel's author), the runner's fix (env)."""
+        if self.kind is VerdictKind.ALL_PASS:
+            return ""
+        return {"kernel": self.followup, "env": self.runner_fix}.get(self.klass, self.host_fix)
 
     @property
     def line(self) -> str:

@@ -69,10 +69,15 @@ def no_tileiras_env() -> dict[str, str]:
 
 
 def with_tileiras(tmp: Path) -> dict[str, str]:
-    tool = tmp / "tileiras"
+    """A tile toolchain laid out as one CUDA_HOME: tileiras, and the libnvvm it loads (empty files)."""
+    home = tmp / "cuda"
+    (home / "bin").mkdir(parents=True, exist_ok=True)
+    (home / "nvvm" / "lib64").mkdir(parents=True, exist_ok=True)
+    (home / "nvvm" / "lib64" / "libnvvm.so.4").write_bytes(b"")
+    tool = home / "bin" / "tileiras"
     tool.write_text("#!/bin/sh\nexit 0\n")
     tool.chmod(0o755)
-    return {**no_tileiras_env(), envcheck.TILEIRAS_ENV: str(tool)}
+    return {**no_tileiras_env(), envcheck.TILEIRAS_ENV: str(tool), "CUDA_HOME": str(home)}
 
 
 def only(problems: list[envcheck.EnvProblem]) -> envcheck.EnvProblem:
@@ -164,3 +169,34 @@ def test_the_verdict_carries_each_reason_with_its_fix(tmp_path):
     for problem in interp.env_problems():
         assert f"{problem.reason} (fix: {problem.fix})" in verdict.reason
     assert verdict.reason.startswith("no CUDA GPU on this machine (the driver reports 0 devices) (fix: ")
+
+
+@needs_cc
+def test_a_cuda_home_without_the_tile_toolchain_is_named_before_any_test(tmp_path):
+    python = interpreter(tmp_path / "i")
+    env = {**with_tileiras(tmp_path), "CUDA_HOME": str(tmp_path / "elsewhere")}
+    problem = only(testrun.probe(python, env).env_problems())
+    assert problem.reason == (
+        f"the CUDA tile toolchain is incomplete: CUDA_HOME={tmp_path / 'elsewhere'} holds no libnvvm, "
+        "so tileiras cannot compile a kernel"
+    )
+    assert "set CUDA_HOME to the folder of the tile toolchain" in problem.fix
+    # without CUDA_HOME, the folder around tileiras is where it looks: a full toolkit passes
+    unset = {k: v for k, v in with_tileiras(tmp_path).items() if k != "CUDA_HOME"}
+    assert testrun.probe(python, unset).env_problems() == []
+    bare = tmp_path / "bare" / "tileiras"
+    bare.parent.mkdir()
+    bare.write_text("#!/bin/sh\nexit 0\n")
+    bare.chmod(0o755)
+    alone = {**unset, envcheck.TILEIRAS_ENV: str(bare)}
+    assert "CUDA_HOME is not set" in only(testrun.probe(python, alone).env_problems()).reason
+
+
+@needs_cc
+def test_the_verdicts_fix_line_is_every_fix_of_the_runner(tmp_path):
+    python = interpreter(tmp_path / "i", gpus=0, torch=None)
+    interp = testrun.probe(python, with_tileiras(tmp_path))
+    result = TestResult(True, "pytest", 4, "log", env_problem=interp.env_report(), env_fix=interp.env_fix())
+    verdict = classify.classify(result, [])
+    assert verdict.fix == "; ".join(p.fix for p in interp.env_problems())
+    assert "CUDA_VISIBLE_DEVICES" in verdict.fix and "install a CUDA build of torch" in verdict.fix
