@@ -168,9 +168,8 @@ def main() -> None:
         pacing = {"seconds_between_requests": None, "seconds_between_writes": None} if args.no_pacing else {}
         return ClientSettings(api_url=url, **pacing)
 
-    port = TimedPort(
-        cargo_target_dir=args.cargo_target_dir.resolve(), python=args.python, echo=lambda _: None
-    )
+    quiet = {"echo": lambda _: None, "answer": lambda _: None}  # no progress lines, no validator blocks
+    port = TimedPort(cargo_target_dir=args.cargo_target_dir.resolve(), python=args.python, **quiet)
     print(
         f"machine: {platform.node()}, {os.cpu_count()} cores, {platform.platform()}; {time.strftime('%Y-%m-%d')}"
     )
