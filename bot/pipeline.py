@@ -30,8 +30,10 @@ from bot import (
     discover,
     generate,
     kernel_rules,
+    launch_diff,
     progress,
     report,
+    rerun,
     shared_build,
     smoke,
     testlog,
@@ -61,6 +63,7 @@ from bot.types import (
 T = TypeVar("T")
 
 EXIT_CODES = {VerdictKind.ALL_PASS: 0, VerdictKind.FAIL: 1, VerdictKind.BLOCKED: 3}
+PORTER = ("contract", "agent_b")  # the sources a porter writes
 USAGE_EXIT = 2
 
 
@@ -239,6 +242,7 @@ def _existing(job: _Job) -> None:
         "built library", lambda: _existing_build(target), lambda b: f"{target.symbol} exported"
     )
     shutil.copy2(target.ffi_rs, job.out_dir / "ffi.rs")
+    job.result.launch_differences = _verified_differences(job)
 
 
 def _build(jobs: list[_Job], options: PortOptions, left_out: shared_build.LeftOut):
@@ -321,8 +325,11 @@ def _smoke_and_test(
     )
     job.result.tests, job.pytest_rc = tests, tests.exit_code
     gaps = analysis.known_gaps(analysis.load(job.out_dir / "reference" / "analysis.json"))
+    differences = job.result.launch_differences
     job.result.verdict = run.stage(
-        "classify", lambda: classify.classify(tests, gaps, list(test_file.skips)), lambda v: v.kind.value
+        "classify",
+        lambda: classify.classify(tests, gaps, list(test_file.skips), differences),
+        lambda v: v.kind.value,
     )
 
 
@@ -363,6 +370,7 @@ def _generate(job: _Job) -> None:
         lambda p: f"{len(p.ffi.c_params())} C parameters, {len(p.missing)} missing",
     )
     result.plan = plan
+    result.launch_differences = _contract_differences(target, found, out_dir, signature, co, facts, plan)
     if plan.missing:
         draft = write_draft(target, plan, facts)
         names = ", ".join(m.key for m in plan.missing)
@@ -383,6 +391,31 @@ def _generate(job: _Job) -> None:
     )
     result.changed_files = applied.changed
     shutil.copy2(target.ffi_rs, out_dir / "ffi.rs")
+
+
+def _contract_differences(
+    target: Target, found: Discovery, out_dir: Path, signature, co, facts, plan
+) -> list[str]:
+    """What the porter's contract changes in the launch: the classifier's evidence against the host side."""
+    if not any(f.source.kind in PORTER for f in facts.items.values()):
+        return []
+    unaided = gather_facts(target, found, out_dir, signature, porter=False)
+    return launch_diff.differences(plan, build_plan(target, signature, unaided, co))
+
+
+def _verified_differences(job: _Job) -> list[str]:
+    """``verify``: the same evidence, read again from the checkout; on failure none (said in the log)."""
+    target, found = job.target, job.found
+    assert found is not None
+    try:
+        signature = read_signature(target)
+        co = checkout.inspect(target, found)
+        facts = gather_facts(target, found, job.out_dir, signature)
+        plan = build_plan(target, signature, facts, co)
+        return _contract_differences(target, found, job.out_dir, signature, co, facts, plan)
+    except Exception as exc:  # the tests still run; the classifier then has no contract evidence
+        job.run.log.append(f"contract differences not read: {type(exc).__name__}: {exc}")
+        return []
 
 
 def _existing_build(target: Target) -> BuildResult:
@@ -452,10 +485,14 @@ def generate_only(repo: Path, op: str) -> str:
     return ""
 
 
-def gather_facts(target: Target, found: Discovery, out_dir: Path, signature: KernelSignature | None) -> Facts:
+def gather_facts(
+    target: Target, found: Discovery, out_dir: Path, signature: KernelSignature | None, porter: bool = True
+) -> Facts:
+    """``porter=False``: without the porter's contract and stage B's block (what agent-d reads alone)."""
     facts = Facts()
-    contract.gather(target, facts)
-    contract.gather_agent_b(out_dir / "reports" / "agent_b.md", facts)
+    if porter:
+        contract.gather(target, facts)
+        contract.gather_agent_b(out_dir / "reports" / "agent_b.md", facts)
     analysis.gather(out_dir / "reference" / "analysis.json", facts)
     ops_py.gather(target, found, facts)
     ref = reference.load(target, found)  # parsed once for both readers
@@ -484,6 +521,7 @@ def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions) -> T
     if tools is not None:
         env["CUDA_TOOLKIT_PATH"] = str(tools.cuda_toolkit_path)
     echo = options.echo if options.echo_pytest else None
+    deadline = time.monotonic() + options.test_timeout
     outcome = testrun.run(target, argv, log_path, env, options.test_timeout, echo, options.echo)
     text = log_path.read_text(encoding="utf-8", errors="replace")
     result = testlog.to_test_result(
@@ -492,7 +530,8 @@ def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions) -> T
     result.env_problem = interp.env_report()
     result.env_fix = interp.env_fix()
     result.stopped_by_timeout = outcome.stopped
-    return result
+    result.silent_for = outcome.silent_for
+    return rerun.run_what_remains(target, argv, result, out_dir, env, deadline, options.echo)
 
 
 def _finish(
@@ -536,6 +575,10 @@ def _decision_log(result: PortResult, run: _Run) -> list[str]:
         f"stage {s.name}: {s.status} in {s.seconds:.2f}s" + (f" ({s.detail})" if s.detail else "")
         for s in run.stages
     ]
+    for difference in result.launch_differences:
+        lines.append(f"the contract launches the kernel otherwise than the reference: {difference}")
+    if result.tests is not None and result.tests.rest_logs:
+        lines.append("after the crash, what remained ran again: " + ", ".join(result.tests.rest_logs))
     if result.changed_files:
         lines.append("files written: " + ", ".join(result.changed_files))
     elif result.plan is not None:

@@ -227,6 +227,7 @@ class RunOutcome(NamedTuple):
     code: int | None  # None: pytest could not be started
     seconds: float
     stopped: bool = False  # killed by us at the --test-timeout deadline
+    silent_for: float = 0.0  # seconds since pytest's last output line when it was stopped
 
 
 _RESULT_LINE = re.compile(
@@ -302,9 +303,12 @@ def run(
             return RunOutcome(None, 0.0)
         assert proc.stdout is not None
         stopped = threading.Event()
+        last_line = [time.monotonic()]  # when pytest last printed: a test silent past its timeout hangs
+        silent = [0.0]
 
         def stop() -> None:  # on a timer, so a pytest that hangs without printing is stopped too
             if proc.poll() is None:
+                silent[0] = time.monotonic() - last_line[0]
                 stopped.set()
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
@@ -316,6 +320,7 @@ def run(
         try:
             with progress.heartbeat(progress_echo, "pytest", status=files.status) as alive:
                 for line in proc.stdout:
+                    last_line[0] = time.monotonic()
                     log.write(line)
                     if echo:
                         echo(line.rstrip("\n"))
@@ -328,8 +333,8 @@ def run(
         finally:
             timer.cancel()
         if stopped.is_set():
-            log.write(f"\n{STOPPED} {timeout:.0f} s\n")
-    return RunOutcome(code, time.monotonic() - start, stopped.is_set())
+            log.write(f"\n{STOPPED} {timeout:.0f} s ({silent[0]:.0f} s after its last output line)\n")
+    return RunOutcome(code, time.monotonic() - start, stopped.is_set(), silent[0])
 
 
 def current_python() -> str:

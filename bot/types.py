@@ -366,6 +366,7 @@ class TestCase:
     nodeid: str
     outcome: str  # passed | failed | skipped | error
     message: str = ""
+    detail: str = ""  # failures: every ``E`` line of its traceback, joined (the values, the NaN)
 
 
 @dataclass
@@ -384,6 +385,8 @@ class TestResult:
     env_problem: str = ""  # why the tests could not run meaningfully here
     env_fix: str = ""  # what would let them run (every fix, one line)
     stopped_by_timeout: bool = False  # agent-d killed pytest at --test-timeout
+    silent_for: float = 0.0  # seconds pytest had printed nothing when it was stopped (a hang)
+    rest_logs: list[str] = field(default_factory=list)  # runs of what remained after a crash (bot/rerun.py)
     skip_groups: list[tuple[int, str]] = field(default_factory=list)  # -rs summary: (count, reason)
     panics: list[str] = field(default_factory=list)  # Rust panic messages in the log (JIT, launcher)
 
@@ -459,3 +462,5 @@ class PortResult:
     build: BuildResult | None = None
     tests: TestResult | None = None
     changed_files: list[str] = field(default_factory=list)
+    # how the porter's contract changes the launch from what agent-d reads alone (bot/launch_diff.py)
+    launch_differences: list[str] = field(default_factory=list)
