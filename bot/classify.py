@@ -208,12 +208,12 @@ def _failure(
     for pattern, what in _HOST_PATTERNS:
         m = pattern.search(message)
         if m:
-            return Verdict(
-                VerdictKind.FAIL,
-                "host",
-                where + what.format(m=short),
-                host_fix="fix the generated host code or its contract and re-run",
-            )
+            fix = "fix the generated host code or its contract and re-run"
+            if differences:  # the porter's contract is the first suspect
+                fix = (
+                    f"host_contract.yaml: {differences[0]}: launch as the reference does, or remove that key"
+                )
+            return Verdict(VerdictKind.FAIL, "host", where + what.format(m=short), host_fix=fix)
     for pattern, what in _DEVICE_PATTERNS:
         if pattern.search(text) or (
             what == "illegal memory access" and any(pattern.search(p) for p in panics or [])

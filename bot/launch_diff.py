@@ -50,7 +50,7 @@ def _compare(found: list[str], where: str, ours: object, theirs: object) -> None
 
 
 def _compare_maps(found: list[str], where: str, ours: dict, theirs: dict) -> None:
-    for name in ours.keys() & theirs.keys():
+    for name in sorted(ours.keys() & theirs.keys()):
         _compare(found, f"{where} {name}", ours[name], theirs[name])
 
 

@@ -316,6 +316,10 @@ def _smoke_and_test(
         options.echo(f"[agent-d]   fix: {problem.fix}")
     assert job.found is not None
     test_file = _test_files(target, job.found, interp)  # parsed once: selection, skips
+    if not interp.env_problems():
+        run.stage(
+            "registration", lambda: _registered(target, job.found, python), lambda b: ", ".join(b or [])
+        )
     argv, _selection = testrun.command(python, test_file)
     job.pytest_cmd = testrun.shown(argv)
     tests = run.stage(
@@ -331,6 +335,20 @@ def _smoke_and_test(
         lambda: classify.classify(tests, gaps, list(test_file.skips), differences),
         lambda v: v.kind.value,
     )
+
+
+def _registered(target: Target, found: Discovery, python: str) -> list[str] | None:
+    """The op's cutile-rs implementation is registered where the tests will look for it."""
+    backends = testrun.registered_backends(python, target.repo, found.dispatch_name)
+    if backends is not None and "cutile-rs" not in backends:
+        raise Failed(
+            "host",
+            f"tilegym.ops.{found.dispatch_name} has no cutile-rs implementation registered "
+            f"(registered: {', '.join(backends) or 'none'}): a cutile-rs test would run a fallback",
+            host_fix=f'register the wrapper with @register_impl("{found.dispatch_name}", backend="cutile-rs") '
+            "and import it in ops/cutile_rs/__init__.py",
+        )
+    return backends
 
 
 def _discovery_line(found: Discovery) -> str:

@@ -337,5 +337,35 @@ def run(
     return RunOutcome(code, time.monotonic() - start, stopped.is_set(), silent[0])
 
 
+REGISTRY_PROBE = r"""
+import json, sys
+import tilegym.ops  # every backend's wrappers register themselves on import
+from tilegym.backend import dispatcher
+registry = getattr(dispatcher, "_REGISTRY", None)
+print(json.dumps(None if registry is None else sorted(registry.get(sys.argv[1], {}))))
+"""
+
+
+def registered_backends(python: str, repo: Path, name: str, timeout: float = 180) -> list[str] | None:
+    """The backends TileGym's dispatcher holds an implementation of ``name`` for, as the tests will
+    import it; None when it could not be asked (the tests then show what is wrong). Without
+    cutile-rs among them, a test asking for cutile-rs would run the dispatcher's fallback instead."""
+    env = dict(os.environ, CUTILE_RS_AUTOBUILD="0")
+    src = str(repo / "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    try:
+        proc = subprocess.run(
+            [python, "-c", REGISTRY_PROBE, name],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        return json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
+        return None
+
+
 def current_python() -> str:
     return sys.executable

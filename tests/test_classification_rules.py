@@ -186,3 +186,41 @@ def test_a_contract_that_launches_otherwise_than_the_reference_is_found(silu):
     ]
     # a contract that says what agent-d reads anyway changes nothing
     assert _contract_differences(silu, 'ffi:\n  scalars:\n    hidden_size: "dim(out,1)"\n') == []
+
+
+def _registry(repo: Path, backends: dict) -> None:
+    """A TileGym-shaped package whose dispatcher holds ``backends`` (ours: TileGym's _REGISTRY layout)."""
+    pkg = repo / "src" / "tilegym"
+    (pkg / "ops").mkdir(parents=True)
+    (pkg / "backend").mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ops" / "__init__.py").write_text("")
+    (pkg / "backend" / "__init__.py").write_text("")
+    (pkg / "backend" / "dispatcher.py").write_text(f"_REGISTRY = {backends!r}\n")
+
+
+def test_an_op_the_dispatcher_has_no_cutile_rs_implementation_of_is_the_hosts(tmp_path):
+    """Without it, a test asking for cutile-rs runs the dispatcher's fallback and passes."""
+    from types import SimpleNamespace
+
+    from bot.errors import Failed
+    from bot.pipeline import _registered
+
+    _registry(
+        tmp_path / "fell_back", {"silu_and_mul": {"pytorch": None}, "silu_and_mul_v2": {"cutile-rs": None}}
+    )
+    found = SimpleNamespace(dispatch_name="silu_and_mul")
+    assert testrun.registered_backends(sys.executable, tmp_path / "fell_back", "silu_and_mul") == ["pytorch"]
+    with pytest.raises(Failed) as stop:
+        _registered(Target(tmp_path / "fell_back", "silu_and_mul"), found, sys.executable)
+    assert stop.value.klass == "host" and "registered: pytorch" in stop.value.reason
+    assert stop.value.host_fix.startswith(
+        'register the wrapper with @register_impl("silu_and_mul", backend="cutile-rs")'
+    )
+    _registry(tmp_path / "wired", {"silu_and_mul": {"pytorch": None, "cutile-rs": None}})
+    assert _registered(Target(tmp_path / "wired", "silu_and_mul"), found, sys.executable) == [
+        "cutile-rs",
+        "pytorch",
+    ]
+    # a checkout the dispatcher cannot be asked in decides nothing: the tests will show it
+    assert testrun.registered_backends(sys.executable, tmp_path / "nowhere", "silu_and_mul") is None
