@@ -48,6 +48,7 @@ _HOST_PATTERNS = (
 )
 # Faults the device shows after the ABI smoke passed: the kernel's, unless the launch is not the reference's.
 _DEVICE_PATTERNS = (
+    (re.compile(r"Failed: Timeout >\d", re.I), "hang"),  # pytest-timeout did interrupt it
     (
         re.compile(r"illegal memory access|CUDA error 700|an illegal address|ILLEGAL_ADDRESS", re.I),
         "illegal memory access",

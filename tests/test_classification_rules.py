@@ -139,6 +139,8 @@ def test_device_faults_are_the_kernels_when_the_launch_is_the_references():
     )
     mismatch = classify.classify(_failed(NOT_CLOSE, NOT_CLOSE + " | Greatest absolute difference: 0.5"), [])
     assert mismatch.klass == "kernel" and "numeric mismatch" in mismatch.reason
+    timed_out = classify.classify(_failed("Failed: Timeout >60.0s"), [])
+    assert timed_out.klass == "kernel" and timed_out.followup.startswith("kernel.rs: hang")
     illegal = _failed("RuntimeError: CUDA error: an illegal memory access was encountered")
     assert classify.classify(illegal, []).klass == "kernel"
     contract = ["ffi hidden_size: `dim(out,1) / 2` where the reference gives `dim(out,1)`"]
