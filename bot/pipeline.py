@@ -258,6 +258,11 @@ def _build(jobs: list[_Job], options: PortOptions, left_out: shared_build.LeftOu
             job.run.record("toolchain", time.monotonic() - start, _stop_status(stop), _stop_line(stop))
             job.stop(stop)
         return None
+    except Exception as exc:  # every kernel waiting on the toolchain gets the same internal error
+        for job in going:
+            job.run.record("toolchain", time.monotonic() - start, "failed", f"{type(exc).__name__}: {exc}")
+            job.crash(exc)
+        return None
     for job in going:
         job.run.record("toolchain", time.monotonic() - start, "ok", f"CUDA headers {tools.cuda_toolkit_path}")
     start = time.monotonic()
