@@ -20,6 +20,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from bot import compiler_output, progress
@@ -42,6 +43,29 @@ def build_timeout() -> float:
         return DEFAULT_BUILD_TIMEOUT_S
 
 
+@dataclass
+class CrateBuild:
+    """One ``cargo build --release`` of the aggregated crate, whatever kernels it holds."""
+
+    crate: Path
+    command: str  # as shown in reports
+    code: int | None  # None: stopped at the time limit
+    seconds: float
+    log: str  # rendered diagnostics and cargo's status lines, ANSI stripped
+    errors_by_file: dict[str, list[str]]  # error messages by file, relative to the crate's parent
+    stderr: str
+    so_path: Path  # where the TileGym runtime looks for the library
+    limit: float
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0
+
+    def log_text(self) -> str:
+        end = f"stopped after {self.limit:.0f} s" if self.code is None else f"exit={self.code}"
+        return f"$ (cd {self.crate}) {self.command}\n{self.log}\n{end}\n"
+
+
 def build(
     target: Target,
     toolchain: Toolchain,
@@ -51,39 +75,82 @@ def build(
     echo: progress.Echo = progress.silent,
     timeout: float | None = None,
 ) -> BuildResult:
-    """``echo`` gets a heartbeat at least every 15 s, naming the crate cargo is compiling."""
-    crate = target.crate_dir
+    """Build the crate and judge the result for ``target``: its kernel or host fault, its export."""
+    crate_build = compile_crate(target.crate_dir, toolchain, cargo_target_dir, echo, timeout)
+    if log_path is not None:
+        write_log(crate_build, log_path)
+    return judge(target, crate_build, exported)
+
+
+def compile_crate(
+    crate: Path,
+    toolchain: Toolchain,
+    cargo_target_dir: Path | None = None,
+    echo: progress.Echo = progress.silent,
+    timeout: float | None = None,
+) -> CrateBuild:
+    """Run cargo once; ``echo`` gets a heartbeat at least every 15 s, naming the crate cargo is compiling."""
     limit = build_timeout() if timeout is None else timeout
     env = toolchain.env()
     if cargo_target_dir is not None:
         env["CARGO_TARGET_DIR"] = str(cargo_target_dir)
     cmd = [toolchain.cargo, "build", "--release", "--message-format=json-diagnostic-rendered-ansi"]
-    shown = "cargo build --release"
     start = time.monotonic()
     # CARGO_TARGET_DIR (ours, or one exported to us) moves cargo's output: follow it to find the library.
     target_dir = Path(env.get("CARGO_TARGET_DIR") or crate / "target")
+    runtime_so = crate / "target" / "release" / SO_NAME
     with _exclusive(target_dir, echo):
         # Several crates named cutile_kernels may share one target dir: hold it until our copy is made.
         _forget_other_checkout(target_dir, crate, toolchain.cargo, env)
         code, stdout, stderr = _cargo(cmd, crate, env, echo, limit)
-        seconds = time.monotonic() - start
-        if code is None:
-            _stopped(target, log_path, crate, shown, stdout, stderr, limit)
-        proc = subprocess.CompletedProcess(cmd, code, stdout, stderr)
         built = target_dir / "release" / SO_NAME
-        runtime_so = crate / "target" / "release" / SO_NAME
-        if proc.returncode == 0 and built != runtime_so:
+        if code == 0 and built != runtime_so:
             runtime_so.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(built, runtime_so)
-    rendered, errors_by_file = _diagnostics(proc.stdout, crate, target.repo)
-    log = _log_text(rendered, proc.stderr, target, crate)
-    if log_path is not None:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_path.write_text(f"$ (cd {crate}) {shown}\n{log}\nexit={proc.returncode}\n", encoding="utf-8")
-    tail = "\n".join(log.strip().splitlines()[-LOG_TAIL:])
-    result = BuildResult(proc.returncode == 0, "", shown, seconds, tail, errors_by_file)
-    if proc.returncode != 0:
-        _raise_for_failure(target, crate, errors_by_file, proc.stderr, result)
+    root = _checkout_of(crate)
+    rendered, errors_by_file = _diagnostics(stdout, crate, root)
+    return CrateBuild(
+        crate,
+        "cargo build --release",
+        code,
+        time.monotonic() - start,
+        # no quoted lines of files outside the checkout (a hostile kernel may point there)
+        compiler_output.redact_outside(_strip_ansi("\n".join(rendered) + "\n" + stderr), root, crate),
+        errors_by_file,
+        stderr,
+        runtime_so,
+        limit,
+    )
+
+
+def _checkout_of(crate: Path) -> Path:
+    """The checkout a crate at ``src/tilegym/ops/cutile_rs/cutile_kernels`` belongs to."""
+    parts = crate.resolve().parts
+    return (
+        Path(*parts[:-5])
+        if len(parts) > 5 and parts[-5:-1] == ("src", "tilegym", "ops", "cutile_rs")
+        else crate.parent
+    )
+
+
+def write_log(crate_build: CrateBuild, log_path: Path) -> None:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text(crate_build.log_text(), encoding="utf-8")
+
+
+def judge(
+    target: Target, crate_build: CrateBuild, exported: Callable[[Path], list[str]] | None = None
+) -> BuildResult:
+    """``target``'s build result: raises the fault a failed build means for it, or a missing export."""
+    if crate_build.code is None:
+        _stopped(target, crate_build.limit)
+    tail = "\n".join(crate_build.log.strip().splitlines()[-LOG_TAIL:])
+    result = BuildResult(
+        crate_build.ok, "", crate_build.command, crate_build.seconds, tail, crate_build.errors_by_file
+    )
+    if not crate_build.ok:
+        _raise_for_failure(target, crate_build.errors_by_file, crate_build.stderr)
+    runtime_so = crate_build.so_path
     result.so_path = str(runtime_so)
     if exported is not None:
         result.symbols = exported(runtime_so)
@@ -94,6 +161,14 @@ def build(
                 f"{runtime_so.name} does not export {target.symbol} (ELF .dynsym); is `mod {target.op}` in lib.rs?",
             )
     return result
+
+
+_OP_FILE = re.compile(r"(?:^|/)(?P<op>[A-Za-z_]\w*)_kernel/(?P<file>kernel|ffi)\.rs$")
+
+
+def faulty_ops(errors_by_file: dict[str, list[str]]) -> set[str]:
+    """The ops whose own files (``<op>_kernel/kernel.rs`` or ``ffi.rs``) hold a compile error."""
+    return {m["op"] for f in errors_by_file if (m := _OP_FILE.search(f))}
 
 
 _COMPILING = re.compile(r"^\s*Compiling (\S+ v\S+)")
@@ -147,26 +222,12 @@ def _cargo(
     return (None if stopped else code), "".join(out), "".join(err)
 
 
-def _stopped(target: Target, log_path, crate: Path, shown: str, stdout: str, stderr: str, limit: float):
-    rendered, _ = _diagnostics(stdout, crate, target.repo)
-    if log_path is not None:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        text = _log_text(rendered, stderr, target, crate)
-        log_path.write_text(
-            f"$ (cd {crate}) {shown}\n{text}\nstopped after {limit:.0f} s\n", encoding="utf-8"
-        )
+def _stopped(target: Target, limit: float) -> None:
     raise Failed(
         "kernel",
         f"cargo build did not finish within {limit:.0f} s (the build time limit, AGENT_D_BUILD_TIMEOUT) and "
         "was stopped; a kernel whose compile-time evaluation does not end can do this",
         followup=f"check {target.op}_kernel/kernel.rs for const evaluation or macro expansion that never ends",
-    )
-
-
-def _log_text(rendered: list[str], stderr: str, target: Target, crate: Path) -> str:
-    """The build log as reports carry it: no quoted lines of files outside the checkout."""
-    return compiler_output.redact_outside(
-        _strip_ansi("\n".join(rendered) + "\n" + stderr), target.repo, crate
     )
 
 
@@ -206,22 +267,21 @@ def _source_file(spans: list[dict], crate: Path, root: Path) -> str:
         return str(path.relative_to(root.resolve()))
 
 
-def _raise_for_failure(
-    target: Target, crate: Path, by_file: dict[str, list[str]], stderr: str, result
-) -> None:
+def _raise_for_failure(target: Target, by_file: dict[str, list[str]], stderr: str) -> None:
     summary = "; ".join(
         f"{f}: {msgs[0]}" + (f" (+{len(msgs) - 1})" if len(msgs) > 1 else "")
         for f, msgs in sorted(by_file.items())
     )
     kernel = f"{target.op}_kernel/kernel.rs"
     ours = (f"{target.op}_kernel/ffi.rs", "cutile_kernels/src/lib.rs")
-    if any(f.endswith(kernel) for f in by_file):
+    in_kernel = [f for f in by_file if _is(f, kernel)]
+    if in_kernel:
         raise Failed(
             "kernel",
             f"cargo error in kernel.rs: {summary}",
-            followup=f"fix the compile error in {kernel}: {by_file[next(f for f in by_file if f.endswith(kernel))][0]}",
+            followup=f"fix the compile error in {kernel}: {by_file[in_kernel[0]][0]}",
         )
-    if any(f.endswith(ours) for f in by_file):
+    if any(_is(f, rel) for f in by_file for rel in ours):
         raise Failed(
             "host", f"cargo error in the host code: {summary}", host_fix="the generated ffi.rs must compile"
         )
@@ -235,6 +295,11 @@ def _raise_for_failure(
         )
     last = next((x for x in reversed(stderr.strip().splitlines()) if x.strip()), "cargo failed")
     raise Blocked("env", f"cargo build failed without a compiler diagnostic: {_strip_ansi(last)}")
+
+
+def _is(path: str, rel: str) -> bool:
+    """``path`` names the file ``rel`` (whole path components: ``mul_kernel`` is not ``silu_and_mul_kernel``)."""
+    return path == rel or path.endswith("/" + rel)
 
 
 def _forget_other_checkout(target_dir: Path, crate: Path, cargo: str, env: dict[str, str]) -> None:

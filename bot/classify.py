@@ -1,15 +1,21 @@
 """Stage "classify": run facts -> ALL_PASS | FAIL(host|kernel) | BLOCKED(env|host|kernel).
 
-Rules (domain.md section 10), first match wins:
-1. pytest could not start, the interpreter lacks pytest/torch/a GPU, or the run outlasted its time
-   budget -> BLOCKED env.
-2. pytest crashed (killed by a signal, SIGABRT from freeing PyTorch memory) -> FAIL host.
-3. zero cutile-rs tests selected (exit 5) -> FAIL host: registration or parametrization missing.
-4. a failure: bad FFI return codes, illegal address, grid mismatch from our launcher -> host;
-   numeric mismatch with a correct ABI, a JIT/compile panic -> kernel, with a follow-up line.
-5. a skip without a citation (analysis.json known_gaps or the test's own forward-only rule)
+Rules (domain.md section 10; the reasoning in docs/classification.md), first match wins:
+1. pytest could not start, or the interpreter lacks pytest/torch/a GPU/the tile toolchain
+   -> BLOCKED env.
+2. agent-d stopped pytest at --test-timeout: a test silent past pytest-timeout's 60 s never returned
+   (a hang: a device fault, rule 5); otherwise the run needed more time -> BLOCKED env.
+3. the process died: memory freed twice or not ours -> host; a crash the kernel's launch or JIT
+   left evidence of (a panic, a stack overflow, a CUDA error) -> a device fault (rule 5); else host.
+4. zero cutile-rs tests selected (exit 5) -> FAIL host: registration or parametrization missing.
+5. a failure: the launcher's argument codes (-2, -4, -5, -6), an output of the wrong shape or
+   dtype, a grid the partition rejects, a wrapper error -> host. A device fault (numeric
+   mismatch, NaN outputs, an illegal address, a launch/JIT failure, a hang) after the ABI smoke
+   passed -> kernel, unless the porter's contract launches the kernel otherwise than the
+   reference does (``launch_differences``): then host, naming the contract key.
+6. a skip without a citation (analysis.json known_gaps or the test's own forward-only rule)
    -> FAIL host.
-6. pytest exit 0 with at least one pass -> ALL_PASS (later confirmed by the validator).
+7. pytest exit 0 with at least one pass -> ALL_PASS (later confirmed by the validator).
 """
 
 from __future__ import annotations
@@ -18,11 +24,17 @@ import re
 
 from bot.types import TestResult, Verdict, VerdictKind
 
+PER_TEST_TIMEOUT_S = 60.0  # the run's --timeout=60 (domain.md section 7)
+
 _HOST_PATTERNS = (
     (re.compile(r"rc=-[2456]\b|returned error code -[2456]\b"), "the launcher rejected its arguments ({m})"),
     (
-        re.compile(r"illegal memory access|CUDA error 700|an illegal address", re.I),
-        "illegal memory access ({m})",
+        re.compile(
+            r"shape \S.* != reference|attribute 'shape' do not match|dtype \S.* != reference|"
+            r"attribute 'dtype' do not match",
+            re.I,
+        ),
+        "the output's shape or dtype differs from the reference's: the wrapper allocates it ({m})",
     ),
     (
         re.compile(r"Specified launch grid does not match", re.I),
@@ -34,15 +46,24 @@ _HOST_PATTERNS = (
         "wrapper error ({m})",
     ),
 )
-_KERNEL_PATTERNS = (
-    (re.compile(r"Mismatched elements|not close|assert_close|Tensor-likes", re.I), "numeric mismatch ({m})"),
+# Faults the device shows after the ABI smoke passed: the kernel's, unless the launch is not the reference's.
+_DEVICE_PATTERNS = (
+    (re.compile(r"Failed: Timeout >\d", re.I), "hang"),  # pytest-timeout did interrupt it
     (
-        re.compile(r"rc=-3\b|kernel launch failed|JIT|tileiras|Failed to compile", re.I),
-        "launch/JIT failure ({m})",
+        re.compile(r"illegal memory access|CUDA error 700|an illegal address|ILLEGAL_ADDRESS", re.I),
+        "illegal memory access",
     ),
+    (re.compile(r"Greatest (absolute|relative) difference: nan\b|\bnan\b.*not close", re.I), "NaN outputs"),
+    (re.compile(r"Mismatched elements|not close|assert_close|Tensor-likes", re.I), "numeric mismatch"),
+    (re.compile(r"rc=-3\b|kernel launch failed|JIT|tileiras|Failed to compile", re.I), "launch/JIT failure"),
 )
 _ENV_PATTERNS = (
     re.compile(r"tileiras.*(not found|No such file)|CUDA driver too old|no CUDA device|CUDA_HOME", re.I),
+)
+# A dead process: who left evidence. Memory handed back twice (or not ours) is the host's (domain.md).
+_HOST_CRASH = re.compile(r"double free|free\(\): invalid|munmap_chunk|corrupted (size|double-linked)", re.I)
+_DEVICE_CRASH = re.compile(
+    r"panicked at|has overflowed its stack|CUDA error|CUDA_ERROR|illegal memory access|tileiras", re.I
 )
 _FORWARD_ONLY = re.compile(r"backward", re.I)
 _BACKEND_MISSING = re.compile(r"backend .*not (available|supported)|not available", re.I)
@@ -52,31 +73,39 @@ def before_tests(problem: str) -> Verdict:
     return Verdict(VerdictKind.BLOCKED, "env", problem)
 
 
-def classify(result: TestResult, known_gaps: list[str], test_skips: list[str] | None = None) -> Verdict:
-    """``test_skips``: the skip reasons the op's test file itself raises (``testrun.read_test_file``)."""
+def classify(
+    result: TestResult,
+    known_gaps: list[str],
+    test_skips: list[str] | None = None,
+    launch_differences: list[str] | None = None,
+) -> Verdict:
+    """``test_skips``: the skip reasons the op's test file itself raises (``testrun.read_test_file``);
+    ``launch_differences``: how the porter's contract changes the launch (``bot/launch_diff.py``)."""
+    differences = launch_differences or []
     if result.env_problem:
         detail = f"; pytest exit={result.exit_code}" if result.ran else ""
         return Verdict(
             VerdictKind.BLOCKED,
             "env",
             f"{result.env_problem}{detail}: the tests cannot prove the kernel here",
+            runner_fix=result.env_fix,
         )
     if not result.ran or result.exit_code is None:
         return Verdict(VerdictKind.BLOCKED, "env", "pytest could not be started")
+    crashed = next((c for c in result.cases if c.message.startswith("crashed:")), None)
     if result.stopped_by_timeout:
+        if crashed is not None and result.silent_for >= PER_TEST_TIMEOUT_S:
+            what = f"hang: no output for {result.silent_for:.0f} s, past pytest-timeout's {PER_TEST_TIMEOUT_S:.0f} s"
+            return _device_fault("hang", f"{crashed.nodeid}: ", what, crashed.nodeid, [], differences)
         return Verdict(
             VerdictKind.BLOCKED,
             "env",
             f"the pytest run outlasted --test-timeout ({result.passed} passed, {result.failed} failed, "
             f"{result.skipped} skipped so far): give it more time",
+            runner_fix="give the run more time (--test-timeout)",
         )
-    if result.exit_code < 0 or result.exit_code in (134, 139):
-        return Verdict(
-            VerdictKind.FAIL,
-            "host",
-            f"pytest died (exit {result.exit_code}): the host code crashed the process",
-            host_fix='look for a double free or a panic across extern "C" in ffi.rs',
-        )
+    if result.exit_code < 0 or result.exit_code in (134, 139) or crashed is not None:
+        return _crash(result, crashed, differences)
     marked = [c for c in result.cases if c.outcome in ("xfailed", "xpassed")]
     if marked:
         return Verdict(
@@ -94,8 +123,10 @@ def classify(result: TestResult, known_gaps: list[str], test_skips: list[str] | 
         )
     failed = [c for c in result.cases if c.outcome in ("failed", "error")]
     if failed or result.failed or result.errors or result.exit_code not in (0,):
-        message = failed[0].message if failed else f"pytest exit {result.exit_code}"
-        return _failure(message, failed[0].nodeid if failed else "", result.panics)
+        first = failed[0] if failed else None
+        message = first.message if first else f"pytest exit {result.exit_code}"
+        detail = first.detail if first else ""
+        return _failure(message, first.nodeid if first else "", result.panics, differences, detail)
     skipped = [c for c in result.cases if c.outcome == "skipped"]
     uncited = [c for c in skipped if c.message and not _cited(c.message, known_gaps, test_skips or [])]
     unexplained = [c for c in skipped if not c.message]
@@ -133,33 +164,87 @@ def _cited(reason: str, known_gaps: list[str], test_skips: list[str]) -> bool:
     return any(gap and (gap.lower() in reason.lower() or reason.lower() in gap.lower()) for gap in known_gaps)
 
 
-def _failure(message: str, nodeid: str, panics: list[str] | None = None) -> Verdict:
+def _crash(result: TestResult, crashed, differences: list[str]) -> Verdict:
+    """The test process died; the output around the crash says whose fault it is."""
+    where = f"{crashed.nodeid}: " if crashed is not None else ""
+    text = " ".join(x for x in (crashed.message, crashed.detail) if x) if crashed is not None else ""
+    said = f"pytest died (exit {result.exit_code})" + (f" in {crashed.nodeid}" if crashed is not None else "")
+    if not _HOST_CRASH.search(text) and (_DEVICE_CRASH.search(text) or result.panics):
+        evidence = _DEVICE_CRASH.search(text)
+        seen = evidence.group(0) if evidence else f"a panic: {result.panics[0]}"
+        return _device_fault(
+            "process abort",
+            where,
+            f"{said}; the launch left {seen!r}",
+            crashed.nodeid if crashed else "",
+            result.panics,
+            differences,
+        )
+    return Verdict(
+        VerdictKind.FAIL,
+        "host",
+        f"{said}: the host code crashed the process" + (f" ({' '.join(text.split())[:200]})" if text else ""),
+        host_fix='look for a double free or a panic across extern "C" in ffi.rs',
+    )
+
+
+def _failure(
+    message: str,
+    nodeid: str,
+    panics: list[str] | None = None,
+    differences: list[str] | None = None,
+    detail: str = "",
+) -> Verdict:
     short = " ".join(message.split())[:240]
-    # rc -3 says only "launch failed"; the panic the launcher caught says why (the JIT's message)
-    said = f"; the launch panicked: {' '.join(panics[0].split())[:240]}" if panics else ""
+    text = f"{message} {detail}"
     where = f"{nodeid}: " if nodeid else ""
     for pattern in _ENV_PATTERNS:
         if pattern.search(message):
-            return Verdict(VerdictKind.BLOCKED, "env", f"{where}toolchain problem during the run: {short}")
-    for pattern, text in _HOST_PATTERNS:
-        m = pattern.search(message)
-        if m:
             return Verdict(
-                VerdictKind.FAIL,
-                "host",
-                where + text.format(m=short),
-                host_fix="fix the generated host code or its contract and re-run",
+                VerdictKind.BLOCKED,
+                "env",
+                f"{where}toolchain problem during the run: {short}",
+                runner_fix="check CUDA_HOME and the tile toolchain (tileiras, libnvvm, ptxas) of the runner",
             )
-    for pattern, text in _KERNEL_PATTERNS:
+    for pattern, what in _HOST_PATTERNS:
         m = pattern.search(message)
         if m:
-            followup = f"kernel.rs: {text.split(' (')[0]} in {nodeid or 'the correctness test'}; " + (
-                f"the JIT said: {' '.join(panics[0].split())[:200]}"
-                if panics
-                else "the ABI checks passed, so check the device math"
-            )
-            return Verdict(VerdictKind.FAIL, "kernel", where + text.format(m=short) + said, followup=followup)
+            fix = "fix the generated host code or its contract and re-run"
+            if differences:  # the porter's contract is the first suspect
+                fix = (
+                    f"host_contract.yaml: {differences[0]}: launch as the reference does, or remove that key"
+                )
+            return Verdict(VerdictKind.FAIL, "host", where + what.format(m=short), host_fix=fix)
+    for pattern, what in _DEVICE_PATTERNS:
+        if pattern.search(text) or (
+            what == "illegal memory access" and any(pattern.search(p) for p in panics or [])
+        ):
+            return _device_fault(what, where, short, nodeid, panics or [], differences or [])
     return Verdict(VerdictKind.FAIL, "host", f"{where}{short}", host_fix="inspect the pytest log")
+
+
+def _device_fault(
+    what: str, where: str, short: str, nodeid: str, panics: list[str], differences: list[str]
+) -> Verdict:
+    """A fault the device showed after the ABI smoke passed: the kernel's when the host launched it as
+    the reference does; the host's when the porter's contract launches it otherwise."""
+    if differences:
+        more = f" (+{len(differences) - 1} more)" if len(differences) > 1 else ""
+        return Verdict(
+            VerdictKind.FAIL,
+            "host",
+            f"{where}{what} ({short}), and the contract launches the kernel otherwise than the reference: "
+            f"{differences[0]}{more}",
+            host_fix=f"host_contract.yaml: {differences[0]}: launch as the reference does, or remove that key",
+        )
+    # rc -3 says only "launch failed"; the panic the launcher caught says why (the JIT's message)
+    said = f"; the launch panicked: {' '.join(panics[0].split())[:240]}" if panics else ""
+    followup = f"kernel.rs: {what} in {nodeid or 'the correctness test'}; " + (
+        f"the JIT said: {' '.join(panics[0].split())[:200]}"
+        if panics
+        else "the ABI checks passed and the host launched it as the reference does, so check the device code"
+    )
+    return Verdict(VerdictKind.FAIL, "kernel", f"{where}{what} ({short}){said}", followup=followup)
 
 
 def after_validator(verdict: Verdict, validator_exit: int, first_failure: str) -> Verdict:

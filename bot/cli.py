@@ -244,6 +244,7 @@ def port_summary(results: list[PortResult]) -> list[dict]:
             "verdict": r.verdict.kind.value,
             "class": r.verdict.klass,
             "reason": r.verdict.reason,
+            "fix": r.verdict.fix,
             "out_dir": r.out_dir,
             "changed": r.changed_files,
             "stages": [

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -42,6 +43,26 @@ def tileiras_path(env: dict[str, str] | None = None) -> str:
     if explicit:
         return explicit if os.access(explicit, os.X_OK) else ""
     return shutil.which("tileiras", path=env.get("PATH")) or ""
+
+
+# What tileiras loads from CUDA_HOME (docs gpu-recipe: without it, "failed to compile Tile IR program").
+LIBNVVM_GLOBS = ("nvvm/lib64/libnvvm.so*", "lib/libnvvm.so*", "lib64/libnvvm.so*")
+
+
+def tile_home_problem(tileiras: str, env: dict[str, str] | None = None) -> str:
+    """Why ``tileiras`` will not compile with this environment's CUDA_HOME; ``""`` when it finds its libnvvm.
+
+    Without CUDA_HOME, the folder above tileiras's ``bin/`` is where it looks (a full toolkit)."""
+    if not tileiras:
+        return ""
+    env = dict(os.environ if env is None else env)
+    home = env.get("CUDA_HOME", "")
+    where = Path(home) if home else Path(tileiras).resolve().parent.parent
+    if any(any(where.glob(pattern)) for pattern in LIBNVVM_GLOBS):
+        return ""
+    if home:
+        return f"CUDA_HOME={home} holds no libnvvm"
+    return f"CUDA_HOME is not set and {where}, the folder of {tileiras}, holds no libnvvm"
 
 
 def problems(interp: Interpreter) -> list[EnvProblem]:
@@ -79,6 +100,14 @@ def problems(interp: Interpreter) -> list[EnvProblem]:
                 f"the CUDA tile toolchain is missing: no tileiras in ${TILEIRAS_ENV} or on PATH",
                 f"pip install {TILE_WHEELS} into one folder, set CUDA_HOME to it and put its bin/ on PATH "
                 f"(or set {TILEIRAS_ENV})",
+            )
+        )
+    elif interp.tile_home:
+        found.append(
+            EnvProblem(
+                f"the CUDA tile toolchain is incomplete: {interp.tile_home}, so tileiras cannot compile a kernel",
+                "set CUDA_HOME to the folder of the tile toolchain (bin/tileiras, bin/ptxas, nvvm/lib64/libnvvm.so, "
+                f"lib/libnvJitLink.so; the wheels {TILE_WHEELS})",
             )
         )
     if not interp.pytest:

@@ -8,12 +8,13 @@ class StageStop(Exception):
 
     kind = "BLOCKED"
 
-    def __init__(self, klass: str, reason: str, followup: str = "", host_fix: str = ""):
+    def __init__(self, klass: str, reason: str, followup: str = "", host_fix: str = "", runner_fix: str = ""):
         super().__init__(reason)
         self.klass = klass
         self.reason = reason
         self.followup = followup
         self.host_fix = host_fix
+        self.runner_fix = runner_fix
 
 
 class Blocked(StageStop):

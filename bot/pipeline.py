@@ -3,6 +3,9 @@
 targets -> kernel signature -> checkout -> facts -> launch plan -> generated files -> apply
 -> toolchain -> build (+ ELF export) -> ABI smoke -> test -> classify -> reports + validator.
 
+The kernels of one change go through it side by side: every kernel up to apply, then one
+shared build (``bot/shared_build.py``), then each kernel's smoke, tests and verdict.
+
 Whatever happens, the reports are written and the verdict says why: a stage that cannot go
 on raises ``StageStop`` (FAIL or BLOCKED with its class); anything unexpected becomes
 BLOCKED(host) "internal error" with the traceback kept in the agent log.
@@ -28,9 +31,12 @@ from bot import (
     discover,
     generate,
     kernel_rules,
+    launch_diff,
     machine_errors,
     progress,
     report,
+    rerun,
+    shared_build,
     smoke,
     testlog,
     testrun,
@@ -59,6 +65,7 @@ from bot.types import (
 T = TypeVar("T")
 
 EXIT_CODES = {VerdictKind.ALL_PASS: 0, VerdictKind.FAIL: 1, VerdictKind.BLOCKED: 3}
+PORTER = ("contract", "agent_b")  # the sources a porter writes
 USAGE_EXIT = 2
 
 
@@ -94,105 +101,277 @@ class _Run:
         try:
             value = fn()
         except StageStop as stop:
-            # a stage that could not run here (BLOCKED) did not fail: its line says which
-            status = "blocked" if stop.kind == "BLOCKED" else "failed"
-            self._record(name, start, status, f"{stop.kind} {stop.klass}: {stop.reason}")
+            self.record(name, time.monotonic() - start, _stop_status(stop), _stop_line(stop))
             raise
         except Exception as exc:
-            self._record(name, start, "failed", f"{type(exc).__name__}: {exc}")
+            self.record(name, time.monotonic() - start, "failed", f"{type(exc).__name__}: {exc}")
             raise
-        self._record(name, start, "ok", detail(value) if detail else "")
+        self.record(name, time.monotonic() - start, "ok", detail(value) if detail else "")
         return value
 
-    def _record(self, name: str, start: float, status: str, detail: str) -> None:
-        seconds = time.monotonic() - start
+    def record(self, name: str, seconds: float, status: str, detail: str) -> None:
         self.stages.append(StageRecord(name, seconds, status, detail))
         mark = {"ok": "ok", "failed": "FAILED", "blocked": "BLOCKED"}[status]
         self.echo(f"[agent-d] {name:<18} {mark:<6} {seconds:7.2f}s  {detail}".rstrip())
 
 
-def port(options: PortOptions) -> list[PortResult]:
-    """Port every kernel the change adds (or the named one); usage errors propagate."""
-    targets = find_targets(options.repo.resolve(), options.kernel, options.base)
-    return [port_one(t, options) for t in targets]
+def _stop_status(stop: StageStop) -> str:
+    # a stage that could not run here (BLOCKED) did not fail: its line says which
+    return "blocked" if stop.kind == "BLOCKED" else "failed"
 
 
-def port_one(target: Target, options: PortOptions) -> PortResult:
-    run = _Run(options.echo)
-    out_dir = options.out_dir(target.op).resolve()
-    python = options.python or testrun.current_python()
-    result = PortResult(target, Verdict(VerdictKind.BLOCKED, "host", "not run"), run.stages, str(out_dir))
-    pytest_cmd, pytest_rc = "(pytest not run)", None
+def _stop_line(stop: StageStop) -> str:
+    return f"{stop.kind} {stop.klass}: {stop.reason}"
+
+
+@dataclass
+class _Job:
+    """One kernel's port while the change's kernels go through the stages side by side."""
+
+    target: Target
+    run: _Run
+    out_dir: Path
+    result: PortResult
     found: Discovery | None = None
-    options.echo(
-        f"[agent-d] {'verify' if options.verify_only else 'port'} {target.op}: {target.kernel_rs.relative_to(target.repo)} -> {out_dir}"
-    )
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        if not target.kernel_rs.is_file():
-            raise Failed(
-                "kernel",
-                f"{target.kernel_rs.relative_to(target.repo)} does not exist",
-                followup=f"add src/tilegym/ops/cutile_rs/{target.op}_kernel/kernel.rs",
-            )
-        found = run.stage("discover", lambda: discover.discover(target), _discovery_line)
-        if options.verify_only:
-            built = run.stage(
-                "built library", lambda: _existing_build(target), lambda b: f"{target.symbol} exported"
-            )
-            tools = None
-        else:
-            built, tools = _generate_and_build(target, found, run, result, out_dir, options)
-        result.build = built
-        if options.verify_only:
-            shutil.copy2(target.ffi_rs, out_dir / "ffi.rs")
-        ok, detail = run.stage("abi smoke", lambda: _smoke(target, built.so_path), lambda r: r[1])
-        built.smoke_ok, built.smoke_detail = ok, detail
-        interp = run.stage(
-            "interpreter",
-            lambda: testrun.probe(python),
-            lambda i: i.env_problem() or f"{i.device}, torch {i.torch}",
-        )
-        for problem in interp.env_problems():  # each reason with what to do about it, one line each
-            options.echo(f"[agent-d]   env: {problem.reason}")
-            options.echo(f"[agent-d]   fix: {problem.fix}")
-        test_file = _test_files(target, found, interp.env_report())  # parsed once: selection, skips
-        junit_xml = testrun.junit_arg(out_dir / testrun.JUNIT_NAME, target.repo)
-        argv, _selection = testrun.command(python, test_file, junit_xml=junit_xml)
-        pytest_cmd = testrun.shown(argv)
-        tests = run.stage(
-            "test",
-            lambda: _test(target, argv, out_dir, interp, tools, options, test_file.paths),
-            lambda t: (
-                f"exit={t.exit_code}: {t.passed} passed, {t.failed} failed, {t.skipped} skipped"
-                + ("" if t.source == "junit" else " (read from the log: pytest wrote no JUnit XML)")
-            ),
-        )
-        result.tests, pytest_rc = tests, tests.exit_code
-        gaps = analysis.known_gaps(analysis.load(out_dir / "reference" / "analysis.json"))
-        result.verdict = run.stage(
-            "classify", lambda: classify.classify(tests, gaps, list(test_file.skips)), lambda v: v.kind.value
-        )
-    except StageStop as stop:
-        result.verdict = _verdict(stop)
-    except Exception as exc:  # the verdict must still say why, and reports must still be written
-        run.log.append("stopped by:\n" + traceback.format_exc())
-        failed = run.stages[-1].name if run.stages and run.stages[-1].status == "failed" else ""
+    pytest_cmd: str = "(pytest not run)"
+    pytest_rc: int | None = None
+    stopped: bool = False
+
+    @classmethod
+    def start(cls, target: Target, options: PortOptions) -> _Job:
+        run = _Run(options.echo)
+        out_dir = options.out_dir(target.op).resolve()
+        result = PortResult(target, Verdict(VerdictKind.BLOCKED, "host", "not run"), run.stages, str(out_dir))
+        return cls(target, run, out_dir, result)
+
+    def attempt(self, step: Callable[[], object]) -> None:
+        """Run the next step of this kernel's port unless an earlier one stopped it; a stop is its verdict."""
+        if self.stopped:
+            return
+        try:
+            step()
+        except StageStop as stop:
+            self.stop(stop)
+        except Exception as exc:  # the verdict must still say why, and reports must still be written
+            self.crash(exc)
+
+    def crash(self, exc: Exception) -> None:
+        """An unexpected exception (called while handling it): the machine's fault when it is one (a
+        full or read-only disk, too-deep input), else BLOCKED host; the traceback in the log."""
+        self.run.log.append("stopped by:\n" + traceback.format_exc())
+        self.stopped = True
+        stages = self.run.stages
+        failed = stages[-1].name if stages and stages[-1].status == "failed" else ""
         stop = machine_errors.explain(exc, failed)
-        result.verdict = (
+        self.result.verdict = (
             _verdict(stop)
             if stop is not None
             else Verdict(
                 VerdictKind.BLOCKED, "host", f"internal error in agent-d: {type(exc).__name__}: {exc}"
             )
         )
-    test_files = [site.path for site in found.test_sites] if found is not None else None
-    _finish(result, run, target, out_dir, pytest_cmd, pytest_rc, options, test_files)
-    return result
+
+    def stop(self, stop: StageStop) -> None:
+        self.stopped = True
+        self.result.verdict = _verdict(stop)
 
 
 def _verdict(stop: StageStop) -> Verdict:
-    return Verdict(VerdictKind(stop.kind), stop.klass, stop.reason, stop.followup, stop.host_fix)
+    return Verdict(
+        VerdictKind(stop.kind), stop.klass, stop.reason, stop.followup, stop.host_fix, stop.runner_fix
+    )
+
+
+def port(options: PortOptions) -> list[PortResult]:
+    """Port every kernel the change adds (or the named one); usage errors propagate."""
+    targets = find_targets(options.repo.resolve(), options.kernel, options.base)
+    return port_all(targets, options)
+
+
+def port_one(target: Target, options: PortOptions) -> PortResult:
+    return port_all([target], options)[0]
+
+
+def port_all(targets: list[Target], options: PortOptions) -> list[PortResult]:
+    """The kernels of one change together: every host file generated and applied first, the crate
+    built once (again without a kernel whose own files do not compile), then each kernel smoked,
+    tested and classified, with one verdict each."""
+    python = options.python or testrun.current_python()
+    jobs = [_Job.start(t, options) for t in targets]
+    for job in jobs:
+        options.echo(
+            f"[agent-d] {'verify' if options.verify_only else 'port'} {job.target.op}: "
+            f"{job.target.kernel_rs.relative_to(job.target.repo)} -> {job.out_dir}"
+        )
+        job.attempt(lambda job=job: _discover(job))
+        job.attempt(lambda job=job: _existing(job) if options.verify_only else _generate(job))
+    left_out = shared_build.LeftOut()
+    tools = None
+    try:
+        if not options.verify_only:
+            tools = _build(jobs, options, left_out)
+        interpreter = _once(lambda: testrun.probe(python))
+        for job in jobs:
+            if len(jobs) > 1 and not job.stopped:  # the lines that follow are this kernel's
+                options.echo(f"[agent-d] test {job.target.op}")
+            job.attempt(lambda job=job: _smoke_and_test(job, python, interpreter, tools, options))
+    finally:
+        left_out.restore()  # the checkout ends as generation wrote it, every kernel wired
+    for job in jobs:
+        test_files = [site.path for site in job.found.test_sites] if job.found is not None else None
+        _finish(
+            job.result, job.run, job.target, job.out_dir, job.pytest_cmd, job.pytest_rc, options, test_files
+        )
+    return [job.result for job in jobs]
+
+
+def _once(fn: Callable[[], T]) -> Callable[[], T]:
+    """``fn`` called at most once (the interpreter probe imports torch: seconds per call)."""
+    memo: list[T] = []
+
+    def get() -> T:
+        if not memo:
+            memo.append(fn())
+        return memo[0]
+
+    return get
+
+
+def _discover(job: _Job) -> None:
+    target = job.target
+    job.out_dir.mkdir(parents=True, exist_ok=True)  # a full or read-only disk stops here, with its verdict
+    if not target.kernel_rs.is_file():
+        raise Failed(
+            "kernel",
+            f"{target.kernel_rs.relative_to(target.repo)} does not exist",
+            followup=f"add src/tilegym/ops/cutile_rs/{target.op}_kernel/kernel.rs",
+        )
+    job.found = job.run.stage("discover", lambda: discover.discover(target), _discovery_line)
+
+
+def _existing(job: _Job) -> None:
+    """``verify``: the library built elsewhere; the host files are taken as they are."""
+    target = job.target
+    job.result.build = job.run.stage(
+        "built library", lambda: _existing_build(target), lambda b: f"{target.symbol} exported"
+    )
+    shutil.copy2(target.ffi_rs, job.out_dir / "ffi.rs")
+    job.result.launch_differences = _verified_differences(job)
+
+
+def _build(jobs: list[_Job], options: PortOptions, left_out: shared_build.LeftOut):
+    """The toolchain and one shared build for every kernel still going; each gets its own record."""
+    going = [job for job in jobs if not job.stopped]
+    if not going:
+        return None
+    start = time.monotonic()
+    try:
+        tools = toolchain.resolve()
+    except StageStop as stop:
+        for job in going:
+            job.run.record("toolchain", time.monotonic() - start, _stop_status(stop), _stop_line(stop))
+            job.stop(stop)
+        return None
+    except Exception as exc:  # every kernel waiting on the toolchain gets the same internal error
+        for job in going:
+            job.run.record("toolchain", time.monotonic() - start, "failed", f"{type(exc).__name__}: {exc}")
+            job.crash(exc)
+        return None
+    for job in going:
+        job.run.record("toolchain", time.monotonic() - start, "ok", f"CUDA headers {tools.cuda_toolkit_path}")
+    start = time.monotonic()
+    try:
+        shared = shared_build.build_together(
+            [job.target for job in going],
+            tools,
+            options.cargo_target_dir,
+            lambda t: options.out_dir(t.op).resolve() / "build_cargo.txt",
+            left_out,
+            validator.exported_functions,
+            options.echo,
+        )
+    except Exception as exc:  # every kernel waiting on this build gets the same internal error
+        for job in going:
+            job.run.record("build", time.monotonic() - start, "failed", f"{type(exc).__name__}: {exc}")
+            job.crash(exc)
+        return None
+    runs = f"{_count(shared.cargo_runs, 'build')} for {_count(len(going), 'kernel')}"
+    if shared.left_out:
+        runs += f", the last without {', '.join(shared.left_out)}"
+    for job in going:
+        op = job.target.op
+        if op in shared.stopped:
+            stop = shared.stopped[op]
+            job.run.record("build", shared.seconds, _stop_status(stop), f"({runs}) {_stop_line(stop)}")
+            job.stop(stop)
+            continue
+        built = shared.built[op]
+        built.cargo_runs = shared.cargo_runs
+        built.built_with = [j.target.op for j in going if j.target.op in shared.built]
+        job.result.build = built
+        detail = f"{built.command} ({shared.seconds:.0f}s, {runs}); {job.target.symbol} exported"
+        job.run.record("build", shared.seconds, "ok", detail)
+    return tools
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _smoke_and_test(
+    job: _Job, python: str, interpreter: Callable[[], testrun.Interpreter], tools, options
+) -> None:
+    target, run, built = job.target, job.run, job.result.build
+    assert built is not None
+    ok, detail = run.stage("abi smoke", lambda: _smoke(target, built.so_path), lambda r: r[1])
+    built.smoke_ok, built.smoke_detail = ok, detail
+    interp = run.stage(
+        "interpreter",
+        interpreter,
+        lambda i: i.env_problem() or f"{i.device}, torch {i.torch}",
+    )
+    for problem in interp.env_problems():  # each reason with what to do about it, one line each
+        options.echo(f"[agent-d]   env: {problem.reason}")
+        options.echo(f"[agent-d]   fix: {problem.fix}")
+    assert job.found is not None
+    test_file = _test_files(target, job.found, interp)  # parsed once: selection, skips
+    if not interp.env_problems():
+        run.stage(
+            "registration", lambda: _registered(target, job.found, python), lambda b: ", ".join(b or [])
+        )
+    junit_xml = testrun.junit_arg(job.out_dir / testrun.JUNIT_NAME, target.repo)
+    argv, _selection = testrun.command(python, test_file, junit_xml=junit_xml)
+    job.pytest_cmd = testrun.shown(argv)
+    tests = run.stage(
+        "test",
+        lambda: _test(target, argv, job.out_dir, interp, tools, options, test_file.paths),
+        lambda t: (
+            f"exit={t.exit_code}: {t.passed} passed, {t.failed} failed, {t.skipped} skipped"
+            + ("" if t.source == "junit" else " (read from the log: pytest wrote no JUnit XML)")
+        ),
+    )
+    job.result.tests, job.pytest_rc = tests, tests.exit_code
+    gaps = analysis.known_gaps(analysis.load(job.out_dir / "reference" / "analysis.json"))
+    differences = job.result.launch_differences
+    job.result.verdict = run.stage(
+        "classify",
+        lambda: classify.classify(tests, gaps, list(test_file.skips), differences),
+        lambda v: v.kind.value,
+    )
+
+
+def _registered(target: Target, found: Discovery, python: str) -> list[str] | None:
+    """The op's cutile-rs implementation is registered where the tests will look for it."""
+    backends = testrun.registered_backends(python, target.repo, found.dispatch_name)
+    if backends is not None and "cutile-rs" not in backends:
+        raise Failed(
+            "host",
+            f"tilegym.ops.{found.dispatch_name} has no cutile-rs implementation registered "
+            f"(registered: {', '.join(backends) or 'none'}): a cutile-rs test would run a fallback",
+            host_fix=f'register the wrapper with @register_impl("{found.dispatch_name}", backend="cutile-rs") '
+            "and import it in ops/cutile_rs/__init__.py",
+        )
+    return backends
 
 
 def _discovery_line(found: Discovery) -> str:
@@ -200,10 +379,10 @@ def _discovery_line(found: Discovery) -> str:
     return f"{found.dispatch_name}: reference {found.reference.path if found.reference else 'none'}; {tests}"
 
 
-def _test_files(target: Target, found: Discovery, env_problem: str) -> testrun.TestFile:
+def _test_files(target: Target, found: Discovery, interp: testrun.Interpreter) -> testrun.TestFile:
     if not found.test_sites:
-        if env_problem:  # the machine could not prove anything either way: say that first
-            raise Blocked("env", env_problem)
+        if interp.env_problems():  # the machine could not prove anything either way: say that first
+            raise Blocked("env", interp.env_report(), runner_fix=interp.env_fix())
         raise Blocked(
             "host",
             f"no test file reaches {found.dispatch_name!r}: " + "; ".join(found.tried),
@@ -212,9 +391,11 @@ def _test_files(target: Target, found: Discovery, env_problem: str) -> testrun.T
     return testrun.read_test_files(target.repo, found.test_sites)
 
 
-def _generate_and_build(
-    target: Target, found: Discovery, run: _Run, result: PortResult, out_dir: Path, options: PortOptions
-):
+def _generate(job: _Job) -> None:
+    """Signature, checkout, facts, plan, generated files, applied: everything before the build."""
+    target, run, result, out_dir = job.target, job.run, job.result, job.out_dir
+    found = job.found
+    assert found is not None
     signature = run.stage(
         "kernel signature",
         lambda: read_signature(target),
@@ -230,6 +411,7 @@ def _generate_and_build(
         lambda p: f"{len(p.ffi.c_params())} C parameters, {len(p.missing)} missing",
     )
     result.plan = plan
+    result.launch_differences = _contract_differences(target, found, out_dir, signature, co, facts, plan)
     if plan.missing:
         draft = write_draft(target, plan, facts)
         names = ", ".join(m.key for m in plan.missing)
@@ -250,20 +432,31 @@ def _generate_and_build(
     )
     result.changed_files = applied.changed
     shutil.copy2(target.ffi_rs, out_dir / "ffi.rs")
-    tools = run.stage("toolchain", toolchain.resolve, lambda t: f"CUDA headers {t.cuda_toolkit_path}")
-    built = run.stage(
-        "build",
-        lambda: build.build(
-            target,
-            tools,
-            options.cargo_target_dir,
-            out_dir / "build_cargo.txt",
-            validator.exported_functions,
-            options.echo,
-        ),
-        lambda b: f"{b.command} ({b.seconds:.0f}s); {target.symbol} exported",
-    )
-    return built, tools
+
+
+def _contract_differences(
+    target: Target, found: Discovery, out_dir: Path, signature, co, facts, plan
+) -> list[str]:
+    """What the porter's contract changes in the launch: the classifier's evidence against the host side."""
+    if not any(f.source.kind in PORTER for f in facts.items.values()):
+        return []
+    unaided = gather_facts(target, found, out_dir, signature, porter=False)
+    return launch_diff.differences(plan, build_plan(target, signature, unaided, co))
+
+
+def _verified_differences(job: _Job) -> list[str]:
+    """``verify``: the same evidence, read again from the checkout; on failure none (said in the log)."""
+    target, found = job.target, job.found
+    assert found is not None
+    try:
+        signature = read_signature(target)
+        co = checkout.inspect(target, found)
+        facts = gather_facts(target, found, job.out_dir, signature)
+        plan = build_plan(target, signature, facts, co)
+        return _contract_differences(target, found, job.out_dir, signature, co, facts, plan)
+    except Exception as exc:  # the tests still run; the classifier then has no contract evidence
+        job.run.log.append(f"contract differences not read: {type(exc).__name__}: {exc}")
+        return []
 
 
 def _existing_build(target: Target) -> BuildResult:
@@ -333,10 +526,14 @@ def generate_only(repo: Path, op: str) -> str:
     return ""
 
 
-def gather_facts(target: Target, found: Discovery, out_dir: Path, signature: KernelSignature | None) -> Facts:
+def gather_facts(
+    target: Target, found: Discovery, out_dir: Path, signature: KernelSignature | None, porter: bool = True
+) -> Facts:
+    """``porter=False``: without the porter's contract and stage B's block (what agent-d reads alone)."""
     facts = Facts()
-    contract.gather(target, facts)
-    contract.gather_agent_b(out_dir / "reports" / "agent_b.md", facts)
+    if porter:
+        contract.gather(target, facts)
+        contract.gather_agent_b(out_dir / "reports" / "agent_b.md", facts)
     analysis.gather(out_dir / "reference" / "analysis.json", facts)
     ops_py.gather(target, found, facts)
     ref = reference.load(target, found)  # parsed once for both readers
@@ -357,7 +554,9 @@ def _smoke(target: Target, so_path: str) -> tuple[bool, str]:
 
 def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions, test_paths) -> TestResult:
     if not interp.pytest:
-        raise Blocked("env", interp.env_report() or f"cannot run {interp.python}")
+        raise Blocked(
+            "env", interp.env_report() or f"cannot run {interp.python}", runner_fix=interp.env_fix()
+        )
     log_path = out_dir / "correctness_cutile_rs.txt"
     junit_path = out_dir / testrun.JUNIT_NAME
     junit_path.unlink(missing_ok=True)  # an earlier run's results must not stand in for this one's
@@ -365,6 +564,7 @@ def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions, test
     if tools is not None:
         env["CUDA_TOOLKIT_PATH"] = str(tools.cuda_toolkit_path)
     echo = options.echo if options.echo_pytest else None
+    deadline = time.monotonic() + options.test_timeout
     outcome = testrun.run(target, argv, log_path, env, options.test_timeout, echo, options.echo)
     text = log_path.read_text(encoding="utf-8", errors="replace")
     xml = junit_path.read_text(encoding="utf-8", errors="replace") if junit_path.is_file() else None
@@ -378,8 +578,10 @@ def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions, test
         test_paths=test_paths,
     )
     result.env_problem = interp.env_report()
+    result.env_fix = interp.env_fix()
     result.stopped_by_timeout = outcome.stopped
-    return result
+    result.silent_for = outcome.silent_for
+    return rerun.run_what_remains(target, argv, result, out_dir, env, deadline, options.echo)
 
 
 def _finish(
@@ -414,6 +616,8 @@ def _finish(
     options.answer(result.validator_block)
     options.answer(result.verdict.line)
     options.echo(f"[agent-d] {target.op}: {result.verdict.headline}: {result.verdict.reason}")
+    if result.verdict.fix:
+        options.echo(f"[agent-d] {target.op}: fix: {result.verdict.fix}")
 
 
 def _unwritable(result: PortResult, run: _Run, exc: OSError, out_dir: Path) -> None:
@@ -464,6 +668,10 @@ def _decision_log(result: PortResult, run: _Run) -> list[str]:
         f"stage {s.name}: {s.status} in {s.seconds:.2f}s" + (f" ({s.detail})" if s.detail else "")
         for s in run.stages
     ]
+    for difference in result.launch_differences:
+        lines.append(f"the contract launches the kernel otherwise than the reference: {difference}")
+    if result.tests is not None and result.tests.rest_logs:
+        lines.append("after the crash, what remained ran again: " + ", ".join(result.tests.rest_logs))
     if result.changed_files:
         lines.append("files written: " + ", ".join(result.changed_files))
     elif result.plan is not None:

@@ -88,6 +88,7 @@ _CRASH = re.compile(
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 BACKEND_TOKENS = ("cutile_rs", "cutile-rs")
+DETAIL_LIMIT = 2000  # characters of a failure's E lines kept for the classifier
 
 
 @dataclass
@@ -318,6 +319,7 @@ def parse_log(text: str) -> ParsedLog:
             pending, pending_line = st.group("nid"), i
             continue
 
+    crash_detail = ""  # what the process printed after the test it died in had started
     if pending and pending not in outcome:
         # Started, never finished, and no summary: the process died inside this test.
         out.crashed = pending
@@ -331,6 +333,7 @@ def parse_log(text: str) -> ParsedLog:
         order.append(pending)
         outcome[pending] = "error"
         reason[pending] = "crashed: " + out.crash_message
+        crash_detail = " | ".join(t for t in [rest, *later] if t)[:DETAIL_LIMIT]
 
     # Failure messages: the first "E" line of the node's section, else the short-summary message.
     by_title: dict[str, list[str]] = {}
@@ -350,15 +353,16 @@ def parse_log(text: str) -> ParsedLog:
                 by_title.setdefault(path, []).extend(texts)
     for nid in order:
         oc = outcome[nid]
-        msg = ""
+        msg = detail = ""
         if oc in ("failed", "error"):
             texts = by_title.get(_head_line(nid), [])
             msg = texts[0] if texts else short_msg.get(nid, "")
             if not msg and nid in reason:
                 msg = reason[nid]
+            detail = " | ".join(texts)[:DETAIL_LIMIT] or (crash_detail if nid == out.crashed else "")
         elif oc in ("skipped", "xfailed", "xpassed"):
             msg = _full_reason(reason.get(nid, ""), [why for _, why in out.skip_groups])
-        cases.append(TestCase(nodeid=nid, outcome=oc, message=msg))
+        cases.append(TestCase(nodeid=nid, outcome=oc, message=msg, detail=detail))
     out.cases = cases
 
     if not out.has_summary:

@@ -80,6 +80,7 @@ class Interpreter:
     driver_version: int = 0  # cuDriverGetVersion: 13000 is CUDA 13.0; 0 when unknown
     tileiras: str = ""  # the tile compiler cutile-rs will use, "" when it will find none
     missing: bool = False  # the interpreter itself does not exist
+    tile_home: str = ""  # why tileiras will not compile with this CUDA_HOME ("" when it will)
 
     def env_problems(self) -> list[envcheck.EnvProblem]:
         return envcheck.problems(self)
@@ -91,6 +92,10 @@ class Interpreter:
     def env_report(self) -> str:
         """Every reason with its fix, for the verdict: ``<reason> (fix: <fix>); ...``."""
         return "; ".join(f"{p.reason} (fix: {p.fix})" for p in self.env_problems())
+
+    def env_fix(self) -> str:
+        """What the runner's owner must do, every fix on one line (the verdict's fix line)."""
+        return "; ".join(p.fix for p in self.env_problems())
 
 
 def probe(python: str, env: dict[str, str] | None = None) -> Interpreter:
@@ -115,6 +120,7 @@ def probe(python: str, env: dict[str, str] | None = None) -> Interpreter:
         info["driver"],
         info.get("driver_version", 0),
         tileiras,
+        tile_home=envcheck.tile_home_problem(tileiras, env),
     )
 
 
@@ -245,6 +251,7 @@ class RunOutcome(NamedTuple):
     code: int | None  # None: pytest could not be started
     seconds: float
     stopped: bool = False  # killed by us at the --test-timeout deadline
+    silent_for: float = 0.0  # seconds since pytest's last output line when it was stopped
 
 
 _RESULT_LINE = re.compile(
@@ -320,9 +327,12 @@ def run(
             return RunOutcome(None, 0.0)
         assert proc.stdout is not None
         stopped = threading.Event()
+        last_line = [time.monotonic()]  # when pytest last printed: a test silent past its timeout hangs
+        silent = [0.0]
 
         def stop() -> None:  # on a timer, so a pytest that hangs without printing is stopped too
             if proc.poll() is None:
+                silent[0] = time.monotonic() - last_line[0]
                 stopped.set()
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
@@ -334,6 +344,7 @@ def run(
         try:
             with progress.heartbeat(progress_echo, "pytest", status=files.status) as alive:
                 for line in proc.stdout:
+                    last_line[0] = time.monotonic()
                     log.write(line)
                     if echo:
                         echo(line.rstrip("\n"))
@@ -346,8 +357,38 @@ def run(
         finally:
             timer.cancel()
         if stopped.is_set():
-            log.write(f"\n{STOPPED} {timeout:.0f} s\n")
-    return RunOutcome(code, time.monotonic() - start, stopped.is_set())
+            log.write(f"\n{STOPPED} {timeout:.0f} s ({silent[0]:.0f} s after its last output line)\n")
+    return RunOutcome(code, time.monotonic() - start, stopped.is_set(), silent[0])
+
+
+REGISTRY_PROBE = r"""
+import json, sys
+import tilegym.ops  # every backend's wrappers register themselves on import
+from tilegym.backend import dispatcher
+registry = getattr(dispatcher, "_REGISTRY", None)
+print(json.dumps(None if registry is None else sorted(registry.get(sys.argv[1], {}))))
+"""
+
+
+def registered_backends(python: str, repo: Path, name: str, timeout: float = 180) -> list[str] | None:
+    """The backends TileGym's dispatcher holds an implementation of ``name`` for, as the tests will
+    import it; None when it could not be asked (the tests then show what is wrong). Without
+    cutile-rs among them, a test asking for cutile-rs would run the dispatcher's fallback instead."""
+    env = dict(os.environ, CUTILE_RS_AUTOBUILD="0")
+    src = str(repo / "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    try:
+        proc = subprocess.run(
+            [python, "-c", REGISTRY_PROBE, name],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        return json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
+        return None
 
 
 def current_python() -> str:

@@ -356,6 +356,8 @@ class BuildResult:
     symbols: list[str] = field(default_factory=list)
     smoke_ok: bool = False
     smoke_detail: str = ""
+    cargo_runs: int = 1  # cargo builds the change's kernels took together (2: one kernel left out)
+    built_with: list[str] = field(default_factory=list)  # the change's kernels in this library
 
 
 @dataclass
@@ -364,6 +366,7 @@ class TestCase:
     nodeid: str
     outcome: str  # passed | failed | skipped | error
     message: str = ""
+    detail: str = ""  # failures: every ``E`` line of its traceback, joined (the values, the NaN)
 
 
 @dataclass
@@ -380,7 +383,10 @@ class TestResult:
     cases: list[TestCase] = field(default_factory=list)
     gpu: bool = False
     env_problem: str = ""  # why the tests could not run meaningfully here
+    env_fix: str = ""  # what would let them run (every fix, one line)
     stopped_by_timeout: bool = False  # agent-d killed pytest at --test-timeout
+    silent_for: float = 0.0  # seconds pytest had printed nothing when it was stopped (a hang)
+    rest_logs: list[str] = field(default_factory=list)  # runs of what remained after a crash (bot/rerun.py)
     skip_groups: list[tuple[int, str]] = field(default_factory=list)  # -rs summary: (count, reason)
     panics: list[str] = field(default_factory=list)  # Rust panic messages in the log (JIT, launcher)
     source: str = ""  # where cases and counts were read: "junit" (the XML) or "log" (no XML)
@@ -399,6 +405,15 @@ class Verdict:
     reason: str  # one line, always set
     followup: str = ""  # agent_b_followup for kernel faults
     host_fix: str = ""
+    runner_fix: str = ""  # env: what the runner's owner must do
+
+    @property
+    def fix(self) -> str:
+        """The one line saying what to do next, for whoever must act: the host fix (agent-d), the
+        follow-up (the kernel's author), the runner's fix (env)."""
+        if self.kind is VerdictKind.ALL_PASS:
+            return ""
+        return {"kernel": self.followup, "env": self.runner_fix}.get(self.klass, self.host_fix)
 
     @property
     def line(self) -> str:
@@ -448,3 +463,5 @@ class PortResult:
     build: BuildResult | None = None
     tests: TestResult | None = None
     changed_files: list[str] = field(default_factory=list)
+    # how the porter's contract changes the launch from what agent-d reads alone (bot/launch_diff.py)
+    launch_differences: list[str] = field(default_factory=list)

@@ -31,7 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
 
     s = sub.add_parser("pack", help="build both trees and the bundle (CPU machine)")
-    s.add_argument("--tilegym", type=Path, required=True, help="TileGym checkout (work tree or bare git dir)")
+    s.add_argument(
+        "--tilegym", type=Path, help="TileGym checkout (work tree or bare git dir); without it, only --faults"
+    )
     s.add_argument("--out", type=Path, default=Path("gpu_bundle"))
     s.add_argument("--ops", nargs="+", default=list(OPS), choices=OPS, help="TileGym's own cutile-rs ports")
     s.add_argument(
@@ -42,6 +44,12 @@ def main(argv: list[str] | None = None) -> int:
         "their baseline is the cuTile backend)",
     )
     s.add_argument("--new-ops", nargs="*", help="only these of --new-kernels (default: all of them)")
+    s.add_argument(
+        "--faults",
+        type=Path,
+        help="the fault corpus (tests/fixtures/faults): each case's tree built from the tilegym wheel and "
+        "ported, for `run --stage faults`",
+    )
     s.add_argument(
         "--cargo-target-dir",
         type=Path,
@@ -59,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--ops", nargs="+", help="default: every op of the bundle")
     s.add_argument(
         "--stage",
-        choices=("unpack", "test", "all", "bench"),
+        choices=("unpack", "test", "all", "bench", "faults"),
         default="all",
         help="unpack: keep/extract the parts present (idempotent); test/all: unpack what is there, then test "
-        "and time; bench: unpack, then only time the wrappers",
+        "and time; bench: unpack, then only time the wrappers; faults: unpack, then run the fault corpus",
     )
     s.add_argument("--budget", type=float, default=510.0, help="seconds for the whole command (default 510)")
     s.add_argument("--python", default="python3", help="interpreter with torch and pytest")
@@ -88,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--bundle", type=Path, default=Path("gpu_bundle"))
 
     args = p.parse_args(argv)
+    if args.cmd == "pack" and args.tilegym is None and args.faults is None:
+        p.error("pack needs --tilegym, --faults or both")
     if args.cmd == "pack":
         from gpu.pack import pack
 
@@ -97,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         cargo_target = args.cargo_target_dir or cache / "cargo-target"
         from gpu.pack import new_kernels
 
-        new = new_kernels(args.new_kernels)
+        new = new_kernels(args.new_kernels) if args.tilegym is not None else {}
         if args.new_ops is not None:
             unknown = sorted(set(args.new_ops) - set(new))
             if unknown:
@@ -112,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             cargo_target.resolve(),
             (args.cache or cache / "gpu-proof").resolve(),
             new,
+            args.faults.resolve() if args.faults else None,
         )
         return 0
     if args.cmd == "run":

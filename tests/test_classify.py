@@ -189,6 +189,7 @@ def test_run_says_when_it_stopped_pytest_not_the_log(tmp_path):
     outcome = testrun.run(Target(tmp_path, "x"), silent, tmp_path / "silent.txt", {}, 1.0)
     assert outcome.stopped and outcome.code is not None and outcome.code < 0
     assert time.monotonic() - t0 < 30  # not the child's 60 s: the deadline fired without any output
+    assert outcome.silent_for >= 0.9  # it said nothing from its start to the deadline
     time.sleep(3.5)
     assert not marker.exists()  # the grandchild died with the group
     # a run that prints the marker itself was not stopped by us
@@ -199,6 +200,7 @@ def test_run_says_when_it_stopped_pytest_not_the_log(tmp_path):
         None,
         0.0,
         False,
+        0.0,
     )
 
 

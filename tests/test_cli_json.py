@@ -105,7 +105,7 @@ def test_the_schemas_reject_what_they_should():
     from jsonschema import Draft202012Validator
 
     port = json.loads((ROOT / "docs" / "port-json.schema.json").read_text())
-    good = {"op": OP, "verdict": "FAIL", "class": "kernel", "reason": "r", "out_dir": "/o", "changed": [],
+    good = {"op": OP, "verdict": "FAIL", "class": "kernel", "reason": "r", "fix": "f", "out_dir": "/o", "changed": [],
             "stages": [{"name": "discover", "status": "ok", "seconds": 0.1, "detail": ""}], "tests": None}  # fmt: skip
     assert Draft202012Validator(port).is_valid([good])
     for bad in (

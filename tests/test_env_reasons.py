@@ -7,72 +7,12 @@ device count it reports) on LD_LIBRARY_PATH, and a ``torch`` module of our makin
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-from validator_support import CC, needs_cc
+from env_support import interpreter, no_tileiras_env, with_tileiras
+from validator_support import needs_cc
 
 from bot import classify, envcheck, testrun
 from bot.types import TestResult, VerdictKind
-
-FAKE_LIBCUDA = """
-int cuDriverGetVersion(int *v) { *v = VERSION; return 0; }
-int cuInit(unsigned int flags) { return 0; }
-int cuDeviceGetCount(int *n) { *n = COUNT; return 0; }
-"""
-TORCH_WITH_CUDA = """
-__version__ = "2.11.0+cu130"
-class _Props:
-    name, major, minor = "Fake H200", 9, 0
-class cuda:
-    is_available = staticmethod(lambda: AVAILABLE)
-    get_device_properties = staticmethod(lambda i: _Props())
-"""
-TORCH_BROKEN = 'raise ImportError("libcudart.so.13: cannot open shared object file")\n'
-
-
-def interpreter(tmp: Path, *, gpus: int | None = 1, driver: int = 13000, torch: str | None = "cuda") -> str:
-    """A python that sees the given driver (None: no libcuda at all) and torch (None: none)."""
-    tmp.mkdir(parents=True, exist_ok=True)
-    libdir, pydir = tmp / "lib", tmp / "py"
-    libdir.mkdir()
-    pydir.mkdir()
-    if gpus is not None:
-        src = tmp / "libcuda.c"
-        src.write_text(FAKE_LIBCUDA)
-        subprocess.run(
-            [CC, "-shared", "-fPIC", f"-DVERSION={driver}", f"-DCOUNT={gpus}", "-o", str(libdir / "libcuda.so.1"),
-             str(src)],
-            check=True,
-        )  # fmt: skip
-    if torch == "cuda" or torch == "cpu":
-        (pydir / "torch.py").write_text(TORCH_WITH_CUDA.replace("AVAILABLE", str(torch == "cuda")))
-    elif torch == "broken":
-        (pydir / "torch.py").write_text(TORCH_BROKEN)
-    else:  # no torch: hide any installed one behind a module that is not importable
-        (pydir / "torch.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\")\n")
-    wrapper = tmp / "python"
-    wrapper.write_text(f'#!/bin/sh\nLD_LIBRARY_PATH={libdir} PYTHONPATH={pydir} exec {sys.executable} "$@"\n')
-    wrapper.chmod(0o755)
-    return str(wrapper)
-
-
-def no_tileiras_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != envcheck.TILEIRAS_ENV}
-    env["PATH"] = os.pathsep.join(
-        p for p in env.get("PATH", "").split(os.pathsep) if not Path(p, "tileiras").exists()
-    )
-    return env
-
-
-def with_tileiras(tmp: Path) -> dict[str, str]:
-    tool = tmp / "tileiras"
-    tool.write_text("#!/bin/sh\nexit 0\n")
-    tool.chmod(0o755)
-    return {**no_tileiras_env(), envcheck.TILEIRAS_ENV: str(tool)}
 
 
 def only(problems: list[envcheck.EnvProblem]) -> envcheck.EnvProblem:
@@ -164,3 +104,34 @@ def test_the_verdict_carries_each_reason_with_its_fix(tmp_path):
     for problem in interp.env_problems():
         assert f"{problem.reason} (fix: {problem.fix})" in verdict.reason
     assert verdict.reason.startswith("no CUDA GPU on this machine (the driver reports 0 devices) (fix: ")
+
+
+@needs_cc
+def test_a_cuda_home_without_the_tile_toolchain_is_named_before_any_test(tmp_path):
+    python = interpreter(tmp_path / "i")
+    env = {**with_tileiras(tmp_path), "CUDA_HOME": str(tmp_path / "elsewhere")}
+    problem = only(testrun.probe(python, env).env_problems())
+    assert problem.reason == (
+        f"the CUDA tile toolchain is incomplete: CUDA_HOME={tmp_path / 'elsewhere'} holds no libnvvm, "
+        "so tileiras cannot compile a kernel"
+    )
+    assert "set CUDA_HOME to the folder of the tile toolchain" in problem.fix
+    # without CUDA_HOME, the folder around tileiras is where it looks: a full toolkit passes
+    unset = {k: v for k, v in with_tileiras(tmp_path).items() if k != "CUDA_HOME"}
+    assert testrun.probe(python, unset).env_problems() == []
+    bare = tmp_path / "bare" / "tileiras"
+    bare.parent.mkdir()
+    bare.write_text("#!/bin/sh\nexit 0\n")
+    bare.chmod(0o755)
+    alone = {**unset, envcheck.TILEIRAS_ENV: str(bare)}
+    assert "CUDA_HOME is not set" in only(testrun.probe(python, alone).env_problems()).reason
+
+
+@needs_cc
+def test_the_verdicts_fix_line_is_every_fix_of_the_runner(tmp_path):
+    python = interpreter(tmp_path / "i", gpus=0, torch=None)
+    interp = testrun.probe(python, with_tileiras(tmp_path))
+    result = TestResult(True, "pytest", 4, "log", env_problem=interp.env_report(), env_fix=interp.env_fix())
+    verdict = classify.classify(result, [])
+    assert verdict.fix == "; ".join(p.fix for p in interp.env_problems())
+    assert "CUDA_VISIBLE_DEVICES" in verdict.fix and "install a CUDA build of torch" in verdict.fix

@@ -21,6 +21,7 @@ is BLOCKED (env) only because this machine has no GPU.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -131,17 +132,27 @@ def _check_generated(repo: Path) -> None:
 def test_fixture_patterns_generate_build_export_and_smoke(repo, cargo_target_dir, capsys):
     _check_plans(repo)
     code = main(
-        ["port", "--repo", str(repo), "--base", "HEAD~1", "--cargo-target-dir", str(cargo_target_dir)]
+        [
+            "port",
+            "--repo",
+            str(repo),
+            "--base",
+            "HEAD~1",
+            "--cargo-target-dir",
+            str(cargo_target_dir),
+            "--json",
+        ]
     )
-    out = capsys.readouterr().err  # progress lines: stdout keeps only the validator blocks
-    assert code == 3, out  # BLOCKED: only because this machine has no GPU
+    out = capsys.readouterr()
+    assert code == 3, out.err  # BLOCKED: only because this machine has no GPU
+    results = {entry["op"]: entry for entry in json.loads(out.out)}
     for op in OPS:
-        section = out.split(f"[agent-d] port {op}:")[1].split("[agent-d] port ")[0]
-        assert re.search(r"\[agent-d\] generate\s+ok ", section), section
-        assert re.search(r"\[agent-d\] apply\s+ok ", section), section
-        assert re.search(rf"\[agent-d\] build\s+ok .*cutile_{op} exported", section), section
-        assert re.search(r"\[agent-d\] abi smoke\s+ok .*returned -5", section), section
-        assert f"{op}: BLOCKED (block_class: env): no CUDA GPU" in section
+        stages = {s["name"]: s for s in results[op]["stages"]}
+        assert all(stages[s]["status"] == "ok" for s in ("generate", "apply", "build", "abi smoke")), stages
+        assert re.search(rf"cutile_{op} exported", stages["build"]["detail"]), stages["build"]
+        assert "returned -5" in stages["abi smoke"]["detail"]
+        assert (results[op]["verdict"], results[op]["class"]) == ("BLOCKED", "env")
+        assert results[op]["reason"].startswith("no CUDA GPU"), results[op]["reason"]
     _check_generated(repo)
     lib_rs = (repo / OPS_DIR / "cutile_kernels/src/lib.rs").read_text()
     assert all(f"mod {op} {{" in lib_rs for op in OPS)

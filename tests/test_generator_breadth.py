@@ -8,6 +8,7 @@ each ABI smoke check passes.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -77,15 +78,27 @@ def test_contract_lines_and_inferred_abi(five):
 
 def test_all_five_generate_build_export_and_smoke(five, cargo_target_dir, capsys):
     code = main(
-        ["port", "--repo", str(five), "--base", "HEAD~2", "--cargo-target-dir", str(cargo_target_dir)]
+        [
+            "port",
+            "--repo",
+            str(five),
+            "--base",
+            "HEAD~2",
+            "--cargo-target-dir",
+            str(cargo_target_dir),
+            "--json",
+        ]
     )
-    out = capsys.readouterr().err  # progress lines: stdout keeps only the validator blocks
-    assert code == 3, out  # BLOCKED: only because this machine has no GPU
+    out = capsys.readouterr()
+    assert code == 3, out.err  # BLOCKED: only because this machine has no GPU
+    results = {entry["op"]: entry for entry in json.loads(out.out)}
     for op in OPS:
-        section = out.split(f"[agent-d] port {op}:")[1].split("[agent-d] port ")[0]
-        assert re.search(rf"\[agent-d\] build\s+ok .*cutile_{op} exported", section), section
-        assert re.search(r"\[agent-d\] abi smoke\s+ok .*returned -5", section), section
-        assert f"{op}: BLOCKED (block_class: env): no CUDA GPU" in section
+        stages = {s["name"]: s for s in results[op]["stages"]}
+        assert stages["build"]["status"] == "ok" and f"cutile_{op} exported" in stages["build"]["detail"]
+        assert "1 build for 5 kernels" in stages["build"]["detail"], stages["build"]  # one build per change
+        assert stages["abi smoke"]["status"] == "ok" and "returned -5" in stages["abi smoke"]["detail"]
+        assert (results[op]["verdict"], results[op]["class"]) == ("BLOCKED", "env")
+        assert results[op]["reason"].startswith("no CUDA GPU"), results[op]["reason"]
     so = five / "src/tilegym/ops/cutile_rs/cutile_kernels/target/release/libcutile_kernels.so"
     assert {f"cutile_{op}" for op in OPS} <= set(exported_functions(so))
     for op in OPS:  # rustc has nothing to say about the generated launchers

@@ -31,6 +31,25 @@ def lib_rs(text: str, op: str) -> str:
     return text.rstrip("\n") + "\n\n" + block
 
 
+def lib_rs_without(text: str, op: str) -> str:
+    """``lib.rs`` with ``op``'s ``mod <op> { ... }`` block taken out (a kernel left out of one build);
+    unchanged when there is none."""
+    block = re.compile(rf"\n*^mod\s+{re.escape(op)}\s*\{{.*?^\}}[ \t]*\n?", re.M | re.S)
+    return block.sub("\n", text, count=1).rstrip("\n") + "\n"
+
+
+def package_init_without(text: str, op: str) -> str:
+    """``ops/cutile_rs/__init__.py`` without ``op``'s import line; a guard left empty gets ``pass``."""
+    lines = text.splitlines()
+    kept = [x for x in lines if not re.match(rf"\s+from \. import {re.escape(op)}\b", x)]
+    if len(kept) == len(lines):
+        return text
+    at = next((i for i, x in enumerate(kept) if x.strip() == GUARD), None)
+    if at is not None and not (at + 1 < len(kept) and kept[at + 1].startswith("    ")):
+        kept.insert(at + 1, "    pass")
+    return "\n".join(kept) + "\n"
+
+
 def package_init(text: str | None, op: str) -> str:
     """``ops/cutile_rs/__init__.py``: one sorted ``from . import <op>`` inside the availability guard."""
     line = f"    from . import {op}  # noqa: F401  (register dispatch entry)"

@@ -32,7 +32,9 @@ from bot.targets import check_name
 
 log = logging.getLogger(__name__)
 
-# port_fn(repo, op) -> (verdict kind, klass, reason, validator block)
+# port_fn(repo, op) -> (verdict kind, klass, reason, validator block). A port function that also
+# has ``port_all(repo, ops) -> {op: that tuple}`` gets every kernel of the change in one call, so
+# the crate is built once for the pull request (bot/pipeline.py ``port_all``).
 PortFn = Callable[[Path, str], tuple[str, str, str, str]]
 
 
@@ -120,6 +122,33 @@ def _normalise(result: tuple) -> KernelVerdict:
     )
 
 
+def _crashed(exc: Exception, what: str) -> KernelVerdict:
+    """A crash in the pipeline is a host-side block, not a lost run; a full or read-only disk says so."""
+    log.exception("port of %s crashed", what)
+    stop = machine_errors.explain(exc)
+    kind, klass = (stop.kind, stop.klass) if stop else ("BLOCKED", "host")
+    why = REDACTOR.redact(f"the port stopped: {machine_errors.one_line(exc)}")
+    return KernelVerdict(kind, klass, why[:MAX_REASON])
+
+
+def _port_each(port_fn: PortFn, repo: Path, op: str) -> KernelVerdict:
+    try:
+        return _normalise(port_fn(repo, op))
+    except Exception as exc:
+        return _crashed(exc, op)
+
+
+def _port_together(port_all, repo: Path, kernels: list[str]) -> dict[str, KernelVerdict]:
+    """Every kernel in one call (one build); a crash, or a kernel left unanswered, is BLOCKED host."""
+    try:
+        answered = {op: _normalise(result) for op, result in port_all(repo, kernels).items()}
+    except Exception as exc:
+        crashed = _crashed(exc, ", ".join(kernels))
+        return {op: crashed for op in kernels}
+    missing = KernelVerdict("BLOCKED", "host", "the port gave no verdict for this kernel")
+    return {op: answered.get(op, missing) for op in kernels}
+
+
 def run_port_job(
     repo: Path,
     head_sha: str,
@@ -143,17 +172,16 @@ def run_port_job(
     verdicts: dict[str, KernelVerdict] = {}
     logs: dict[str, str] = {}
     with tokenless_environ():
-        for op in kernels:
+        together = getattr(port_fn, "port_all", None)
+        if together is not None and len(kernels) > 1:
             with _captured_log() as buf:
-                try:
-                    verdicts[op] = _normalise(port_fn(repo, op))
-                except Exception as exc:  # a crash in the pipeline is a host-side block, not a lost run
-                    log.exception("port of %s crashed", op)
-                    stop = machine_errors.explain(exc)  # a full or read-only disk says so
-                    kind, klass = (stop.kind, stop.klass) if stop else ("BLOCKED", "host")
-                    why = REDACTOR.redact(f"the port stopped: {machine_errors.one_line(exc)}")
-                    verdicts[op] = KernelVerdict(kind, klass, why[:MAX_REASON])
-            logs[f"{op}.txt"] = REDACTOR.redact(buf.getvalue())
+                verdicts.update(_port_together(together, repo, kernels))
+            logs["port.txt"] = REDACTOR.redact(buf.getvalue())
+        else:
+            for op in kernels:
+                with _captured_log() as buf:
+                    verdicts[op] = _port_each(port_fn, repo, op)
+                logs[f"{op}.txt"] = REDACTOR.redact(buf.getvalue())
         patch, tree, kept, dropped = snapshot(repo, kernels)
     if dropped:
         logs["left-out-paths.txt"] = (

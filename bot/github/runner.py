@@ -45,18 +45,35 @@ def prepare_checkout(clone_url: str, ref: str, sha: str, dest: Path, token: str 
     return dest
 
 
-def pipeline_port_fn(**options) -> PortFn:
+class PipelinePort:
+    """The real port (``bot.pipeline``) in the shapes ``run_port_job`` expects: one kernel
+    (``port(repo, op)``), or every kernel of the change with one cargo build (``port_all``)."""
+
+    def __init__(self, **options) -> None:
+        self.options = options
+
+    def __call__(self, repo: Path, op: str) -> tuple[str, str, str, str]:
+        return self.port_all(repo, [op])[op]
+
+    def port_all(self, repo: Path, ops: list[str]) -> dict[str, tuple[str, str, str, str]]:
+        return {
+            r.target.op: (r.verdict.kind.value, r.verdict.klass, r.verdict.reason, r.validator_block)
+            for r in self.results(repo, ops)
+        }
+
+    def results(self, repo: Path, ops: list[str]) -> list:
+        """The pipeline's ``PortResult`` of each kernel (its stages and timings too)."""
+        from bot.pipeline import PortOptions, port_all
+        from bot.targets import check_name
+        from bot.types import Target
+
+        targets = [Target(repo, check_name(op)) for op in ops]
+        return port_all(targets, PortOptions(repo=repo, **self.options))
+
+
+def pipeline_port_fn(**options) -> PipelinePort:
     """The real port (``bot.pipeline``) in the shape ``run_port_job`` expects."""
-    from bot.pipeline import PortOptions, port_one
-    from bot.targets import check_name
-    from bot.types import Target
-
-    def port_fn(repo: Path, op: str) -> tuple[str, str, str, str]:
-        result = port_one(Target(repo, check_name(op)), PortOptions(repo=repo, kernel=op, **options))
-        v = result.verdict
-        return v.kind.value, v.klass, v.reason, result.validator_block
-
-    return port_fn
+    return PipelinePort(**options)
 
 
 def run_all(

@@ -340,6 +340,7 @@ def parse_verify(text: str) -> dict:
         "verdict": item.get("verdict") or (verdict[-1] if verdict else ""),
         "class": item.get("class", ""),
         "reason": item.get("reason", ""),
+        "fix": item.get("fix", ""),
         "line": line,
     }
 
@@ -446,6 +447,13 @@ def run(
     missing = [m for m in ("cffi", "cuda.tile", "pytest", "pytest_timeout", "bot") if not info.get(m)]
     if missing:
         log(f"warning: not importable with the carried wheels: {', '.join(missing)}")
+    if stage == "faults":  # the fault corpus alone (scripts/gpu/run_faults.py)
+        from gpu.run_faults import run_faults
+
+        results["stage"] = stage
+        results["faults"] = run_faults(manifest, root, site, python, env, state, logs)
+        _write_out(results, out, logs, root, state)
+        return 0
     steps = plan(manifest, root, site, ops, python, logs, cross)
     if stage == "bench":  # host time only, e.g. on a later machine for a bundle already tested
         steps = [s for s in steps if s.kind == "bench"]
@@ -585,6 +593,10 @@ def summary_text(results: dict) -> str:
                 f"  host us/call: agent-d {ht.get('agent_d', {}).get('us_per_call')} hand-written "
                 f"{ht.get('hand_written', {}).get('us_per_call')} ratio {ht.get('ratio')}"
             )
+    if results.get("faults"):
+        from gpu.run_faults import summary_lines
+
+        lines += summary_lines(results["faults"])
     return "\n".join(lines) + "\n"
 
 

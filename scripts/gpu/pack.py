@@ -204,6 +204,8 @@ def port_outcome(stdout: str, exit_code: int, seconds: float = 0.0) -> dict:
         "port_verdict": verdict.get("verdict", ""),
         "port_class": verdict.get("class", ""),
         "reason": verdict.get("reason", "") if not generated else "",
+        "verdict_reason": verdict.get("reason", ""),
+        "fix": verdict.get("fix", ""),
         "stages": stages,
         "seconds": round(seconds, 1),
         "note": (
@@ -387,19 +389,20 @@ def _missing_facts(tree: Path, op: str, out: Path) -> list[str]:
 
 
 def pack(
-    tilegym: Path,
+    tilegym: Path | None,
     out: Path,
     ops: list[str],
     cargo_target_dir: Path,
     cache: Path,
     new: dict[str, Path] | None = None,
+    faults_dir: Path | None = None,
 ) -> dict:
     """``ops``: TileGym's ported ops (tree A keeps its hand-written host code, tree B is regenerated);
     ``new``: kernels of ops with no cutile-rs port (tree B gets the kernel and agent-d's host code;
-    tree A runs the same test cases on the cuTile backend as the baseline)."""
+    tree A runs the same test cases on the cuTile backend as the baseline); ``faults_dir``: the fault
+    corpus (scripts/gpu/faults.py), built from the tilegym wheel. Without ``tilegym``, the bundle
+    holds the fault corpus alone."""
     sys.path.insert(0, str(REPO_ROOT))
-    from bot.infer.contract import count_lines as contract_line_count
-
     out = out.resolve()
     work = out / ".work"
     if work.exists():
@@ -407,6 +410,66 @@ def pack(
     stage = work / "payload"
     logs = stage / "pack_logs"
     logs.mkdir(parents=True)
+    commit, op_meta = "", {}
+    if tilegym is not None:
+        commit, op_meta = _pack_trees(tilegym, work, stage, logs, ops, new or {}, cargo_target_dir)
+    fault_meta = None
+    if faults_dir is not None:
+        from gpu.pack_faults import pack_faults
+
+        fault_meta = pack_faults(faults_dir, stage, cargo_target_dir, logs)
+    log("downloading cp312 wheels and building the agent-d wheel")
+    wheels = stage / "wheels"
+    pip_download(RUNTIME_WHEELS, cache / "runtime-wheels")
+    wheels.mkdir()
+    for spec in RUNTIME_WHEELS:
+        shutil.copy2(wheel_for(spec, cache / "runtime-wheels"), wheels)
+    sh([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(REPO_ROOT)])
+    from bot.reader import reader_binary
+
+    reader = stage / "reader" / "kernel-reader"
+    reader.parent.mkdir()
+    shutil.copy2(reader_binary(), reader)
+    sh(["strip", "--strip-unneeded", str(reader)])
+    meta = {
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "tilegym_commit": commit,
+        "tilegym_source": str(tilegym) if tilegym is not None else "",
+        "agent_d_commit": _git_head(REPO_ROOT),
+        "agent_d_dirty": bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=REPO_ROOT,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+        ),
+        "ops": op_meta,
+    }
+    if fault_meta is not None:
+        meta["faults"] = fault_meta
+    (stage / "pack.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    log("compressing the payload with xz -9")
+    payload = make_archive(work, ["payload"], work / "payload.tar.xz")
+    toolchain = toolchain_archive(cache)
+    manifest = write_bundle([("toolchain", toolchain), ("payload", payload)], out, meta)
+    payload.unlink()  # its bytes are the parts now; .work/payload/ stays for inspection
+    report_carry(manifest, out)
+    return manifest
+
+
+def _pack_trees(
+    tilegym: Path,
+    work: Path,
+    stage: Path,
+    logs: Path,
+    ops: list[str],
+    new: dict[str, Path],
+    cargo_target_dir: Path,
+) -> tuple[str, dict]:
+    """The two TileGym trees, each op ported into tree B, both libraries built: (commit, per-op meta)."""
+    from bot.infer.contract import count_lines as contract_line_count
+
     checkout = work / "checkout"
     log(f"exporting {tilegym}")
     commit = export_checkout(tilegym.resolve(), checkout)
@@ -430,7 +493,7 @@ def pack(
             op_meta[op]["contract_lines"] = 0
     from bot import testrun
 
-    for op, kernel_dir in (new or {}).items():
+    for op, kernel_dir in new.items():
         op_meta[op] = {
             "new": True,
             "pytest_args": selection_args(tree_a, op, testrun.CUTILE),  # the cuTile baseline
@@ -440,7 +503,7 @@ def pack(
         op_meta[op]["contract_lines"] = (
             contract_line_count(contract.read_text(encoding="utf-8")) if contract.is_file() else 0
         )
-    ops = [*ops, *(new or {})]
+    ops = [*ops, *new]
     for op in ops:
         log(f"agent-d port {op} (tree B)")
         outcome = port_op(tree_b, op, cargo_target_dir, logs / f"port_{op}.txt")
@@ -470,43 +533,8 @@ def pack(
                 raise RuntimeError(
                     f"{name}: libcutile_kernels.so {'lacks' if expected else 'has'} cutile_{op}"
                 )
-    log("downloading cp312 wheels and building the agent-d wheel")
-    wheels = stage / "wheels"
-    pip_download(RUNTIME_WHEELS, cache / "runtime-wheels")
-    wheels.mkdir()
-    for spec in RUNTIME_WHEELS:
-        shutil.copy2(wheel_for(spec, cache / "runtime-wheels"), wheels)
-    sh([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(REPO_ROOT)])
-    from bot.reader import reader_binary
-
-    reader = stage / "reader" / "kernel-reader"
-    reader.parent.mkdir()
-    shutil.copy2(reader_binary(), reader)
-    sh(["strip", "--strip-unneeded", str(reader)])
-    meta = {
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "tilegym_commit": commit,
-        "tilegym_source": str(tilegym),
-        "agent_d_commit": _git_head(REPO_ROOT),
-        "agent_d_dirty": bool(
-            subprocess.run(
-                ["git", "status", "--porcelain", "--untracked-files=no"],
-                cwd=REPO_ROOT,
-                capture_output=True,
-                text=True,
-            ).stdout.strip()
-        ),
-        "ops": op_meta,
-    }
-    (stage / "pack.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    log("compressing the payload with xz -9")
-    payload = make_archive(work, ["payload"], work / "payload.tar.xz")
-    toolchain = toolchain_archive(cache)
-    manifest = write_bundle([("toolchain", toolchain), ("payload", payload)], out, meta)
     shutil.rmtree(checkout)
-    payload.unlink()  # its bytes are the parts now; .work/payload/ stays for inspection
-    report_carry(manifest, out)
-    return manifest
+    return commit, op_meta
 
 
 def report_carry(manifest: dict, out: Path) -> list[dict]:
@@ -525,4 +553,8 @@ def report_carry(manifest: dict, out: Path) -> list[dict]:
     for op, info in manifest["ops"].items():
         p = info["pack"]
         log(f"  {op}: {p['status']}" + (f" - {p['reason']}" if p["reason"] else ""))
+    cases = manifest.get("faults", {}).get("cases", {})
+    if cases:
+        on_gpu = sum(1 for c in cases.values() if c["decided"] == "gpu")
+        log(f"  fault corpus: {len(cases)} cases, {on_gpu} to run on the GPU (`run --stage faults`)")
     return calls

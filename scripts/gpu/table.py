@@ -75,6 +75,9 @@ def merge(runs: list[dict]) -> dict:
             if "host_time" in entry:
                 into["host_time_from"] = _when(origin, entry["host_time"])
         merged["runs"].append({**origin, "ops": sorted(r.get("ops", {}))})
+    faults = {name: row for r in runs for name, row in r.get("faults", {}).items()}  # a later run's row wins
+    if faults:
+        merged["faults"] = faults
     merged["time_utc"] = runs[0].get("time_utc", "?")
     merged["date"] = runs[0].get("date", "?")
     return merged
@@ -200,7 +203,41 @@ def render(results: dict, sources: list[str] | None = None) -> str:
             out += ["", "Failures with agent-d's host code:", ""]
             for f in failures:
                 out.append(f"- `{f['test']}`: {f['outcome']}, {mark(f.get('hand_written', ''), where)}")
+    if results.get("faults"):
+        out += _fault_rows(results["faults"])
     return "\n".join(out) + "\n"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _fault_rows(rows: dict) -> list[str]:
+    """The fault corpus (scripts/gpu/faults.py): each faulty port, what agent-d must say, what it said."""
+    matched = sum(1 for r in rows.values() if r.get("match"))
+    out = [
+        "",
+        "## Fault corpus",
+        "",
+        f"Faulty ports built by us from working ones (`tests/fixtures/faults/`, docs/classification.md): "
+        f"{matched} of {len(rows)} classified as expected. *Expected* is the verdict and class the case "
+        "must get; *fix line* is the one line agent-d printed for whoever must act, and it must contain "
+        "the case's expected text. A case decided at pack time stopped before anything ran on the GPU.",
+        "",
+        "| fault | class of the fault | expected | got | fix line agent-d printed | as expected |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, r in rows.items():
+        expected, got = r["expected"], r["got"]
+        where = ", at pack time" if r.get("decided") == "pack" else ""
+        verdict = f"{got.get('verdict') or '-'} ({got.get('class') or '-'})"
+        ok = "yes" if r.get("match") else "no: " + ", ".join(r.get("wrong", []))
+        out.append(
+            f"| {_cell(r['fault'])} (`{name}`{where}) | {r.get('class_of_fault', '')} | "
+            f"{expected['verdict']} ({expected['class']}); fix has `{_cell(expected['fix'])}` | {verdict} | "
+            f"{_cell(got.get('fix') or '-')} | {ok} |"
+        )
+    return out
 
 
 def _new_op_rows(r: dict, ad: dict | None, base: dict | None) -> list[str]:

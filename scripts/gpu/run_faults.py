@@ -1,0 +1,87 @@
+"""``run --stage faults``: the fault corpus on the GPU machine (standard library and ``bot.testlog``).
+
+Each case ``decided`` on the GPU gets a fresh copy of its tree (the library built at pack time),
+its ``after_port`` edits, its environment and interpreter, and ``agent-d verify --json``; the
+verdict, class, reason and fix line it printed are set beside what the case expects. Cases decided
+at pack time carry the pack's result. Cases run a few at a time, each in its own process and tree.
+"""
+
+from __future__ import annotations
+
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from gpu import faults
+from gpu.device import Step, log, parse_pytest, parse_verify, run_step
+
+WORKERS = 4
+GRACE_S = 120  # verify's own stages around its pytest run (probe, registration, reports)
+
+
+def run_faults(
+    manifest: dict, root: Path, site: Path, python: str, env: dict[str, str], state: Path, logs: Path
+) -> dict:
+    """Every case's row (faults.row) with how its verify ran: exit, seconds, first failure, logs."""
+    cases = manifest.get("faults", {}).get("cases", {})
+    rows = {name: dict(case["result"]) for name, case in cases.items() if case["decided"] == "pack"}
+    on_gpu = [(name, case) for name, case in cases.items() if case["decided"] == "gpu"]
+    log(
+        f"fault corpus: {len(rows)} cases decided at pack time, {len(on_gpu)} to run here, {WORKERS} at a time"
+    )
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        done = pool.map(lambda item: _one(*item, root, site, python, env, state, logs), on_gpu)
+        rows.update(dict(zip([name for name, _ in on_gpu], done, strict=True)))
+    matched = sum(1 for r in rows.values() if r.get("match"))
+    log(f"fault corpus: {matched} of {len(rows)} classified as expected")
+    return {name: rows[name] for name in cases}
+
+
+def _one(
+    name: str, case: dict, root: Path, site: Path, python: str, env: dict[str, str], state: Path, logs: Path
+) -> dict:
+    case = {**case, "name": name}
+    tree = state / "fault_trees" / name
+    shutil.rmtree(tree, ignore_errors=True)
+    shutil.copytree(root / "payload" / "faults" / case["tree"], tree, symlinks=True)
+    faults.apply_after_port(tree, case)
+    out = state / "fault_out" / name
+    shutil.rmtree(out, ignore_errors=True)
+    interpreter = faults.interpreter(case, python, state)
+    timeout = int(case["test_timeout"])
+    argv = [python, "-m", "bot.cli", "verify", "--repo", str(tree), "--kernel", case["op"], "--out", str(out),
+            "--python", interpreter, "--test-timeout", str(timeout), "--json"]  # fmt: skip
+    reader = root / "payload" / "reader" / "kernel-reader"
+    step_env = faults.environment(case, {"PYTHONPATH": str(site), "AGENT_D_READER": str(reader)})
+    step = Step(
+        "fault", case["op"], name, argv, str(tree), step_env, str(logs / "faults" / f"{name}.verify.txt")
+    )
+    log(f"fault {name}: {case['fault']}")
+    ran = run_step(step, env, timeout + GRACE_S)
+    text = Path(step.log).read_text(encoding="utf-8", errors="replace")
+    got = parse_verify(text)
+    row = faults.row(case, got)
+    row.update({"exit": ran["exit"], "timed_out": ran["timed_out"], "seconds": ran["seconds"]})
+    kept = logs / "faults" / name
+    if out.is_dir():  # the reports and pytest logs of this verify, for the table and as recorded logs
+        shutil.copytree(out, kept, dirs_exist_ok=True)
+        pylog = out / case["op"] / "correctness_cutile_rs.txt"
+        if pylog.is_file():
+            row["first_failure"] = parse_pytest(pylog.read_text(encoding="utf-8", errors="replace"))[
+                "first_failure"
+            ]
+    mark = "as expected" if row["match"] else f"NOT as expected ({', '.join(row['wrong'])})"
+    log(f"  {name}: {got.get('verdict')} {got.get('class')} in {ran['seconds']}s: {mark}")
+    return row
+
+
+def summary_lines(rows: dict) -> list[str]:
+    lines = []
+    for name, r in rows.items():
+        got, expected = r["got"], r["expected"]
+        mark = "ok" if r["match"] else "MISMATCH"
+        lines.append(
+            f"fault {name}: expected {expected['verdict']} {expected['class']}, got {got['verdict']} {got['class']} "
+            f"[{mark}]; fix: {got['fix']}"
+        )
+    return lines
