@@ -1,0 +1,55 @@
+"""The runner's secrets never reach GitHub, end to end: dispatch, the port job, finalize.
+
+The port function stands in for the pull request's code (a build script or a test): it reads
+the environment of a child process and prints all of it into its log and its reason, the
+parts of the verdict that finalize posts. Only the allow-listed variables may be there.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+from pathlib import Path
+
+from ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake  # noqa: F401
+from test_github_artifact import LEAKY
+from test_github_e2e import BOTS, CANARY, REPO, world  # noqa: F401
+from test_github_support import VALIDATOR, fake_generate
+
+from bot.github.runner import run_all
+
+
+def test_pr_code_prints_its_environment_and_no_runner_secret_reaches_github(
+    world,  # noqa: F811
+    monkeypatch,
+    caplog,
+    tmp_path,
+):
+    caplog.set_level(logging.DEBUG)
+    for name, value in LEAKY.items():
+        monkeypatch.setenv(name, value)
+    seen: dict[str, str] = {}
+
+    def pr_code_prints_env(repo: Path, op: str):
+        out = subprocess.run(["env", "-0"], capture_output=True, text=True, check=True).stdout
+        seen.update(line.split("=", 1) for line in out.split("\0") if "=" in line)
+        fake_generate(repo, op)  # honest files: only the printed environment is at stake
+        dump = "\n".join(f"{k}={v}" for k, v in sorted(seen.items()))
+        block = VALIDATOR.format(op=op).replace("exit=0\n\n$ validate", f"{dump}\nexit=0\n\n$ validate", 1)
+        return "ALL_PASS", "", f"the test saw {dump}", block
+
+    pr = world.open_kernel_pr()
+    event = world.event("pull_request", "opened", pr=pr.number)
+    s = run_all(world.gh, event, pr_code_prints_env, tmp_path / "run", BOTS, "env", CANARY, fake_generate)
+    assert s.dispatch.run and s.finalize.pushed and s.finalize.conclusion == "success"
+    assert "PATH" in seen and "HOME" in seen
+    [review] = world.reviews(pr.number)
+    assert "PATH=" in review.body  # the printed environment is posted: only its secrets are not
+    traffic = [json.dumps(ex.request_body) + json.dumps(ex.response_body) for ex in world.fake.exchanges]
+    texts = [*traffic, caplog.text]
+    texts += [p.read_text(errors="replace") for p in (tmp_path / "run").rglob("*") if p.is_file()]
+    leaked = sorted({k for k, v in LEAKY.items() for t in texts if v in t})
+    assert leaked == [], f"runner secrets on GitHub or in the artifact: {leaked}"
+    assert not set(LEAKY) & set(seen), sorted(set(LEAKY) & set(seen))
+    assert CANARY not in "\n".join(texts)
