@@ -298,12 +298,8 @@ def scale_rows(x, scale=1.0, **kwargs):
 """
 
 
-def test_the_untuned_branch_of_an_autotune_switch_is_read_with_its_configs():
-    import ast
-
-    from bot.infer.facts import Facts
-    from bot.infer.reference import ReferenceOp
-
+def _scale_rows_signature() -> KernelSignature:
+    """kernel.rs of the scale_rows references below: a TILE and a boolean EVEN generic."""
     entry = Entry(
         name="scale_kernel",
         unsafe=True,
@@ -319,7 +315,16 @@ def test_the_untuned_branch_of_an_autotune_switch_is_read_with_its_configs():
         output_evidence={},
         block=BlockUse(1, False),
     )
-    signature = KernelSignature("scale_rows_module", (entry,))
+    return KernelSignature("scale_rows_module", (entry,))
+
+
+def test_the_untuned_branch_of_an_autotune_switch_is_read_with_its_configs():
+    import ast
+
+    from bot.infer.facts import Facts
+    from bot.infer.reference import ReferenceOp
+
+    signature = _scale_rows_signature()
     reading = reference_direct.read_tree(ast.parse(TUNED), "scale_rows", signature)
     args = {k: v for k, (v, _) in reading.args.items()}
     # the launched config is the wrapper's `cfg`; what is computed from it stays per config
@@ -379,22 +384,7 @@ def scale_rows(x, scale=1.0, **kwargs):
 def test_a_switch_held_in_a_variable_and_nested_branches():
     import ast
 
-    entry = Entry(
-        name="scale_kernel",
-        unsafe=True,
-        public=True,
-        attr_args={},
-        generics=(Generic("E", "type"), Generic("TILE", "const", "i32"), Generic("EVEN", "const", "i32")),
-        params=(
-            Param("x", "tensor", "E", 2),
-            Param("out", "tensor", "E", 2),
-            Param("scale", "scalar", ty="f32"),
-        ),
-        outputs=("out",),
-        output_evidence={},
-        block=BlockUse(1, False),
-    )
-    reading = reference_direct.read_tree(ast.parse(SWITCHED), "scale_rows", KernelSignature("m", (entry,)))
+    reading = reference_direct.read_tree(ast.parse(SWITCHED), "scale_rows", _scale_rows_signature())
     lets = [(s["let"], s["expr"]) for s in reading.steps if "let" in s]
     flag = next(name for name, expr in lets if expr == "isinstance(scale, torch.Tensor)")
     # the inner `if` holds only where the outer one does; the else keeps what the branch set
