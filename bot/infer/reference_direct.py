@@ -977,7 +977,7 @@ def _grid_args(grid: list[ast.expr], entry: Entry, flat: _Flattener) -> dict[str
             raise NotThisShape(
                 f"the launch grid ({', '.join(terms)}) is not 1-D, kernel.rs reads one block axis"
             )
-        return {"num_programs": (terms[0], "grid")}
+        return {naming.grid_arg_names(entry)[0]: (terms[0], "grid")}  # the planner's name for it
     return {name: (term, "grid") for name, term in zip(("grid_x", "grid_y", "grid_z"), terms, strict=True)}
 
 

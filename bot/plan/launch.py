@@ -313,12 +313,12 @@ def _grid(entry: Entry, facts: Facts, rows: bool) -> tuple[list[str], Source]:
     if rows:
         return ["n_rows", "1", "1"], ROW_SHAPE
     block = entry.block
+    names = naming.grid_arg_names(entry)  # the reader values the same names
     if block.axes <= 1:
         why = (
             "grid-stride loop: the host sizes a 1-D grid" if block.grid_stride else "1-D block id: a 1-D grid"
         )
-        return ["num_programs", "1", "1"], Source("kernel", f"{entry.name}: {why} (C argument num_programs)")
-    names = ["grid_x", "grid_y", "grid_z"][: block.axes]
+        return names + ["1", "1"], Source("kernel", f"{entry.name}: {why} (C argument num_programs)")
     return names + ["1"] * (3 - block.axes), Source(
         "kernel", f"{entry.name}: {block.axes}-axis block id ({block.evidence})"
     )
