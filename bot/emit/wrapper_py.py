@@ -69,7 +69,10 @@ def render(plan: LaunchPlan) -> str:
     ]
     if "cdiv(" in body_text:
         lines += ["", "", "def cdiv(a, b):", "    return -(-a // b)"]
-    if "_device_capability(" in body_text:
+    configs_fn = "_autotune_configs()" in body_text  # the config choice lives in that function
+    if "_device_capability(" in body_text or (
+        configs_fn and any("_device_capability(" in group["when"] for group in py.configs)
+    ):
         lines += [
             "",
             "",
@@ -92,7 +95,7 @@ def render(plan: LaunchPlan) -> str:
         ]
     if py.launch_mode == "autotune":
         lines += _configs(py)
-    if "_autotune_configs()" in body_text:  # a step reads the configs (the largest tile, say)
+    if configs_fn:  # a step reads the configs (the largest tile, say)
         lines += ["", "", "def _autotune_configs():", '    """The autotune configs for this device."""']
         lines += ["    " + line for line in _config_choice(py)] + ["    return configs"]
     lines += ["", ""]
@@ -152,7 +155,9 @@ def _public_function(plan: LaunchPlan) -> str:
     )
     outputs = list(py.alloc)
     if py.launch_mode == "autotune":
-        body += _config_choice(py)
+        # a step that reads the configs has the module's _autotune_configs() (render): choose once, there
+        chosen = any("_autotune_configs()" in line for line in body)
+        body += ["configs = _autotune_configs()"] if chosen else _config_choice(py)
         # as TileGym's own ops do when autotuning is switched off: the first config only
         body += ["if is_autotune_disabled():", "    configs = configs[:1]"]
         body.append("def kernel_fn(cfg):")
