@@ -36,7 +36,8 @@ def test_the_corpus_covers_the_faults_the_issue_names():
     by_class = {k: sorted(n for n, c in CASES.items() if c["class"] == k) for k in ("host", "kernel", "env")}
     assert all(len(names) >= 4 for names in by_class.values()), by_class
     for name, case in CASES.items():
-        want = {"host": ("FAIL", "host"), "kernel": ("FAIL", "kernel"), "env": ("BLOCKED", "env")}[
+        want = {"host": ("FAIL", "host"), "kernel": ("FAIL", "kernel"), "env": ("BLOCKED", "env"),
+                "none": ("ALL_PASS", "")}[  # fmt: skip
             case["class"]
         ]
         assert (case["expect"]["verdict"], case["expect"]["class"]) == want, name
@@ -53,6 +54,18 @@ def test_a_case_that_does_not_say_what_it_must_is_refused(tmp_path):
                                                "decided": "gpu"}))  # fmt: skip
     with pytest.raises(faults.CaseError, match="expect FAIL env is not a verdict"):
         faults.load(tmp_path)
+
+
+def test_only_the_control_changes_nothing_and_it_must_pass(tmp_path):
+    assert [n for n, c in CASES.items() if not c["change"]] == ["control_unchanged"]
+    case = tmp_path / "c"
+    case.mkdir()
+    for change, expect in (({}, {"verdict": "FAIL", "class": "kernel", "fix": "kernel.rs"}),
+                           ({"env": {"X": ""}}, {"verdict": "ALL_PASS", "class": "", "fix": ""})):  # fmt: skip
+        (case / "case.json").write_text(json.dumps({"op": "x", "fault": "f", "class": "kernel", "change": change,
+                                                    "expect": expect, "decided": "gpu"}))  # fmt: skip
+        with pytest.raises(faults.CaseError, match="ALL_PASS exactly when it changes nothing"):
+            faults.load(tmp_path)
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,9 @@ runtime and our own tests) and one change that makes the port faulty:
 - ``env`` / ``python``: the environment the verdict is asked in (``python: "without-torch"`` is an
   interpreter that cannot import torch).
 
+One case, the control, changes nothing and expects ALL_PASS: it shows that each fault comes from
+its change, and its seconds are the verify path of one kernel on the GPU runner.
+
 ``expect`` holds the verdict, the class and a text the fix line must contain. ``decided`` says where
 agent-d's verdict comes from: ``pack`` (the port on the packing machine stops before anything runs
 on a GPU: a kernel that does not compile) or ``gpu`` (``agent-d verify`` on the GPU machine).
@@ -28,7 +31,7 @@ import shutil
 from pathlib import Path
 
 FAULTS = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "faults"
-CLASSES = {"FAIL": ("host", "kernel"), "BLOCKED": ("env", "host", "kernel")}
+CLASSES = {"FAIL": ("host", "kernel"), "BLOCKED": ("env", "host", "kernel"), "ALL_PASS": ("",)}
 DEFAULT_TEST_TIMEOUT = 240
 CONTRACT = "host_contract.yaml"
 OPS_DIR = "src/tilegym/ops/cutile_rs"
@@ -57,13 +60,16 @@ def _check(case: dict) -> None:
     expect = case["expect"]
     if expect.get("class") not in CLASSES.get(expect.get("verdict"), ()):
         raise CaseError(f"{name}: expect {expect.get('verdict')} {expect.get('class')} is not a verdict")
-    if not expect.get("fix"):
+    control = expect["verdict"] == "ALL_PASS"  # the unchanged port: the corpus's faults are its changes
+    if control != (not case["change"]):
+        raise CaseError(f"{name}: a case expects ALL_PASS exactly when it changes nothing")
+    if not control and not expect.get("fix"):
         raise CaseError(f"{name}: expect.fix: the text the fix line must contain")
     if case["decided"] not in ("pack", "gpu"):
         raise CaseError(f"{name}: decided is 'pack' or 'gpu'")
     unknown = set(case["change"]) - {"kernel", "contract", "after_port", "env", "python"}
-    if unknown or not case["change"]:
-        raise CaseError(f"{name}: change: {sorted(unknown) or 'empty'}")
+    if unknown:
+        raise CaseError(f"{name}: change: {sorted(unknown)}")
     if case["change"].get("contract") and not (Path(case["dir"]) / CONTRACT).is_file():
         raise CaseError(f"{name}: change.contract without a {CONTRACT}")
 

@@ -3,7 +3,8 @@
 Each case ``decided`` on the GPU gets a fresh copy of its tree (the library built at pack time),
 its ``after_port`` edits, its environment and interpreter, and ``agent-d verify --json``; the
 verdict, class, reason and fix line it printed are set beside what the case expects. Cases decided
-at pack time carry the pack's result. Cases run a few at a time, each in its own process and tree.
+at pack time carry the pack's result. The control (no change) runs first and alone; the other cases a few at a time, each in its own
+process and tree.
 """
 
 from __future__ import annotations
@@ -29,9 +30,14 @@ def run_faults(
     log(
         f"fault corpus: {len(rows)} cases decided at pack time, {len(on_gpu)} to run here, {WORKERS} at a time"
     )
+    # The control first and alone: its seconds are one kernel's verify path on an otherwise idle runner.
+    controls = [(name, case) for name, case in on_gpu if not case["change"]]
+    for name, case in controls:
+        rows[name] = _one(name, case, root, site, python, env, state, logs)
+    rest = [item for item in on_gpu if item not in controls]
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        done = pool.map(lambda item: _one(*item, root, site, python, env, state, logs), on_gpu)
-        rows.update(dict(zip([name for name, _ in on_gpu], done, strict=True)))
+        done = pool.map(lambda item: _one(*item, root, site, python, env, state, logs), rest)
+        rows.update(dict(zip([name for name, _ in rest], done, strict=True)))
     matched = sum(1 for r in rows.values() if r.get("match"))
     log(f"fault corpus: {matched} of {len(rows)} classified as expected")
     return {name: rows[name] for name in cases}
