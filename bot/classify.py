@@ -12,7 +12,9 @@ Rules (domain.md section 10; the reasoning in docs/classification.md), first mat
    dtype, a grid the partition rejects, a wrapper error -> host. A device fault (numeric
    mismatch, NaN outputs, an illegal address, a launch/JIT failure, a hang) after the ABI smoke
    passed -> kernel, unless the porter's contract launches the kernel otherwise than the
-   reference does (``launch_differences``): then host, naming the contract key.
+   reference does (``launch_differences``): then host, naming the contract key. When a contract
+   is in use and its launch could not be compared (``launch_unknown``), also host: agent-d cannot
+   vouch for the launch, so it must look first.
 6. a skip without a citation (analysis.json known_gaps or the test's own forward-only rule)
    -> FAIL host.
 7. pytest exit 0 with at least one pass -> ALL_PASS (later confirmed by the validator).
@@ -21,8 +23,18 @@ Rules (domain.md section 10; the reasoning in docs/classification.md), first mat
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from bot.types import TestResult, Verdict, VerdictKind
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """What agent-d knows of the launch against the reference's (rule 5)."""
+
+    differences: list[str]
+    unknown: str  # why it could not be compared although a contract is in use; empty otherwise
+
 
 PER_TEST_TIMEOUT_S = 60.0  # the run's --timeout=60 (domain.md section 7)
 
@@ -78,10 +90,12 @@ def classify(
     known_gaps: list[str],
     test_skips: list[str] | None = None,
     launch_differences: list[str] | None = None,
+    launch_unknown: str = "",
 ) -> Verdict:
     """``test_skips``: the skip reasons the op's test file itself raises (``testrun.read_test_file``);
-    ``launch_differences``: how the porter's contract changes the launch (``bot/launch_diff.py``)."""
-    differences = launch_differences or []
+    ``launch_differences``: how the porter's contract changes the launch (``bot/launch_diff.py``);
+    ``launch_unknown``: why that could not be read although a contract is in use."""
+    launch = _Launch(launch_differences or [], launch_unknown)
     if result.env_problem:
         detail = f"; pytest exit={result.exit_code}" if result.ran else ""
         return Verdict(
@@ -96,7 +110,7 @@ def classify(
     if result.stopped_by_timeout:
         if crashed is not None and result.silent_for >= PER_TEST_TIMEOUT_S:
             what = f"hang: no output for {result.silent_for:.0f} s, past pytest-timeout's {PER_TEST_TIMEOUT_S:.0f} s"
-            return _device_fault("hang", f"{crashed.nodeid}: ", what, crashed.nodeid, [], differences)
+            return _device_fault("hang", f"{crashed.nodeid}: ", what, crashed.nodeid, [], launch)
         return Verdict(
             VerdictKind.BLOCKED,
             "env",
@@ -105,7 +119,7 @@ def classify(
             runner_fix="give the run more time (--test-timeout)",
         )
     if result.exit_code < 0 or result.exit_code in (134, 139) or crashed is not None:
-        return _crash(result, crashed, differences)
+        return _crash(result, crashed, launch)
     marked = [c for c in result.cases if c.outcome in ("xfailed", "xpassed")]
     if marked:
         return Verdict(
@@ -126,7 +140,7 @@ def classify(
         first = failed[0] if failed else None
         message = first.message if first else f"pytest exit {result.exit_code}"
         detail = first.detail if first else ""
-        return _failure(message, first.nodeid if first else "", result.panics, differences, detail)
+        return _failure(message, first.nodeid if first else "", result.panics, launch, detail)
     skipped = [c for c in result.cases if c.outcome == "skipped"]
     uncited = [c for c in skipped if c.message and not _cited(c.message, known_gaps, test_skips or [])]
     unexplained = [c for c in skipped if not c.message]
@@ -164,7 +178,7 @@ def _cited(reason: str, known_gaps: list[str], test_skips: list[str]) -> bool:
     return any(gap and (gap.lower() in reason.lower() or reason.lower() in gap.lower()) for gap in known_gaps)
 
 
-def _crash(result: TestResult, crashed, differences: list[str]) -> Verdict:
+def _crash(result: TestResult, crashed, launch: _Launch) -> Verdict:
     """The test process died; the output around the crash says whose fault it is."""
     where = f"{crashed.nodeid}: " if crashed is not None else ""
     text = " ".join(x for x in (crashed.message, crashed.detail) if x) if crashed is not None else ""
@@ -178,7 +192,7 @@ def _crash(result: TestResult, crashed, differences: list[str]) -> Verdict:
             f"{said}; the launch left {seen!r}",
             crashed.nodeid if crashed else "",
             result.panics,
-            differences,
+            launch,
         )
     return Verdict(
         VerdictKind.FAIL,
@@ -192,12 +206,14 @@ def _failure(
     message: str,
     nodeid: str,
     panics: list[str] | None = None,
-    differences: list[str] | None = None,
+    launch: _Launch | None = None,
     detail: str = "",
 ) -> Verdict:
     short = " ".join(message.split())[:240]
     text = f"{message} {detail}"
     where = f"{nodeid}: " if nodeid else ""
+    launch = launch or _Launch([], "")
+    differences = launch.differences
     for pattern in _ENV_PATTERNS:
         if pattern.search(message):
             return Verdict(
@@ -219,15 +235,26 @@ def _failure(
         if pattern.search(text) or (
             what == "illegal memory access" and any(pattern.search(p) for p in panics or [])
         ):
-            return _device_fault(what, where, short, nodeid, panics or [], differences or [])
+            return _device_fault(what, where, short, nodeid, panics or [], launch)
     return Verdict(VerdictKind.FAIL, "host", f"{where}{short}", host_fix="inspect the pytest log")
 
 
 def _device_fault(
-    what: str, where: str, short: str, nodeid: str, panics: list[str], differences: list[str]
+    what: str, where: str, short: str, nodeid: str, panics: list[str], launch: _Launch
 ) -> Verdict:
     """A fault the device showed after the ABI smoke passed: the kernel's when the host launched it as
-    the reference does; the host's when the porter's contract launches it otherwise."""
+    the reference does; the host's when the porter's contract launches it otherwise, or when a
+    contract is in use and agent-d could not compare its launch."""
+    differences = launch.differences
+    if not differences and launch.unknown:
+        return Verdict(
+            VerdictKind.FAIL,
+            "host",
+            f"{where}{what} ({short}), and the contract's launch could not be compared with the "
+            f"reference's: {launch.unknown}",
+            host_fix=f"agent-d could not read the contract's launch ({launch.unknown[:160]}): "
+            "fix that and re-run, or remove host_contract.yaml",
+        )
     if differences:
         more = f" (+{len(differences) - 1} more)" if len(differences) > 1 else ""
         return Verdict(

@@ -256,7 +256,7 @@ def _existing(job: _Job) -> None:
         "built library", lambda: _existing_build(target), lambda b: f"{target.symbol} exported"
     )
     shutil.copy2(target.ffi_rs, job.out_dir / "ffi.rs")
-    job.result.launch_differences = _verified_differences(job)
+    job.result.launch_differences, job.result.launch_unknown = _verified_differences(job)
 
 
 def _build(jobs: list[_Job], options: PortOptions, left_out: shared_build.LeftOut):
@@ -352,10 +352,10 @@ def _smoke_and_test(
     )
     job.result.tests, job.pytest_rc = tests, tests.exit_code
     gaps = analysis.known_gaps(analysis.load(job.out_dir / "reference" / "analysis.json"))
-    differences = job.result.launch_differences
+    differences, unknown = job.result.launch_differences, job.result.launch_unknown
     job.result.verdict = run.stage(
         "classify",
-        lambda: classify.classify(tests, gaps, list(test_file.skips), differences),
+        lambda: classify.classify(tests, gaps, list(test_file.skips), differences, unknown),
         lambda v: v.kind.value,
     )
 
@@ -444,8 +444,10 @@ def _contract_differences(
     return launch_diff.differences(plan, build_plan(target, signature, unaided, co))
 
 
-def _verified_differences(job: _Job) -> list[str]:
-    """``verify``: the same evidence, read again from the checkout; on failure none (said in the log)."""
+def _verified_differences(job: _Job) -> tuple[list[str], str]:
+    """``verify``: the same evidence, read again from the checkout. When it cannot be read, the
+    differences are none and, if the kernel has a contract, the second value says why: the
+    classifier must then not claim the host launched the kernel as the reference does."""
     target, found = job.target, job.found
     assert found is not None
     try:
@@ -453,10 +455,11 @@ def _verified_differences(job: _Job) -> list[str]:
         co = checkout.inspect(target, found)
         facts = gather_facts(target, found, job.out_dir, signature)
         plan = build_plan(target, signature, facts, co)
-        return _contract_differences(target, found, job.out_dir, signature, co, facts, plan)
+        return _contract_differences(target, found, job.out_dir, signature, co, facts, plan), ""
     except Exception as exc:  # the tests still run; the classifier then has no contract evidence
-        job.run.log.append(f"contract differences not read: {type(exc).__name__}: {exc}")
-        return []
+        why = f"{type(exc).__name__}: {exc}"
+        job.run.log.append(f"contract differences not read: {why}")
+        return [], why if (target.kernel_dir / contract.CONTRACT_NAME).is_file() else ""
 
 
 def _existing_build(target: Target) -> BuildResult:

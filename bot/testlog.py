@@ -418,11 +418,14 @@ def to_test_result(
         result.passed, result.failed, result.skipped, result.errors = p.passed, p.failed, p.skipped, p.errors
         return result
     xpassed = {c.nodeid: c for c in p.cases if c.outcome == "xpassed"}
+    # The XML keeps a failure's first E line; the log keeps all of them (torch's "Greatest absolute
+    # difference: nan" comes after "not close"), and the classifier reads them all.
+    details = {c.nodeid: c.detail for c in p.cases if c.detail}
     # a non-strict XPASS is a pass in the XML; the log still says XPASS, and xfail markers are banned
     result.cases = [
         replace(c, outcome="xpassed", message=xpassed[c.nodeid].message)
         if c.outcome == "passed" and c.nodeid in xpassed
-        else c
+        else replace(c, detail=c.detail or details.get(c.nodeid, ""))
         for c in xml.cases
     ]
     result.skip_groups, result.source = list(xml.skip_groups), "junit"

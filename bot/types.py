@@ -465,3 +465,5 @@ class PortResult:
     changed_files: list[str] = field(default_factory=list)
     # how the porter's contract changes the launch from what agent-d reads alone (bot/launch_diff.py)
     launch_differences: list[str] = field(default_factory=list)
+    # why the contract's launch could not be compared with the reference's (empty: it was, or no contract)
+    launch_unknown: str = ""

@@ -6,7 +6,8 @@ faults on a machine arranged around a real interpreter (tests/env_support.py: a 
 reporting a device, a torch of our making), through the same ``run --stage faults`` code the GPU
 machine runs. For the faults only a GPU shows, the CPU part is checked: each change applies to the
 wheel's checkout, generation goes through, and a contract's wrong launch is found, with the fix
-line agent-d will print.
+line agent-d will print. And the classifier is run again on the pytest logs the H200 recorded for
+each case (``<case>/h200/``: agent-d verify at f057799, 2026-12-03).
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from gpu import faults, table
 from gpu.run_faults import run_faults
 from validator_support import needs_cc
 
+from bot import testlog
+from bot.classify import classify
 from bot.cli import main
 from bot.demo import assemble_checkout
 from bot.launch_diff import differences
 from bot.pipeline import generate_only, make_plan
-from bot.types import Target
+from bot.types import Target, TestResult
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = faults.load()
@@ -73,21 +76,75 @@ def base(tmp_path_factory, tilegym_wheel) -> Path:
                              ["silu_and_mul"]).repo  # fmt: skip
 
 
-def test_every_change_applies_and_a_contracts_wrong_launch_is_found(base, tmp_path):
+def _launch_differences(base: Path, case: dict, tmp_path: Path) -> list[str]:
+    """The case's port in a copy of ``base``; how its launch differs from the plan without a contract."""
     reference = make_plan(Target(base, "silu_and_mul"), tmp_path / "ref")[0]
+    tree = tmp_path / case["name"]
+    shutil.copytree(base, tree, ignore=shutil.ignore_patterns(".git"))
+    faults.apply_sources(tree, case)
+    assert generate_only(tree, case["op"]) == "", case["name"]  # the port gets as far as its files
+    faults.apply_after_port(tree, case)
+    return differences(make_plan(Target(tree, case["op"]), tmp_path / "out" / case["name"])[0], reference)
+
+
+def test_every_change_applies_and_a_contracts_wrong_launch_is_found(base, tmp_path):
     for name, case in CASES.items():
-        tree = tmp_path / name
-        shutil.copytree(base, tree, ignore=shutil.ignore_patterns(".git"))
-        faults.apply_sources(tree, case)
-        assert generate_only(tree, case["op"]) == "", name  # the port gets as far as its files
-        faults.apply_after_port(tree, case)
-        found = differences(make_plan(Target(tree, case["op"]), tmp_path / "out" / name)[0], reference)
+        found = _launch_differences(base, case, tmp_path)
         if case["change"].get("contract") and case["name"] != "host_wrong_registration":
             # the fix line agent-d prints for a device fault or a rejected launch under this contract
             fix = f"host_contract.yaml: {found[0]}: launch as the reference does, or remove that key"
             assert case["expect"]["fix"] in fix, (name, found)
         else:
             assert found == [], (name, found)
+
+
+RECORDED = {name: case for name, case in CASES.items() if (Path(case["dir"]) / "h200" / "run.json").is_file()}
+
+
+def _recorded(case: dict) -> tuple[dict, TestResult]:
+    """What the H200 run recorded for ``case``: its run facts and the test result read from its logs."""
+    h200 = Path(case["dir"]) / "h200"
+    run = json.loads((h200 / "run.json").read_text())
+    xml = h200 / "correctness_cutile_rs.xml"
+    result = testlog.to_test_result(
+        (h200 / "correctness_cutile_rs.txt").read_text(), command="pytest", exit_code=run["pytest_exit"],
+        log_path=str(h200 / "correctness_cutile_rs.txt"), gpu=True,
+        junit_xml=xml.read_text() if xml.is_file() else None, test_paths=["tests/ops/test_silu_and_mul.py"],
+    )  # fmt: skip
+    result.stopped_by_timeout, result.silent_for = run["stopped_by_timeout"], run["silent_for"]
+    return run, result
+
+
+def test_the_h200_logs_of_every_case_get_the_expected_verdict_and_fix(base, tmp_path):
+    # every GPU case that reached pytest; the env cases stop at the interpreter probe, before pytest
+    assert sorted(RECORDED) == sorted(n for n, c in CASES.items() if c["decided"] == "gpu" and c["class"] != "env"
+                                      and n != "host_wrong_registration")  # fmt: skip
+    for name, case in RECORDED.items():
+        _, result = _recorded(case)
+        verdict = classify(result, [], [], _launch_differences(base, case, tmp_path / name))
+        expect = case["expect"]
+        assert (verdict.kind.value, verdict.klass) == (expect["verdict"], expect["class"]), (
+            name,
+            verdict.reason,
+        )
+        assert expect["fix"] in verdict.fix, (name, verdict.fix)
+
+
+def test_a_contracts_launch_that_could_not_be_read_is_never_called_the_kernels():
+    """On the H200 the runner lacked jsonschema, so verify could not read the contract cases' launch
+    and blamed the kernel for the contracts' wrong grid, scalar and stride (docs/gpu.md)."""
+    why = "ModuleNotFoundError: No module named 'jsonschema'"
+    contract_cases = [n for n, c in RECORDED.items() if c["change"].get("contract")]
+    assert len(contract_cases) >= 5
+    for name in contract_cases:
+        run, result = _recorded(RECORDED[name])
+        verdict = classify(result, [], [], [], launch_unknown=why)
+        assert (verdict.kind.value, verdict.klass) == ("FAIL", "host"), (name, verdict.reason)
+        if run["said"]["class"] == "kernel":  # what the H200 run said before the rule was fixed
+            assert "could not read the contract's launch" in verdict.fix and why in verdict.fix
+    # with no contract in use, the same logs stay the kernel's
+    _, result = _recorded(RECORDED["kernel_numeric_mismatch"])
+    assert classify(result, [], [], []).klass == "kernel"
 
 
 @pytest.mark.slow
@@ -163,3 +220,36 @@ def test_a_pack_result_and_a_mismatch_are_tabled():
         [{"ops": {}, "faults": {"a": wrong}}, {"ops": {}, "faults": {"a": {**wrong, "match": True}}}]
     )
     assert merged["faults"]["a"]["match"] is True  # the later run's row
+
+
+def test_verify_says_when_a_contracts_launch_cannot_be_read(base, tmp_path, monkeypatch):
+    """verify reads the contract's launch again; when that fails, a contract in use makes it unknown."""
+    from bot import pipeline
+    from bot.discover import discover
+
+    def job_for(case: dict | None) -> pipeline._Job:
+        tree = tmp_path / (case["name"] if case else "plain")
+        shutil.copytree(base, tree, ignore=shutil.ignore_patterns(".git"))
+        if case:
+            faults.apply_sources(tree, case)
+        target = Target(tree, "silu_and_mul")
+        job = pipeline._Job.start(
+            target, pipeline.PortOptions(repo=tree, out_root=tmp_path / "out" / tree.name)
+        )
+        job.found = discover(target)
+        return job
+
+    with_contract, plain = job_for(CASES["host_contract_wrong_grid"]), job_for(None)
+    found, unknown = pipeline._verified_differences(with_contract)
+    assert found and unknown == ""
+    assert pipeline._verified_differences(plain) == ([], "")
+
+    def no_jsonschema(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'jsonschema'")
+
+    monkeypatch.setattr(pipeline, "gather_facts", no_jsonschema)
+    assert pipeline._verified_differences(with_contract) == (
+        [], "ModuleNotFoundError: No module named 'jsonschema'"
+    )  # fmt: skip
+    assert any("contract differences not read" in line for line in with_contract.run.log)
+    assert pipeline._verified_differences(plain) == ([], "")  # no contract: nothing to vouch for

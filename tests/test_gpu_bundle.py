@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from gpu import bundle, device
@@ -181,3 +182,36 @@ def test_new_kernels_go_into_tree_b_as_a_porters_pr_would(tmp_path):
     ]
     with pytest.raises(FileExistsError):  # a ported op is not a new one
         pack.add_new_op(tree, "rope", found["rope"])
+
+
+def test_the_carried_wheels_hold_every_dependency_verify_imports():
+    """The GPU machine gets its image plus RUNTIME_WHEELS; every runtime dependency of agent-d that
+    verify imports, and theirs, must be among them (a missing jsonschema once made verify unable to
+    read a contract, so a contract's wrong launch was blamed on the kernel)."""
+    import importlib.metadata
+    import tomllib
+
+    from gpu import pack
+    from packaging.requirements import Requirement
+
+    def name(spec: str) -> str:
+        return Requirement(spec).name.lower().replace("_", "-")
+
+    env = {"python_version": "3.12", "python_full_version": "3.12.3", "implementation_name": "cpython",
+           "platform_system": "Linux", "sys_platform": "linux", "extra": ""}  # fmt: skip
+    root = Path(__file__).resolve().parent.parent
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    have = set(pack.IMAGE_HAS) | {name(s) for s in pack.RUNTIME_WHEELS}
+    todo = [name(s) for s in project["dependencies"] if name(s) not in pack.NOT_FOR_VERIFY]
+    seen = set()
+    while todo:
+        dist = todo.pop()
+        if dist in seen:
+            continue
+        seen.add(dist)
+        assert dist in have, f"{dist}: needed by agent-d verify, neither in the GPU image nor carried"
+        for spec in importlib.metadata.requires(dist) or []:
+            req = Requirement(spec)
+            if req.marker is None or req.marker.evaluate(env):
+                todo.append(name(spec))
+    assert {"jsonschema", "rpds-py", "cffi"} <= seen

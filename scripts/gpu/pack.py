@@ -55,9 +55,16 @@ TOOLCHAIN_LINKS = {  # path under CUDA_HOME -> relative link target
     "lib/libnvvm.so": "libnvvm.so.4",
     "lib/libnvJitLink.so": "libnvJitLink.so.13",
 }
-# cp312 wheels the GPU machine lacks. Its image has torch, pytest, pytest-timeout, numpy, pyyaml,
-# typing-extensions, triton, transformers, cuda-bindings (device KINDS.md): carrying those would shadow them.
-RUNTIME_WHEELS = ("cffi", "pycparser", "cuda-tile==1.7.0", "unidiff", "pyelftools")
+# What the GPU machine's image has (device KINDS.md): carrying those would shadow them.
+IMAGE_HAS = ("torch", "pytest", "pytest-timeout", "numpy", "pyyaml", "typing-extensions", "triton",
+             "transformers", "cuda-bindings")  # fmt: skip
+# agent-d's dependencies that `agent-d verify` never imports: the GitHub side and the formatter.
+NOT_FOR_VERIFY = ("gitpython", "pygithub", "ruff")
+# cp312 wheels the GPU machine lacks: TileGym's runtime and the rest of agent-d's dependencies with
+# theirs (tests/test_gpu_bundle.py checks that this closes over pyproject's list). jsonschema reads
+# a porter's contract: without it verify cannot compare a contract's launch with the reference.
+RUNTIME_WHEELS = ("cffi", "pycparser", "cuda-tile==1.7.0", "unidiff", "pyelftools", "jsonschema", "referencing",
+                  "jsonschema-specifications", "rpds-py", "attrs")  # fmt: skip
 PLATFORMS = (
     "manylinux_2_28_x86_64",
     "manylinux_2_27_x86_64",
