@@ -4,7 +4,8 @@ Cargo's JSON messages say which file each error is in, which decides the fault: 
 ``ffi.rs``/``lib.rs`` is a host fault, the op's ``kernel.rs`` a kernel fault, a failing
 build script (headers, libclang) an environment problem. With ``cargo_target_dir`` the
 compiled dependencies are reused across checkouts; the library is then copied to where the
-TileGym runtime looks for it (``cutile_kernels/target/release``).
+TileGym runtime looks for it (``cutile_kernels/target/release``). ``cargo_home`` moves cargo's
+registry downloads too (CARGO_HOME).
 """
 
 from __future__ import annotations
@@ -88,12 +89,15 @@ def compile_crate(
     cargo_target_dir: Path | None = None,
     echo: progress.Echo = progress.silent,
     timeout: float | None = None,
+    cargo_home: Path | None = None,
 ) -> CrateBuild:
     """Run cargo once; ``echo`` gets a heartbeat at least every 15 s, naming the crate cargo is compiling."""
     limit = build_timeout() if timeout is None else timeout
     env = toolchain.env()
     if cargo_target_dir is not None:
         env["CARGO_TARGET_DIR"] = str(cargo_target_dir)
+    if cargo_home is not None:
+        env["CARGO_HOME"] = str(cargo_home)
     cmd = [toolchain.cargo, "build", "--release", "--message-format=json-diagnostic-rendered-ansi"]
     start = time.monotonic()
     # CARGO_TARGET_DIR (ours, or one exported to us) moves cargo's output: follow it to find the library.
