@@ -5,7 +5,7 @@ Cargo's JSON messages say which file each error is in, which decides the fault: 
 build script (headers, libclang) an environment problem. With ``cargo_target_dir`` the
 compiled dependencies are reused across checkouts; the library is then copied to where the
 TileGym runtime looks for it (``cutile_kernels/target/release``). ``cargo_home`` moves cargo's
-registry downloads too (CARGO_HOME).
+registry downloads too (a runner's cargo cache, bot/runner_cache.py).
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ LOG_TAIL = 60
 # A cold build of the cutile crates on a GPU runner takes minutes; a kernel whose compile-time
 # evaluation never ends would hold the runner for ever. $AGENT_D_BUILD_TIMEOUT (seconds) overrides.
 DEFAULT_BUILD_TIMEOUT_S = 1800.0
+# Held (flock) in a target dir for the whole build; bot/runner_cache.py prunes only dirs it can take.
+TARGET_LOCK = ".agent-d.lock"
 
 
 def build_timeout() -> float:
@@ -327,7 +329,7 @@ def _forget_other_checkout(target_dir: Path, crate: Path, cargo: str, env: dict[
 @contextlib.contextmanager
 def _exclusive(target_dir: Path, echo: progress.Echo = progress.silent):
     target_dir.mkdir(parents=True, exist_ok=True)
-    with open(target_dir / ".agent-d.lock", "w") as lock:
+    with open(target_dir / TARGET_LOCK, "w") as lock:
         # another build holding the shared target dir can take minutes: say that we wait for it
         with progress.heartbeat(echo, f"waiting for the cargo target {target_dir}"):
             fcntl.flock(lock, fcntl.LOCK_EX)
