@@ -1,10 +1,11 @@
-"""The runner's cargo cache (bot/runner_cache.py): the build's environment, the key, the copy from the
-read-only seed, pruning and locking."""
+"""The runner's cargo cache (bot/runner_cache.py): its key, the copy from the read-only seed, pruning,
+a real cargo build that stays fresh after the copy, and the port-job and seed-cache commands."""
 
 from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import re
 import shutil
@@ -14,17 +15,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_github_support import git, make_local_repo
 
 from bot import runner_cache
 from bot.build import TARGET_LOCK
+from bot.github.artifact import read_artifact
 from bot.runner_cache import CacheRoots, CacheUnavailable, cache_key, key_parts, prepare, prune
-from bot.types import Target
+from bot.types import KERNELS_CRATE, PortResult, Target, Verdict, VerdictKind
 
 ROOT = Path(__file__).resolve().parent.parent
 RUSTC_VV = (
     "rustc 1.89.0 (29483883e 2025-08-04)\nbinary: rustc\nhost: x86_64-unknown-linux-gnu\nrelease: 1.89.0"
 )
 CARGO_V = "cargo 1.89.0 (c24e10642 2025-06-23)"
+CANARY = "ghs_CanaryTokenValue0123456789abcdefXYZ"
 
 
 def fake_toolchain(bin_dir: Path, rustc: str = RUSTC_VV, cargo: str = CARGO_V, env_dump: Path | None = None):
@@ -383,3 +387,207 @@ def test_a_new_cargo_home_starts_from_the_environments_registry_and_config_not_i
         "registry/cache/index.crates.io-x/cutile-0.2.0.crate",
         "registry/index",
     ]
+
+
+# --------------------------------------------------------------------------- a real cargo build
+
+
+def tiny_checkout(repo: Path) -> Path:
+    """A TileGym-shaped checkout whose crate is a cdylib with a path dependency, no crates.io."""
+    kernels = repo / KERNELS_CRATE
+    dep = kernels.parent / "tiny_dep"
+    (dep / "src").mkdir(parents=True)
+    (dep / "Cargo.toml").write_text('[package]\nname = "tiny-dep"\nversion = "0.1.0"\nedition = "2021"\n')
+    (dep / "src" / "lib.rs").write_text("pub fn answer() -> i32 { 42 }\n")
+    (kernels / "src").mkdir(parents=True)
+    (kernels / "Cargo.toml").write_text(
+        '[package]\nname = "cutile-kernels"\nversion = "0.1.0"\nedition = "2021"\n\n'
+        '[lib]\nname = "cutile_kernels"\ncrate-type = ["cdylib"]\n\n'
+        '[dependencies]\ntiny-dep = { path = "../tiny_dep" }\n'
+    )
+    (kernels / "src" / "lib.rs").write_text(
+        '#[no_mangle]\npub extern "C" fn cutile_answer() -> i32 { tiny_dep::answer() }\n'
+    )
+    return kernels
+
+
+def fresh_by_package(crate_dir: Path, target_dir: Path, cargo_home: Path) -> dict[str, bool]:
+    """cargo's own word, per package, on whether it reused the build (``fresh``)."""
+    env = {**os.environ, "CARGO_TARGET_DIR": str(target_dir), "CARGO_HOME": str(cargo_home)}
+    proc = subprocess.run(
+        ["cargo", "build", "--release", "--offline", "--message-format=json"],
+        cwd=crate_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    artifacts = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return {a["target"]["name"]: a["fresh"] for a in artifacts if a.get("reason") == "compiler-artifact"}
+
+
+def test_a_seed_built_at_the_jobs_path_keeps_a_real_cargo_build_fresh_after_the_copy(
+    tmp_path, monkeypatch, capsys
+):
+    from bot import toolchain
+    from bot.cli import main
+
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        pytest.fail("cargo is part of the test environment")
+    image_home = tmp_path / "image-cargo"  # stands in for the image's CARGO_HOME
+    image_home.mkdir()
+    (image_home / "config.toml").write_text("[net]\noffline = true\n")  # nothing here may reach crates.io
+    monkeypatch.setenv("CARGO_HOME", str(image_home))
+    monkeypatch.setenv("CARGO_NET_OFFLINE", "true")
+    monkeypatch.setattr(toolchain, "resolve", lambda cache=None: toolchain.Toolchain(cargo, tmp_path, None))
+    checkout = tmp_path / "checkout"
+    kernels = tiny_checkout(checkout)
+    cache_path = tmp_path / "agent-d-cache"  # the one absolute path both jobs use
+
+    assert main(["seed-cache", "--repo", str(checkout), "--cargo-cache", str(cache_path)]) == 0, (
+        capsys.readouterr()
+    )
+    out = capsys.readouterr()
+    assert "agent-d: seed cargo cache cold" in out.err and "seed ready" in out.out
+    [key] = [p.name for p in (cache_path / "target").iterdir()]
+    assert (cache_path / "target" / key / "release" / "libcutile_kernels.so").is_file()
+    assert (cache_path / "cargo-home" / "config.toml").is_file()
+
+    # The seed moves to where the port job mounts it read-only; the job's own root takes the path.
+    seed = tmp_path / "agent-d-seed"
+    cache_path.rename(seed)
+    (kernels / "Cargo.lock").unlink()  # a fresh checkout has none: the key is the Cargo.toml's again
+    got = prepare(CacheRoots(cache_path, seed), kernels, dict(os.environ))
+    assert (got.state, got.parts.key) == ("seeded", key)
+    mtimes = {
+        p.relative_to(seed / "target" / key): p.lstat().st_mtime_ns
+        for p in (seed / "target" / key).rglob("*")
+    }
+    assert {p.relative_to(got.target_dir): p.lstat().st_mtime_ns for p in got.target_dir.rglob("*")} == mtimes
+
+    assert fresh_by_package(kernels, got.target_dir, got.cargo_home) == {
+        "tiny_dep": True,
+        "cutile_kernels": True,
+    }
+    # the check above can fail: a dependency whose source changed is not fresh, nor what uses it
+    os.utime(kernels.parent / "tiny_dep" / "src" / "lib.rs")
+    assert fresh_by_package(kernels, got.target_dir, got.cargo_home) == {
+        "tiny_dep": False,
+        "cutile_kernels": False,
+    }
+
+
+def test_seed_cache_usage_errors(tmp_path, monkeypatch, capsys):
+    from bot.cli import main
+
+    monkeypatch.delenv("AGENT_D_CARGO_CACHE", raising=False)
+    (tmp_path / "repo").mkdir()
+    assert main(["seed-cache", "--repo", str(tmp_path / "repo")]) == 2
+    assert "--cargo-cache DIR (or $AGENT_D_CARGO_CACHE) is required" in capsys.readouterr().err
+    assert main(["seed-cache", "--repo", str(tmp_path / "repo"), "--cargo-cache", str(tmp_path / "c")]) == 2
+    assert f"no {KERNELS_CRATE}/Cargo.toml" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()  # a usage error writes nothing
+
+
+# --------------------------------------------------------------------------- port-job
+
+
+@pytest.fixture
+def port_repo(tmp_path):
+    """A checkout at its head with the kernels crate's Cargo.toml, and rustc/cargo that record their env."""
+    repo = tmp_path / "repo"
+    make_local_repo(repo)
+    crate(repo / KERNELS_CRATE)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "crate manifest")
+    return repo, git(repo, "rev-parse", "HEAD").strip()
+
+
+@pytest.fixture
+def captured_options(monkeypatch):
+    """The PortOptions the pipeline gets from port-job (the pipeline itself does not run)."""
+    from bot import pipeline
+
+    seen = []
+
+    def port_all(targets, options):
+        seen.append(options)
+        return [PortResult(t, Verdict(VerdictKind.BLOCKED, "env", "no GPU here"), [], "") for t in targets]
+
+    monkeypatch.setattr(pipeline, "port_all", port_all)
+    return seen
+
+
+def port_job(repo: Path, head: str, artifact: Path, *extra: str) -> int:
+    from bot.cli import main
+
+    return main(["port-job", "--repo", str(repo), "--head-sha", head, "--kernel", "silu_and_mul",
+                 "--artifact", str(artifact), *extra])  # fmt: skip
+
+
+def test_port_job_builds_in_the_cache_it_prepared_with_the_jobs_own_environment(
+    port_repo, captured_options, tmp_path, monkeypatch, caplog
+):
+    repo, head = port_repo
+    bin_dir = tmp_path / "bin"
+    fake_toolchain(bin_dir, env_dump=tmp_path / "env")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("GITHUB_TOKEN", CANARY)
+    monkeypatch.setenv("NPM_AUTH", CANARY)
+    key = cache_key(repo / KERNELS_CRATE, toolchain_env(bin_dir))
+    seed = tmp_path / "seed"
+    make_seed(seed, key)
+    cache = tmp_path / "cache"
+    caplog.set_level(logging.INFO)  # as the job's own logging (redact.install) is
+    assert port_job(repo, head, tmp_path / "art", "--cargo-cache", str(cache), "--cargo-seed", str(seed)) == 0
+    [options] = captured_options
+    assert options.cargo_target_dir == cache / "target" / key
+    assert options.cargo_home == cache / "cargo-home"
+    assert (cache / "target" / key / "release" / "libtiny_dep.rlib").is_symlink()  # the seed's copy
+    [line] = [r.getMessage() for r in caplog.records if "cargo cache" in r.getMessage()]
+    assert line.startswith(f"cargo cache seeded: key {key} = Cargo.toml ")
+    assert line in read_artifact(tmp_path / "art").logs["silu_and_mul.txt"]  # why, kept with the verdict
+    # rustc ran in the checkout (PR code may pick it) with the job's allow-listed environment only
+    for name in ("rustc", "cargo"):
+        dumped = Path(f"{tmp_path / 'env'}.{name}").read_text()
+        assert CANARY not in dumped and "GITHUB_TOKEN" not in dumped and "NPM_AUTH" not in dumped
+        assert f"cwd={(repo / KERNELS_CRATE).resolve()}" in dumped
+
+
+def test_port_job_takes_the_cache_from_the_environment_and_builds_as_before_without_one(
+    port_repo, captured_options, tmp_path, monkeypatch
+):
+    repo, head = port_repo
+    bin_dir = tmp_path / "bin"
+    fake_toolchain(bin_dir)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.delenv("AGENT_D_CARGO_SEED", raising=False)
+    monkeypatch.delenv("AGENT_D_CARGO_CACHE", raising=False)
+    assert port_job(repo, head, tmp_path / "a1") == 0
+    assert (captured_options[-1].cargo_target_dir, captured_options[-1].cargo_home) == (None, None)
+    monkeypatch.setenv("AGENT_D_CARGO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("AGENT_D_CARGO_SEED", "")  # the workflow's "no seed"
+    assert port_job(repo, head, tmp_path / "a2") == 0
+    key = cache_key(repo / KERNELS_CRATE, toolchain_env(bin_dir))
+    assert captured_options[-1].cargo_target_dir == tmp_path / "cache" / "target" / key
+
+
+def test_port_job_with_an_unusable_cache_says_so_and_builds_without_it(
+    port_repo, captured_options, tmp_path, monkeypatch, caplog
+):
+    repo, head = port_repo
+    fake_toolchain(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    (tmp_path / "not-a-dir").write_text("")  # as a volume docker made for root would be: unwritable
+    assert port_job(repo, head, tmp_path / "a", "--cargo-cache", str(tmp_path / "not-a-dir")) == 0
+    assert (captured_options[-1].cargo_target_dir, captured_options[-1].cargo_home) == (None, None)
+    [line] = [r.getMessage() for r in caplog.records if "cargo cache" in r.getMessage()]
+    assert line.startswith("cargo cache off: ") and line.endswith("; building without it")
+
+
+def test_port_job_refuses_a_seed_without_a_cache(port_repo, tmp_path, capsys):
+    repo, head = port_repo
+    assert port_job(repo, head, tmp_path / "a", "--cargo-seed", str(tmp_path)) == 2
+    assert "give --cargo-cache too" in capsys.readouterr().err
