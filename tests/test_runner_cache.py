@@ -1,5 +1,6 @@
 """The runner's cargo cache (bot/runner_cache.py): its key, the copy from the read-only seed, pruning,
-a real cargo build that stays fresh after the copy, and the port-job and seed-cache commands."""
+a real cargo build that stays fresh after the copy, the port-job and seed-cache commands, and the
+workflow that mounts it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from test_github_support import git, make_local_repo
 
 from bot import runner_cache
@@ -591,3 +593,63 @@ def test_port_job_refuses_a_seed_without_a_cache(port_repo, tmp_path, capsys):
     repo, head = port_repo
     assert port_job(repo, head, tmp_path / "a", "--cargo-seed", str(tmp_path)) == 2
     assert "give --cargo-cache too" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- the workflow
+
+
+def workflow() -> dict:
+    return yaml.safe_load((ROOT / ".github/workflows/agent-d.yml").read_text())
+
+
+def test_the_port_job_mounts_its_own_pull_requests_volume_and_the_seed_read_only():
+    wf = workflow()
+    assert wf[True]["workflow_call"]["inputs"]["runner-cache"]["default"] == ""  # YAML 1.1: `on` is True
+    port = wf["jobs"]["port"]
+    options = port["container"]["options"]
+    assert options.startswith("${{ inputs.runner-cache != '' && format(") and options.endswith(
+        "|| '--gpus all' }}"
+    )  # empty input: the options of before, no mount
+    args = "inputs.runner-cache, github.repository_id, needs.dispatch.outputs.pr"
+    mounts = re.search(rf"format\('([^']*)', {args}\)", options)
+    assert mounts, options
+    assert mounts.group(1) == ("--gpus all -v {0}-{1}-pr-{2}:/agent-d-cache -v {0}-{1}-seed:/agent-d-seed:ro")
+    [step] = [s for s in port["steps"] if "agent-d port-job" in s.get("run", "")]
+    assert step["env"]["AGENT_D_CARGO_CACHE"] == "${{ inputs.runner-cache != '' && '/agent-d-cache' || '' }}"
+    assert step["env"]["AGENT_D_CARGO_SEED"] == "${{ inputs.runner-cache != '' && '/agent-d-seed' || '' }}"
+
+
+@pytest.mark.parametrize(
+    ("name", "accepted"),
+    [
+        ("", True),
+        ("agent-d-cargo", True),
+        ("tilegym.cache_2", True),
+        ("agent-d-cargo --privileged", False),  # a second docker option
+        ("/srv/cache", False),  # a host path would be a bind mount docker creates owned by root
+        ("cache:/etc", False),
+        ("-v", False),
+    ],
+)
+def test_the_runner_cache_input_must_be_a_volume_name(name, accepted):
+    steps = workflow()["jobs"]["dispatch"]["steps"]
+    [guard] = [s for s in steps if "RUNNER_CACHE" in s.get("env", {})]
+    assert steps.index(guard) == 1, "checked before anything of the event is read"
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", guard["run"]],
+        env={"PATH": os.environ["PATH"], "RUNNER_CACHE": name},
+        capture_output=True,
+        text=True,
+    )
+    assert (proc.returncode == 0) == accepted, proc.stdout + proc.stderr
+
+
+def test_the_seed_workflow_in_the_docs_is_the_linted_example():
+    example = (ROOT / "docs/examples/tilegym-agent-d-seed.yml").read_text()
+    docs = (ROOT / "docs/github.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", docs, re.S)
+    assert example in blocks
+    seed = yaml.safe_load(example)["jobs"]["seed"]
+    # the port jobs' seed volume (prefix agent-d-cargo), at the path they build at
+    assert seed["container"]["options"] == "-v agent-d-cargo-${{ github.repository_id }}-seed:/agent-d-cache"
+    assert "pull_request" not in str(yaml.safe_load(example)[True]) and "issue_comment" not in example
