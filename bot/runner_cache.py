@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
 import shutil
 import stat
@@ -50,6 +51,7 @@ from typing import TypeVar
 from bot.build import TARGET_LOCK
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 CARGO_HOME = "cargo-home"
 TARGETS = "target"
@@ -286,8 +288,9 @@ def _start_cargo_home(cargo_home: Path, env: Mapping[str, str], root: Path) -> N
 
 @contextlib.contextmanager
 def _locked(path: Path, how: int, missing_ok: bool = False) -> Iterator[None]:
-    """flock ``path`` for the block. ``missing_ok``: a lock file that does not exist (a seed on a
-    read-only mount, never seeded) is no lock, and nothing is created."""
+    """flock ``path`` for the block, saying so when that means waiting (a seeding build holds its
+    seed for minutes). ``missing_ok``: a lock file that does not exist (a seed on a read-only
+    mount, never seeded) is no lock, and nothing is created."""
     try:
         fd = os.open(path, os.O_RDONLY if missing_ok else os.O_RDWR | os.O_CREAT, 0o644)
     except FileNotFoundError:
@@ -296,7 +299,11 @@ def _locked(path: Path, how: int, missing_ok: bool = False) -> Iterator[None]:
         yield
         return
     try:
-        fcntl.flock(fd, how)
+        try:
+            fcntl.flock(fd, how | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("cargo cache: waiting for %s, held by another job", path.parent)
+            fcntl.flock(fd, how)
         yield
     finally:
         os.close(fd)  # releases the lock
