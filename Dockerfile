@@ -47,6 +47,8 @@ RUN mkdir -p /tmp/warm/src && touch /tmp/warm/src/lib.rs \
 # agent-d through the README's install script (tests/test_install_path.py runs the same path in CI):
 # torch, pytest and the tile toolchain wheels laid out in AGENT_D_TILE_HOME (--gpu), agent-d
 # copied into the venv and the kernel reader beside it (--no-editable); rustfmt is checked.
+# /agent-d-cache and /agent-d-seed are where the workflow mounts the runner's cargo cache volumes
+# (docs/github.md, "Warm runners"): docker gives a new volume the owner of the folder it is mounted on.
 COPY pyproject.toml README.md /opt/agent-d/src/
 COPY bot /opt/agent-d/src/bot
 COPY crate /opt/agent-d/src/crate
@@ -56,7 +58,8 @@ RUN python3 -m venv "${VIRTUAL_ENV}" \
     && rm -rf /opt/agent-d/src/crate/target /opt/agent-d/src/build \
     && test -x /opt/cuda-tile/bin/tileiras && command -v kernel-reader && rustfmt --version \
     && chmod -R a+rwX /opt/cargo \
-    && useradd --create-home --uid 1001 runner
+    && useradd --create-home --uid 1001 runner \
+    && install -d -o runner -g runner /agent-d-cache /agent-d-seed
 ENV CUDA_HOME=/opt/cuda-tile \
     CUDA_TOOLKIT_PATH=/opt/cuda-tile \
     CUTILE_TILEIRAS_PATH=/opt/cuda-tile/bin/tileiras \

@@ -4,7 +4,8 @@ Cargo's JSON messages say which file each error is in, which decides the fault: 
 ``ffi.rs``/``lib.rs`` is a host fault, the op's ``kernel.rs`` a kernel fault, a failing
 build script (headers, libclang) an environment problem. With ``cargo_target_dir`` the
 compiled dependencies are reused across checkouts; the library is then copied to where the
-TileGym runtime looks for it (``cutile_kernels/target/release``).
+TileGym runtime looks for it (``cutile_kernels/target/release``). ``cargo_home`` moves cargo's
+registry downloads too (a runner's cargo cache, bot/runner_cache.py).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ LOG_TAIL = 60
 # A cold build of the cutile crates on a GPU runner takes minutes; a kernel whose compile-time
 # evaluation never ends would hold the runner for ever. $AGENT_D_BUILD_TIMEOUT (seconds) overrides.
 DEFAULT_BUILD_TIMEOUT_S = 1800.0
+# Held (flock) in a target dir for the whole build; bot/runner_cache.py prunes only dirs it can take.
+TARGET_LOCK = ".agent-d.lock"
 
 
 def build_timeout() -> float:
@@ -88,12 +91,15 @@ def compile_crate(
     cargo_target_dir: Path | None = None,
     echo: progress.Echo = progress.silent,
     timeout: float | None = None,
+    cargo_home: Path | None = None,
 ) -> CrateBuild:
     """Run cargo once; ``echo`` gets a heartbeat at least every 15 s, naming the crate cargo is compiling."""
     limit = build_timeout() if timeout is None else timeout
     env = toolchain.env()
     if cargo_target_dir is not None:
         env["CARGO_TARGET_DIR"] = str(cargo_target_dir)
+    if cargo_home is not None:
+        env["CARGO_HOME"] = str(cargo_home)
     cmd = [toolchain.cargo, "build", "--release", "--message-format=json-diagnostic-rendered-ansi"]
     start = time.monotonic()
     # CARGO_TARGET_DIR (ours, or one exported to us) moves cargo's output: follow it to find the library.
@@ -323,7 +329,7 @@ def _forget_other_checkout(target_dir: Path, crate: Path, cargo: str, env: dict[
 @contextlib.contextmanager
 def _exclusive(target_dir: Path, echo: progress.Echo = progress.silent):
     target_dir.mkdir(parents=True, exist_ok=True)
-    with open(target_dir / ".agent-d.lock", "w") as lock:
+    with open(target_dir / TARGET_LOCK, "w") as lock:
         # another build holding the shared target dir can take minutes: say that we wait for it
         with progress.heartbeat(echo, f"waiting for the cargo target {target_dir}"):
             fcntl.flock(lock, fcntl.LOCK_EX)

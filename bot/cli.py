@@ -78,7 +78,18 @@ class Parser(argparse.ArgumentParser):
         self.exit(USAGE_EXIT, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
-COMMANDS = ("port", "verify", "plan", "demo", "validate", "dispatch", "finalize", "port-job", "run")
+COMMANDS = (
+    "port",
+    "verify",
+    "plan",
+    "demo",
+    "validate",
+    "dispatch",
+    "finalize",
+    "port-job",
+    "run",
+    "seed-cache",
+)
 
 
 def _seconds(text: str) -> float:

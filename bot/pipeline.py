@@ -77,6 +77,7 @@ class PortOptions:
     out_root: Path | None = None
     python: str = ""
     cargo_target_dir: Path | None = None
+    cargo_home: Path | None = None  # CARGO_HOME of the build (a runner's cargo cache); None: inherited
     test_timeout: float = 3600.0
     echo: Callable[[str], None] = progress.to_stderr  # progress lines
     answer: Callable[[str], None] = print  # the returned text: validator block and verdict line
@@ -289,6 +290,7 @@ def _build(jobs: list[_Job], options: PortOptions, left_out: shared_build.LeftOu
             left_out,
             validator.exported_functions,
             options.echo,
+            cargo_home=options.cargo_home,
         )
     except Exception as exc:  # every kernel waiting on this build gets the same internal error
         for job in going:

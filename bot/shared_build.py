@@ -62,13 +62,16 @@ def build_together(
     left_out: LeftOut,
     exported: Callable[[Path], list[str]] | None = None,
     echo: progress.Echo = progress.silent,
+    cargo_home: Path | None = None,
 ) -> SharedBuild:
     """Build the crate once for ``targets`` (all in one checkout); again without each kernel whose
     own files broke the build. Each build's log goes to ``log_path`` of every kernel it was for."""
     out = SharedBuild()
     remaining = list(targets)
     while remaining:
-        crate_build = build.compile_crate(remaining[0].crate_dir, toolchain, cargo_target_dir, echo)
+        crate_build = build.compile_crate(
+            remaining[0].crate_dir, toolchain, cargo_target_dir, echo, cargo_home=cargo_home
+        )
         out.cargo_runs += 1
         out.seconds += crate_build.seconds
         for target in remaining:

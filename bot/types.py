@@ -13,6 +13,9 @@ from pathlib import Path
 
 # --------------------------------------------------------------------------- targets
 
+OPS_DIR = Path("src", "tilegym", "ops", "cutile_rs")
+KERNELS_CRATE = OPS_DIR / "cutile_kernels"  # the one crate every kernel of a checkout is built in
+
 
 @dataclass(frozen=True)
 class Target:
@@ -23,7 +26,7 @@ class Target:
 
     @property
     def ops_dir(self) -> Path:
-        return self.repo / "src" / "tilegym" / "ops" / "cutile_rs"
+        return self.repo / OPS_DIR
 
     @property
     def kernel_dir(self) -> Path:
@@ -43,7 +46,7 @@ class Target:
 
     @property
     def crate_dir(self) -> Path:
-        return self.ops_dir / "cutile_kernels"
+        return self.repo / KERNELS_CRATE
 
     @property
     def symbol(self) -> str:

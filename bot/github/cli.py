@@ -1,4 +1,5 @@
-"""The GitHub subcommands of ``agent-d``: dispatch, finalize, run.
+"""The GitHub subcommands of ``agent-d``: dispatch, finalize, port-job, run, and seed-cache (the
+trusted job that fills a GPU runner's cargo cache seed, bot/runner_cache.py).
 
 ``add_subcommands(subparsers)`` registers them on the main parser (bot/cli.py).
 Each sets ``func(args) -> int``. Exit status: 0 done (whatever the verdict), 2 usage, 4 an
@@ -13,6 +14,7 @@ import argparse
 import json
 import logging
 import os
+import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -22,6 +24,9 @@ from bot.github import redact
 from bot.github.events import load_event
 
 log = logging.getLogger("agent-d")
+
+SEED_BUILD_FAILED = 1
+SEED_NO_TOOLCHAIN = 3  # BLOCKED, the status `agent-d port` gives a machine without the toolchain
 
 
 def add_subcommands(sub) -> None:
@@ -70,7 +75,39 @@ def add_subcommands(sub) -> None:
     p.add_argument("--kernel", action="append", required=True, help="kernel name; repeat for several")
     p.add_argument("--artifact", type=Path, required=True, help="directory to write (docs/artifact.md)")
     p.add_argument("--repo-name", default=os.environ.get("GITHUB_REPOSITORY", ""), help="owner/name")
+    p.add_argument(
+        "--cargo-cache",
+        type=Path,
+        default=_env_path("AGENT_D_CARGO_CACHE"),
+        help="this runner's cargo cache, read-write and this pull request's alone (default: "
+        "$AGENT_D_CARGO_CACHE; unset: build without one). docs/github.md, 'Warm runners'",
+    )
+    p.add_argument(
+        "--cargo-seed",
+        type=Path,
+        default=_env_path("AGENT_D_CARGO_SEED"),
+        help="a cache that `agent-d seed-cache` built from the default branch, only ever read: copied "
+        "when --cargo-cache has no target for this crate and toolchain (default: $AGENT_D_CARGO_SEED)",
+    )
     p.set_defaults(func=cmd_port_job)
+
+    p = sub.add_parser(
+        "seed-cache",
+        help="(trusted) build the default branch's crate into a GPU runner's cargo cache seed",
+        description="Build the checkout's cutile_kernels crate into --cargo-cache with the layout port-job "
+        "reads (cargo-home/, target/<key>/), for port jobs to copy read-only. It runs the checkout's build "
+        "scripts: give it the default branch (merged code), never a pull request. Build it at the path "
+        "the port jobs use (/agent-d-cache in the workflow): cargo's fingerprints hold absolute paths.",
+        epilog="exit status: 0 built, 1 the build failed, 3 no toolchain here, 2 usage error",
+    )
+    p.add_argument("--repo", type=Path, default=Path("."), help="checkout of the default branch (default: .)")
+    p.add_argument(
+        "--cargo-cache",
+        type=Path,
+        default=_env_path("AGENT_D_CARGO_CACHE"),
+        help="the seed to write (default: $AGENT_D_CARGO_CACHE)",
+    )
+    p.set_defaults(func=cmd_seed_cache)
 
     p = sub.add_parser(
         "run",
@@ -81,6 +118,11 @@ def add_subcommands(sub) -> None:
     _event_args(p)
     p.add_argument("--workdir", type=Path, help="where checkouts and artifacts go (default: a temp dir)")
     p.set_defaults(func=cmd_run)
+
+
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name, "")
+    return Path(value) if value else None
 
 
 def _event_args(p: argparse.ArgumentParser) -> None:
@@ -207,9 +249,17 @@ def cmd_run(args) -> int:
 def cmd_port_job(args) -> int:
     from bot.github.port_job import PortJobError, run_port_job
     from bot.github.runner import pipeline_port_fn
+    from bot.runner_cache import CacheRoots
     from bot.targets import existing_dir
 
     repo = existing_dir(args.repo, "--repo")
+    if args.cargo_seed is not None and args.cargo_cache is None:
+        raise UsageError("--cargo-seed is copied into --cargo-cache: give --cargo-cache too")
+    # as given, not resolved: the seed was built at this same absolute path (bot/runner_cache.py)
+    cache = None
+    if args.cargo_cache is not None:
+        seed = args.cargo_seed.absolute() if args.cargo_seed is not None else None
+        cache = CacheRoots(args.cargo_cache.absolute(), seed)
     redact.install()
     try:
         artifact = run_port_job(
@@ -217,10 +267,47 @@ def cmd_port_job(args) -> int:
             args.head_sha,
             [k for arg in args.kernel for k in arg.split()],
             args.artifact,
-            pipeline_port_fn(),
+            pipeline_port_fn(cargo_cache=cache),
             repo_name=args.repo_name,
         )
     except PortJobError as exc:  # a wrong commit or kernel name: said before any port ran
         raise UsageError(str(exc)) from None
     print(f"agent-d: artifact written to {artifact}")
+    return 0
+
+
+def cmd_seed_cache(args) -> int:
+    from bot import build, progress, runner_cache, toolchain
+    from bot.errors import StageStop
+    from bot.targets import existing_dir
+    from bot.types import KERNELS_CRATE
+
+    repo = existing_dir(args.repo, "--repo")
+    if args.cargo_cache is None:
+        raise UsageError("--cargo-cache DIR (or $AGENT_D_CARGO_CACHE) is required: the seed to write")
+    crate = repo / KERNELS_CRATE
+    if not (crate / "Cargo.toml").is_file():
+        raise UsageError(f"--repo {repo}: no {KERNELS_CRATE}/Cargo.toml; pass a TileGym checkout")
+    try:
+        tools = toolchain.resolve()
+        prepared, built = runner_cache.build_seed(
+            args.cargo_cache.absolute(),
+            crate,
+            tools.env(),
+            lambda target_dir, cargo_home: build.compile_crate(
+                crate, tools, target_dir, progress.to_stderr, cargo_home=cargo_home
+            ),
+        )
+    except StageStop as stop:  # no cargo, libclang or CUDA headers on this machine
+        print(f"agent-d: BLOCKED ({stop.klass}): {stop.reason}", file=sys.stderr)
+        return SEED_NO_TOOLCHAIN
+    except runner_cache.CacheUnavailable as exc:
+        print(f"agent-d: BLOCKED (env): {exc}", file=sys.stderr)
+        return SEED_NO_TOOLCHAIN
+    print(f"agent-d: seed {prepared.log_line()}", file=sys.stderr)
+    if not built.ok:
+        tail = "\n".join(built.log_text().strip().splitlines()[-build.LOG_TAIL :])
+        print(f"{tail}\nagent-d: the seed's build failed; port jobs will build cold", file=sys.stderr)
+        return SEED_BUILD_FAILED
+    print(f"agent-d: seed ready: {prepared.target_dir} ({built.seconds:.0f} s)")
     return 0

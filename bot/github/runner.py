@@ -8,9 +8,11 @@ its environment, and the artifact still goes through the finalizer's checks.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot import machine_errors, runner_cache
 from bot.github import gitops
 from bot.github.dispatch import Dispatcher, DispatchResult
 from bot.github.events import Event
@@ -47,9 +49,15 @@ def prepare_checkout(clone_url: str, ref: str, sha: str, dest: Path, token: str 
 
 class PipelinePort:
     """The real port (``bot.pipeline``) in the shapes ``run_port_job`` expects: one kernel
-    (``port(repo, op)``), or every kernel of the change with one cargo build (``port_all``)."""
+    (``port(repo, op)``), or every kernel of the change with one cargo build (``port_all``).
 
-    def __init__(self, **options) -> None:
+    With ``cargo_cache`` the build uses the runner's cargo cache (bot/runner_cache.py), prepared
+    when the port starts: after ``run_port_job`` checked the commit and inside its scrubbed
+    environment, since keying the cache runs ``rustc -vV`` in the checkout, where a
+    rust-toolchain.toml picks the binary."""
+
+    def __init__(self, cargo_cache: runner_cache.CacheRoots | None = None, **options) -> None:
+        self.cargo_cache = cargo_cache
         self.options = options
 
     def __call__(self, repo: Path, op: str) -> tuple[str, str, str, str]:
@@ -68,12 +76,29 @@ class PipelinePort:
         from bot.types import Target
 
         targets = [Target(repo, check_name(op)) for op in ops]
-        return port_all(targets, PortOptions(repo=repo, **self.options))
+        options = dict(self.options)
+        if self.cargo_cache is not None and targets:
+            options.update(cargo_cache_options(self.cargo_cache, targets[0].crate_dir))
+        return port_all(targets, PortOptions(repo=repo, **options))
 
 
-def pipeline_port_fn(**options) -> PipelinePort:
-    """The real port (``bot.pipeline``) in the shape ``run_port_job`` expects."""
-    return PipelinePort(**options)
+def cargo_cache_options(roots: runner_cache.CacheRoots, crate_dir: Path) -> dict[str, Path]:
+    """``cargo_target_dir`` and ``cargo_home`` of the runner's cache for ``crate_dir``, and one log
+    line (the job's log and the artifact's) saying which target dir and why. A cache that cannot
+    be used says so and the build goes on without it (today's cold build), never a failed port."""
+    try:
+        prepared = runner_cache.prepare(roots, crate_dir, dict(os.environ))
+    except (OSError, runner_cache.CacheUnavailable) as exc:
+        log.warning("cargo cache off: %s; building without it", machine_errors.one_line(exc))
+        return {}
+    log.info("%s", prepared.log_line())
+    return {"cargo_target_dir": prepared.target_dir, "cargo_home": prepared.cargo_home}
+
+
+def pipeline_port_fn(cargo_cache: runner_cache.CacheRoots | None = None, **options) -> PipelinePort:
+    """The real port (``bot.pipeline``) in the shape ``run_port_job`` expects; ``options`` are
+    ``PortOptions`` fields (``cargo_target_dir``, ``cargo_home``, ...)."""
+    return PipelinePort(cargo_cache, **options)
 
 
 def run_all(
