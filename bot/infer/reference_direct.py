@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.infer import naming
+from bot.infer.direct_autotune import CONFIGS_CALL, configs_calls, generator_of, switch_name, untuned_branch
 from bot.infer.facts import Facts
 from bot.infer.launch_ast import (
     NotThisShape,
@@ -49,7 +50,6 @@ from bot.types import Entry, KernelSignature, Source, Target
 
 KEYS = ("python.steps", "python.alloc", "python.tensors", "python.result")
 _MAX_INLINE = 4  # callee depth
-CONFIGS_CALL = "_autotune_configs"  # the wrapper's configs for this device (bot/emit/wrapper_py.py)
 # names a generated wrapper has without importing anything of the reference module
 _WRAPPER_NAMES = {
     "torch",
@@ -272,31 +272,6 @@ class _Module(ModuleIndex):
             and isinstance(n.value, ast.Constant)
         }
 
-    def generator_of(self, value: ast.expr) -> ast.FunctionDef | None:
-        """The module's config generator ``value`` calls: ``_gen(...)`` or ``list(_gen(...))``."""
-        if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "list" and len(value.args) == 1:
-            value = value.args[0]
-        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
-            return None
-        fn = self.functions.get(value.func.id)
-        return fn if fn is not None and any(isinstance(n, ast.Yield) for n in ast.walk(fn)) else None
-
-    def configs_calls(self, node: ast.expr) -> tuple[ast.expr, ast.FunctionDef | None]:
-        """``node`` with each call of a config generator replaced by the wrapper's ``_autotune_configs()``."""
-        found: list[ast.FunctionDef] = []
-        module = self
-
-        class Replace(ast.NodeTransformer):
-            def visit_Call(self, call: ast.Call) -> ast.AST:
-                generator = module.generator_of(call)
-                if generator is None or getattr(call.func, "id", "") == "list":
-                    return self.generic_visit(call)
-                found.append(generator)
-                return ast.Call(func=ast.Name(CONFIGS_CALL, ast.Load()), args=[], keywords=[])
-
-        replaced = Replace().visit(copy.deepcopy(node))
-        return replaced, (found[0] if found else None)
-
     def kernel_behind(self, value: ast.expr) -> ast.FunctionDef | None:
         """The one ``@ct.kernel`` module function a helper call hands back (a tuned copy of it)."""
         if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
@@ -433,7 +408,7 @@ class _Flattener:
             if isinstance(stmt, ast.Return) and after:
                 returned = substitute(stmt.value, {}, post) if stmt.value is not None else None
                 return True, returned
-            untuned = _untuned_branch(stmt, self.switches)
+            untuned = untuned_branch(stmt, self.switches)
             if untuned is not None:
                 # `if is_autotune_disabled(): <launch the first config> else: <search>`: the wrapper
                 # autotunes over the same configs itself, so the launch of one config is what it says
@@ -538,7 +513,7 @@ class _Flattener:
                 return  # the wrapper launches on the stream of the tensors' device itself
             if self._config_statement(stmt.targets[0], stmt.value):
                 return
-            switch = _switch_name(stmt.value)
+            switch = switch_name(stmt.value)
             if switch and isinstance(stmt.targets[0], ast.Name):
                 self.switches[stmt.targets[0].id] = switch
                 return
@@ -624,7 +599,7 @@ class _Flattener:
         and the name of the one launched; no wrapper step for either."""
         if not isinstance(target, ast.Name):
             return False
-        generator = self.module.generator_of(value)
+        generator = generator_of(self.module.functions, value)
         if generator is not None:
             if self.generator is not None and self.generator is not generator:
                 raise NotThisShape(f"line {value.lineno}: configs of two generators")
@@ -674,7 +649,7 @@ class _Flattener:
 
     def _expr(self, node: ast.expr) -> str:
         node = substitute(node, {}, self.per_config) if self.per_config else node
-        node, generator = self.module.configs_calls(node)
+        node, generator = configs_calls(self.module.functions, node)
         if generator is not None:  # `max(c.TILE_N for c in _gen(d))`: over the wrapper's configs
             if self.generator is not None and self.generator is not generator:
                 raise NotThisShape(f"configs of two generators: {self.generator.name}, {generator.name}")
@@ -715,32 +690,6 @@ def _renamed(fn: ast.FunctionDef, bound: set[str], keep: set[str]) -> tuple[ast.
             return node
 
     return Rename().visit(copy.deepcopy(fn)), renames
-
-
-_TUNING_SWITCHES = {"is_autotune_disabled": True, "is_autotune_enabled": False}
-
-
-def _switch_name(value: ast.expr) -> str:
-    """``is_autotune_disabled`` for a call of it (or of ``is_autotune_enabled``), else ""."""
-    if not (isinstance(value, ast.Call) and not value.args):
-        return ""
-    name = value.func.attr if isinstance(value.func, ast.Attribute) else getattr(value.func, "id", "")
-    return name if name in _TUNING_SWITCHES else ""
-
-
-def _untuned_branch(stmt: ast.stmt, switches: dict[str, str]) -> list[ast.stmt] | None:
-    """The statements run with autotuning off, for ``if is_autotune_disabled(): ... else: ...``
-    (or ``is_autotune_enabled()``, either negated, or a variable holding one of them)."""
-    if not isinstance(stmt, ast.If):
-        return None
-    test, negated = stmt.test, False
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        test, negated = test.operand, True
-    name = switches.get(test.id, "") if isinstance(test, ast.Name) else _switch_name(test)
-    if not name:
-        return None
-    off_when_true = _TUNING_SWITCHES[name] != negated
-    return stmt.body if off_when_true else stmt.orelse
 
 
 def _param_names(fn: ast.FunctionDef) -> list[str]:
