@@ -30,6 +30,7 @@ from pathlib import Path
 
 from bot.infer import naming
 from bot.infer.direct_autotune import CONFIGS_CALL, configs_calls, generator_of, switch_name, untuned_branch
+from bot.infer.direct_module import MAX_INLINE, ReferenceModule, is_launch
 from bot.infer.facts import Facts
 from bot.infer.launch_ast import (
     NotThisShape,
@@ -39,17 +40,15 @@ from bot.infer.launch_ast import (
     ceil_to_cdiv,
     flag_check,
     generic_twin,
-    is_call,
     none_default,
     num_sms,
     substitute,
 )
 from bot.infer.launch_configs import generator_configs
-from bot.infer.reference import ModuleIndex, ModuleLoader, ReferenceOp, read_with, registered_function
+from bot.infer.reference import ModuleLoader, ReferenceOp, read_with, registered_function
 from bot.types import Entry, KernelSignature, Source, Target
 
 KEYS = ("python.steps", "python.alloc", "python.tensors", "python.result")
-_MAX_INLINE = 4  # callee depth
 # names a generated wrapper has without importing anything of the reference module
 _WRAPPER_NAMES = {
     "torch",
@@ -99,7 +98,7 @@ class Direct:
 class _Launch:
     call: ast.Call
     kernel: ast.FunctionDef | None  # the @ct.kernel function the call launches
-    module: _Module
+    module: ReferenceModule
     where: str  # its line, with the file when a callee of another module launches it
 
 
@@ -173,7 +172,7 @@ def read_tree(
     fn = registered_function(tree, name)
     if fn is None:
         return None
-    module = _Module(tree, loader, rel)
+    module = ReferenceModule(tree, loader, rel)
     if not module.launches(fn):
         return None
     if len(signature.entries) != 1 and module.launch_count(fn) < 2:
@@ -243,121 +242,6 @@ def _merge(steps: list[Direct], sequence: list[str]) -> Direct:
     )
 
 
-class _Module(ModuleIndex):
-    """The reference's module index (functions, autograd Functions, ``callee``), with its
-    ``@ct.kernel`` functions and constants."""
-
-    def __init__(self, tree: ast.Module, loader: ModuleLoader | None = None, rel: Path | None = None):
-        super().__init__(tree)
-        self.loader, self.rel = loader, rel
-        # `from tilegym.ops.cutile.splitk_reduce import splitk_reduce`: name -> (module, level, name)
-        self.imports = {
-            (a.asname or a.name): (n.module, n.level, a.name)
-            for n in tree.body
-            if isinstance(n, ast.ImportFrom)
-            for a in n.names
-        }
-        self._imported: dict[tuple, _Module | None] = {}
-        self.kernels = {
-            n.name
-            for n in tree.body
-            if isinstance(n, ast.FunctionDef) and any("kernel" in ast.unparse(d) for d in n.decorator_list)
-        }
-        self.constants = {
-            n.targets[0].id: n.value
-            for n in tree.body
-            if isinstance(n, ast.Assign)
-            and len(n.targets) == 1
-            and isinstance(n.targets[0], ast.Name)
-            and isinstance(n.value, ast.Constant)
-        }
-
-    def kernel_behind(self, value: ast.expr) -> ast.FunctionDef | None:
-        """The one ``@ct.kernel`` module function a helper call hands back (a tuned copy of it)."""
-        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
-            return None
-        handed = [a for a in value.args if isinstance(a, ast.Name) and a.id in self.kernels]
-        if len(handed) == 1:  # `cached_replace_hints(_kernel, **hints)`: that kernel, retuned
-            return self.functions[handed[0].id]
-        helper = self.functions.get(value.func.id)
-        if helper is None or helper.name in self.kernels:
-            return None
-        named = {n.id for n in ast.walk(helper) if isinstance(n, ast.Name) and n.id in self.kernels}
-        return self.functions[named.pop()] if len(named) == 1 else None
-
-    def resolve(self, call: ast.Call) -> tuple[ast.FunctionDef, int, _Module] | None:
-        """The function a call runs, the parameters it leaves unfilled, and the module it lives in:
-        this one, or one of the checkout's modules this one imports it from."""
-        target = self.callee(call)
-        if target is not None:
-            return target[0], target[1], self
-        name = getattr(call.func, "id", "")
-        if name not in self.imports or self.loader is None or self.rel is None:
-            return None
-        module, level, attr = self.imports[name]
-        key = (module, level)
-        if key not in self._imported:
-            loaded = self.loader.load(self.rel, module, level)
-            self._imported[key] = _Module(loaded[0], self.loader, loaded[1]) if loaded else None
-        other = self._imported[key]
-        fn = other.functions.get(attr) if other is not None else None
-        return (fn, 0, other) if fn is not None else None
-
-    def launches(self, fn: ast.FunctionDef, depth: int = 0) -> bool:
-        """Whether ``fn`` reaches a ``ct.launch``, itself or through callees."""
-        return self.launch_count(fn, depth) > 0
-
-    def launch_count(self, fn: ast.FunctionDef, depth: int = 0) -> int:
-        """How many ``ct.launch`` calls ``fn`` reaches, itself or through callees (each call once)."""
-        count = 0
-        for node in ast.walk(fn):
-            if _is_launch(node):
-                count += 1
-            elif depth < _MAX_INLINE and isinstance(node, ast.Call):
-                target = self.resolve(node)
-                if target is not None and target[0] is not fn:
-                    count += target[2].launch_count(target[0], depth + 1)
-        return count
-
-    def pure_helper(self, call: ast.Call) -> ast.expr | None:
-        """A module function made of single assignments and one ``return``, inlined at ``call``."""
-        fn = self.functions.get(getattr(call.func, "id", ""))
-        if fn is None or self.launches(fn) or call.keywords:
-            return None
-        body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-        if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
-            return None
-        local: dict[str, ast.expr] = {}
-        for stmt in body[:-1]:
-            update = _update(stmt, local)
-            if update is None and isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1:
-                inner = _update(stmt.body[0], local)  # `if c: x -= k` keeps x otherwise
-                if inner is not None and inner[0] in local:
-                    test = substitute(stmt.test, local, {})
-                    update = (inner[0], ast.IfExp(test=test, body=inner[1], orelse=local[inner[0]]))
-            if update is None:
-                return None
-            local[update[0]] = update[1]
-        params = [a.arg for a in fn.args.args]
-        if len(call.args) != len(params):
-            return None
-        return substitute(body[-1].value, local, dict(zip(params, call.args, strict=True)))
-
-
-def _update(stmt: ast.stmt, local: dict[str, ast.expr]) -> tuple[str, ast.expr] | None:
-    """``x = v`` or ``x op= v`` on a plain name: (x, its new value over the earlier ones)."""
-    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-        return stmt.targets[0].id, substitute(stmt.value, local, {})
-    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id in local:
-        value = ast.BinOp(left=local[stmt.target.id], op=stmt.op, right=substitute(stmt.value, local, {}))
-        return stmt.target.id, value
-    return None
-
-
-def _is_launch(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and is_call(node, "launch") and len(node.args) >= 4
-
-
 def _is_ctx(stmt: ast.stmt) -> bool:
     """``ctx.mark_dirty(x)``, ``ctx.p = p``: autograd bookkeeping the forward-only wrapper drops."""
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
@@ -370,7 +254,7 @@ def _is_ctx(stmt: ast.stmt) -> bool:
 class _Flattener:
     """The statements on the way to the launch, as wrapper steps, with callees inlined."""
 
-    def __init__(self, module: _Module, op: str, params: list[str]):
+    def __init__(self, module: ReferenceModule, op: str, params: list[str]):
         self.module = self.root = module
         self.op = op
         self.bound = set(params)  # names with a value at this point of the wrapper
@@ -423,13 +307,13 @@ class _Flattener:
                 continue
             if after and _post_branch(stmt, post):
                 continue  # `if keepdim: y = y.unsqueeze(dim)` after the launch, the same
-            if isinstance(stmt, ast.Expr) and _is_launch(stmt.value):
+            if isinstance(stmt, ast.Expr) and is_launch(stmt.value):
                 self._record(stmt.value)
                 continue
             call = _inlinable_call(stmt)
             if call is not None and self._reaches_launch(call):
-                if depth >= _MAX_INLINE:
-                    raise NotThisShape(f"line {stmt.lineno}: the launch is deeper than {_MAX_INLINE} calls")
+                if depth >= MAX_INLINE:
+                    raise NotThisShape(f"line {stmt.lineno}: the launch is deeper than {MAX_INLINE} calls")
                 before = len(self.launches)
                 value = self._inline(call, depth)
                 if isinstance(stmt, ast.Return):
@@ -474,7 +358,7 @@ class _Flattener:
 
     def _reaches_any(self, value: ast.expr) -> bool:
         return any(
-            isinstance(n, ast.Call) and (_is_launch(n) or self._reaches_launch(n)) for n in ast.walk(value)
+            isinstance(n, ast.Call) and (is_launch(n) or self._reaches_launch(n)) for n in ast.walk(value)
         )
 
     def _reaches_launch(self, call: ast.Call) -> bool:
