@@ -31,6 +31,17 @@ from pathlib import Path
 from bot.infer import naming
 from bot.infer.direct_autotune import CONFIGS_CALL, configs_calls, generator_of, switch_name, untuned_branch
 from bot.infer.direct_module import MAX_INLINE, ReferenceModule, is_launch
+from bot.infer.direct_statements import (
+    conditional_value,
+    early_return,
+    first_line,
+    inlinable_call,
+    is_ctx,
+    plain_assign,
+    post_branch,
+    raise_check,
+    same_names,
+)
 from bot.infer.facts import Facts
 from bot.infer.launch_ast import (
     NotThisShape,
@@ -242,15 +253,6 @@ def _merge(steps: list[Direct], sequence: list[str]) -> Direct:
     )
 
 
-def _is_ctx(stmt: ast.stmt) -> bool:
-    """``ctx.mark_dirty(x)``, ``ctx.p = p``: autograd bookkeeping the forward-only wrapper drops."""
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-        return ast.unparse(stmt.value.func).startswith("ctx.")
-    if isinstance(stmt, ast.Assign):
-        return all(ast.unparse(t).startswith("ctx.") for t in stmt.targets)
-    return False
-
-
 class _Flattener:
     """The statements on the way to the launch, as wrapper steps, with callees inlined."""
 
@@ -286,7 +288,7 @@ class _Flattener:
         """(whether the block returned, what it returned); ``launched``: launches before the function."""
         returned: ast.expr | None = None
         for stmt in body:
-            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) or _is_ctx(stmt):
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) or is_ctx(stmt):
                 continue  # docstring, autograd bookkeeping
             after = len(self.launches) > launched
             if isinstance(stmt, ast.Return) and after:
@@ -301,16 +303,16 @@ class _Flattener:
                 if done:
                     return True, value
                 continue
-            if after and _plain_assign(stmt) and not self._reaches_any(stmt.value):
+            if after and plain_assign(stmt) and not self._reaches_any(stmt.value):
                 # `y = out.view(shape)` after the launch: part of what the wrapper returns
                 post[stmt.targets[0].id] = substitute(stmt.value, {}, post)
                 continue
-            if after and _post_branch(stmt, post):
+            if after and post_branch(stmt, post):
                 continue  # `if keepdim: y = y.unsqueeze(dim)` after the launch, the same
             if isinstance(stmt, ast.Expr) and is_launch(stmt.value):
                 self._record(stmt.value)
                 continue
-            call = _inlinable_call(stmt)
+            call = inlinable_call(stmt)
             if call is not None and self._reaches_launch(call):
                 if depth >= MAX_INLINE:
                     raise NotThisShape(f"line {stmt.lineno}: the launch is deeper than {MAX_INLINE} calls")
@@ -319,19 +321,19 @@ class _Flattener:
                 if isinstance(stmt, ast.Return):
                     return True, value
                 if isinstance(stmt, ast.Assign) and value is not None:
-                    if len(self.launches) > before and not _same_names(stmt.targets[0], value):
+                    if len(self.launches) > before and not same_names(stmt.targets[0], value):
                         # a value the callee returns after its launch: the wrapper's steps all run
                         # before the launch, so it can only be part of what the wrapper returns
-                        if not _plain_assign(stmt):
+                        if not plain_assign(stmt):
                             raise NotThisShape(
-                                f"line {stmt.lineno}: `{_first_line(stmt)}` is computed after the launch"
+                                f"line {stmt.lineno}: `{first_line(stmt)}` is computed after the launch"
                             )
                         post[stmt.targets[0].id] = value
                     if len(self.launches) == before:
                         self._let(stmt.targets[0], value)
                 continue
             if after:
-                raise NotThisShape(f"line {stmt.lineno}: `{_first_line(stmt)}` after the launch")
+                raise NotThisShape(f"line {stmt.lineno}: `{first_line(stmt)}` after the launch")
             self._statement(stmt)
         return False, returned
 
@@ -339,7 +341,7 @@ class _Flattener:
         """The tuning branch's cache key (``if key not in _cache:``, ``key = (...)``) keys the wrapper's."""
         assigned: dict[str, ast.expr] = {}
         for node in ast.walk(stmt):
-            if _plain_assign(node) and isinstance(node.value, ast.Tuple):
+            if plain_assign(node) and isinstance(node.value, ast.Tuple):
                 assigned[node.targets[0].id] = node.value
             if (
                 isinstance(node, ast.Compare)
@@ -413,12 +415,12 @@ class _Flattener:
             self.steps.append(assert_step(stmt, "", self.op))
             return
         if isinstance(stmt, ast.If):
-            raised = _raised(stmt)
+            raised = raise_check(stmt)
             if raised is not None:  # `if N > MAX: raise RuntimeError("...")`: the same check
                 error, message = raised
                 self.steps.append({"check": self._expr(stmt.test), "raise": error, "message": message})
                 return
-            early = _early_return(stmt)
+            early = early_return(stmt)
             if early is not None:
                 self.steps.append({"return": self._expr(early), "when": self._expr(stmt.test)})
                 return
@@ -427,7 +429,7 @@ class _Flattener:
                 name, value = default
                 self.steps.append({"let": name, "expr": f"{value} if {name} is None else {name}"})
                 return
-            branches = _conditional_value(stmt)
+            branches = conditional_value(stmt)
             if branches is not None:
                 target, yes, no = branches
                 value = ast.IfExp(test=stmt.test, body=yes, orelse=no)
@@ -435,14 +437,14 @@ class _Flattener:
                 return
             if self._guarded_block(stmt):
                 return
-        raise NotThisShape(f"line {stmt.lineno}: cannot follow `{_first_line(stmt)}`")
+        raise NotThisShape(f"line {stmt.lineno}: cannot follow `{first_line(stmt)}`")
 
     def _guarded_block(self, stmt: ast.If) -> bool:
         """``if c: ... [else: ...]`` over plain assignments and asserts: each assignment keeps the
         name's value when its branch is not taken (``None`` for a name the branch introduces), each
         assert holds under its branch's condition."""
-        body = [s for s in stmt.body if not _is_ctx(s)]
-        orelse = [s for s in stmt.orelse if not _is_ctx(s)]
+        body = [s for s in stmt.body if not is_ctx(s)]
+        orelse = [s for s in stmt.orelse if not is_ctx(s)]
 
         def simple(block: list[ast.stmt]) -> bool:
             return all(
@@ -582,76 +584,6 @@ def _param_names(fn: ast.FunctionDef) -> list[str]:
     return [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]]
 
 
-def _post_branch(stmt: ast.stmt, post: dict[str, ast.expr]) -> bool:
-    """``if c: y = f(y) [else: y = g(y)]`` after the launch, plain assignments only: each name's
-    value becomes ``f(y) if c else y`` in what the wrapper returns. False when not that shape."""
-    if not isinstance(stmt, ast.If) or not all(_plain_assign(s) for s in stmt.body + stmt.orelse):
-        return False
-    for block, test in ((stmt.body, stmt.test), (stmt.orelse, ast.UnaryOp(op=ast.Not(), operand=stmt.test))):
-        for s in block:
-            name = s.targets[0].id
-            keep = post.get(name, ast.Name(name, ast.Load()))
-            post[name] = ast.IfExp(
-                test=substitute(test, {}, post), body=substitute(s.value, {}, post), orelse=keep
-            )
-    return True
-
-
-def _plain_assign(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-
-
-def _same_names(target: ast.expr, value: ast.expr) -> bool:
-    """``q, k = q, k``: the names handed back are the ones assigned (nothing to compute)."""
-    return ast.unparse(target).strip("()") == ast.unparse(value).strip("()")
-
-
-def _first_line(stmt: ast.stmt) -> str:
-    return ast.unparse(stmt).splitlines()[0]
-
-
-def _inlinable_call(stmt: ast.stmt) -> ast.Call | None:
-    value = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign, ast.Return)) else None
-    if isinstance(stmt, ast.Assign) and len(stmt.targets) != 1:
-        return None
-    return value if isinstance(value, ast.Call) else None
-
-
-def _raised(stmt: ast.If) -> tuple[str, str] | None:
-    """``if cond: raise SomeError("text")`` with no else: (SomeError, text)."""
-    if stmt.orelse or len(stmt.body) != 1 or not isinstance(stmt.body[0], ast.Raise):
-        return None
-    exc = stmt.body[0].exc
-    if not (isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name)):
-        return None
-    text = exc.args[0] if exc.args else None
-    message = text.value if isinstance(text, ast.Constant) and isinstance(text.value, str) else exc.func.id
-    return exc.func.id, message
-
-
-def _early_return(stmt: ast.If) -> ast.expr | None:
-    """``if cond: return x`` (autograd bookkeeping aside) with no else: the returned value."""
-    body = [s for s in stmt.body if not _is_ctx(s)]
-    if stmt.orelse or len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
-        return None
-    return body[0].value
-
-
-def _conditional_value(stmt: ast.If) -> tuple[str, ast.expr, ast.expr] | None:
-    """``if c: a = x else: a = y`` (bookkeeping aside): (a, x, y)."""
-
-    def single(body: list[ast.stmt]) -> tuple[str, ast.expr] | None:
-        body = [s for s in body if not _is_ctx(s)]
-        if len(body) == 1 and isinstance(body[0], ast.Assign) and isinstance(body[0].targets[0], ast.Name):
-            return body[0].targets[0].id, body[0].value
-        return None
-
-    yes, no = single(stmt.body), single(stmt.orelse)
-    if yes is None or no is None or yes[0] != no[0]:
-        return None
-    return yes[0], yes[1], no[1]
-
-
 def _wrapper_expr(node: ast.expr) -> ast.expr:
     """The reference's spelling turned into the wrapper's: ``math.ceil(a / b)`` -> ``cdiv(a, b)``,
     the SM count query -> ``get_num_sm()``."""
@@ -750,7 +682,7 @@ def _kernel_local(kernel: ast.FunctionDef, generic: str, by_ref: dict[str, ast.e
     that expression over the launch's arguments."""
     for stmt in kernel.body:
         if (
-            _plain_assign(stmt)
+            plain_assign(stmt)
             and stmt.targets[0].id.lower() == generic.lower()
             and all(n.id in by_ref for n in ast.walk(stmt.value) if isinstance(n, ast.Name))
         ):
