@@ -44,6 +44,11 @@ class Launch:
     module: ReferenceModule
     where: str  # its line, with the file when a callee of another module launches it
 
+    @property
+    def kernel_name(self) -> str:
+        """The launched kernel's name; as written in the call when it is not a module function."""
+        return self.kernel.name if self.kernel is not None else ast.unparse(self.call.args[2])
+
 
 class Flattener:
     """The statements on the way to the launch, as wrapper steps, with callees inlined."""
