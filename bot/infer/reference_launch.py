@@ -40,26 +40,12 @@ from bot.infer.launch_ast import (
     substitute,
 )
 from bot.infer.launch_configs import generator_configs
+from bot.infer.launch_variant import Variant, VariantReader
 from bot.infer.reference import ReferenceOp, read_with, registered_function
 from bot.types import KernelSignature, Source, Target
 
 KEYS = ("python.steps", "python.alloc", "python.configs", "python.key", "python.args.num_programs")
 _HINTS = {"num_ctas": "NUM_CTAS", "occupancy": "OCCUPANCY"}
-
-
-@dataclass
-class Variant:
-    condition: str  # Python condition over the wrapper's names; "" for the last (else) branch
-    kernel: str  # reference kernel name
-    entry: str  # kernel.rs entry it corresponds to
-    grid0: str
-    configs: list[tuple[str, list[dict[str, object]]]]  # (capability condition or "", configs)
-    key: list[str]
-    generator: str  # the configs argument of exhaustive_search, as written
-    renamed: dict[str, str]  # config field -> kernel.rs generic / compile option
-    line: int  # of the exhaustive_search call (or of the direct ct.launch)
-    values: dict[str, str] = field(default_factory=dict)  # C argument -> Python value (a caller's flag)
-    grid_xyz: list[str] = field(default_factory=list)  # a multi-axis grid's three terms
 
 
 @dataclass
@@ -149,7 +135,7 @@ def read_tree(tree: ast.Module, op: str, signature: KernelSignature) -> Reading 
     return _Reader(op, functions, helpers, signature, params).function(fn)
 
 
-class _Reader:
+class _Reader(VariantReader):
     def __init__(
         self,
         op: str,
@@ -158,19 +144,11 @@ class _Reader:
         signature: KernelSignature,
         params: list[str],
     ):
+        super().__init__(functions, signature, params)
         self.op = op
-        self.functions = functions
         self.helpers = helpers  # module functions that run exhaustive_search
-        self.signature = signature
-        self.params = params
         self.steps: list[dict[str, str]] = []
-        self.refused: list[str] = []  # caller flags kernel.rs cannot honour
-        self.alloc: dict[str, ast.Call] = {}
         self.variants: list[Variant] = []
-        self.refusal_notes: list[str] = []  # why each refused flag is refused
-        self.dropped_notes: list[str] = []  # why each dropped config field is dropped
-        self.launch_asserts: list[tuple[ast.Assert, str]] = []  # asserts beside the helper calls
-        self.flag_checks: list[dict[str, str]] = []  # FFI checks of C arguments feeding bool generics
 
     # ------------------------------------------------------------------ the registered function
 
@@ -331,7 +309,7 @@ class _Reader:
         kernel = self.functions.get(kernel_name)
         if kernel is None or not isinstance(call.args[3], ast.Tuple):
             raise NotThisShape(f"line {call.lineno}: ct.launch of {ast.unparse(call.args[2])} not read")
-        entry = self._entry(kernel_name)
+        entry = self.entry(kernel_name)
         generics = {g.name for g in entry.generics if g.kind == "const"}
         config: dict[str, object] = {}
         fed: dict[str, str] = {}  # the branch's local that feeds a generic -> that generic
@@ -354,7 +332,7 @@ class _Reader:
         }
         unfed = {k: v for k, v in local.items() if k not in fed}
         terms = [
-            ast.unparse(ceil_to_cdiv(self._caller_names(_static(substitute(t, {}, cfg_of), unfed))))
+            ast.unparse(ceil_to_cdiv(self.caller_names(_static(substitute(t, {}, cfg_of), unfed))))
             for t in grid.elts
         ]
         self.variants.append(
@@ -399,14 +377,14 @@ class _Reader:
             raise NotThisShape(
                 f"line {search.lineno}: kernel {ast.unparse(kernel_arg)} is not a module function"
             )
-        entry = self._entry(kernel_name)
+        entry = self.entry(kernel_name)
         generics = {g.name for g in entry.generics if g.kind == "const"}
         rust_params = {p.name.lower() for p in entry.params}
 
         outer = {k: v for k, v in local.items() if k != "cfg"}  # the lambdas' own `cfg` shadows it
 
         def resolve(expr: ast.expr) -> ast.expr:
-            return self._caller_names(substitute(expr, outer, bound))
+            return self.caller_names(substitute(expr, outer, bound))
 
         rename: dict[str, str] = {}
         dropped: list[str] = []
@@ -477,43 +455,6 @@ class _Reader:
             search.lineno,
             values,
         )
-
-    def _entry(self, kernel_name: str):
-        bare = kernel_name.lstrip("_")
-        exact = [e for e in self.signature.entries if e.name == bare]
-        # entries named exactly after another reference function belong to that one
-        claimed = {name.lstrip("_") for name in self.functions} - {bare}
-        suffix = [e for e in self.signature.entries if e.name.endswith("_" + bare) and e.name not in claimed]
-        found = exact or suffix
-        if len(found) != 1:
-            raise NotThisShape(f"reference kernel {kernel_name} matches {len(found)} kernel.rs entries")
-        return found[0]
-
-    def _caller_names(self, expr: ast.expr) -> ast.expr:
-        """``c.shape[0]`` of an output allocated as ``torch.empty((M, N), ...)`` is ``M``."""
-
-        class Through(ast.NodeTransformer):
-            def visit_Subscript(inner, node: ast.Subscript) -> ast.AST:
-                inner.generic_visit(node)
-                base = node.value
-                if (
-                    isinstance(base, ast.Attribute)
-                    and base.attr == "shape"
-                    and isinstance(base.value, ast.Name)
-                    and base.value.id in self.alloc
-                    and isinstance(node.slice, ast.Constant)
-                ):
-                    dims = self.alloc[base.value.id].args[0]
-                    i = node.slice.value
-                    if (
-                        isinstance(dims, ast.Tuple)
-                        and isinstance(i, int)
-                        and -len(dims.elts) <= i < len(dims.elts)
-                    ):
-                        return copy.deepcopy(dims.elts[i])
-                return node
-
-        return Through().visit(copy.deepcopy(expr))
 
     def _configs(
         self, configs_arg: ast.expr, rename: dict[str, str], dropped: list[str]
