@@ -7,8 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from bot.infer.launch_ast import is_call, substitute
-from bot.infer.reference import ModuleIndex, ModuleLoader
+from bot.infer.launch_ast import is_call, returning_body, substitute
+from bot.infer.reference import ModuleIndex, ModuleLoader, module_assignments
 
 MAX_INLINE = 4  # callee depth
 
@@ -33,14 +33,7 @@ class ReferenceModule(ModuleIndex):
             for n in tree.body
             if isinstance(n, ast.FunctionDef) and any("kernel" in ast.unparse(d) for d in n.decorator_list)
         }
-        self.constants = {
-            n.targets[0].id: n.value
-            for n in tree.body
-            if isinstance(n, ast.Assign)
-            and len(n.targets) == 1
-            and isinstance(n.targets[0], ast.Name)
-            and isinstance(n.value, ast.Constant)
-        }
+        self.constants = module_assignments(tree, ast.Constant)
 
     def kernel_behind(self, value: ast.expr) -> ast.FunctionDef | None:
         """The one ``@ct.kernel`` module function a helper call hands back (a tuned copy of it)."""
@@ -94,8 +87,8 @@ class ReferenceModule(ModuleIndex):
         fn = self.functions.get(getattr(call.func, "id", ""))
         if fn is None or self.launches(fn) or call.keywords:
             return None
-        body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-        if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
+        body = returning_body(fn)
+        if body is None:
             return None
         local: dict[str, ast.expr] = {}
         for stmt in body[:-1]:

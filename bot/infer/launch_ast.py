@@ -86,6 +86,14 @@ def substitute(expr: ast.expr, local: dict[str, ast.expr], bound: dict[str, ast.
     return Sub().visit(copy.deepcopy(expr))
 
 
+def returning_body(fn: ast.FunctionDef) -> list[ast.stmt] | None:
+    """``fn``'s statements, docstring aside, when the last returns a value; else None."""
+    body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
+        return None
+    return body
+
+
 def lambda_tuple(fn: ast.expr) -> list[ast.expr]:
     if not isinstance(fn, ast.Lambda) or not isinstance(fn.body, ast.Tuple):
         raise NotThisShape(f"expected `lambda cfg: (...)`, got {ast.unparse(fn)}")

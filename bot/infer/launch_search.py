@@ -23,6 +23,7 @@ from bot.infer.launch_ast import (
     lambda_tuple,
     num_sms,
     rename_fields,
+    returning_body,
     substitute,
 )
 from bot.infer.launch_configs import generator_configs
@@ -156,8 +157,8 @@ def _as_lambda(node: ast.expr, helper: ast.FunctionDef) -> ast.expr:
     nested = next((s for s in helper.body if isinstance(s, ast.FunctionDef) and s.name == node.id), None)
     if nested is None or len(nested.args.args) != 1:
         return node
-    body = [s for s in nested.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-    if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
+    body = returning_body(nested)
+    if body is None:
         return node
     local: dict[str, ast.expr] = {}
     for stmt in body[:-1]:
