@@ -1,9 +1,9 @@
 """Pieces of TileGym's autotuned cuTile host code, read and rewritten with ``ast``.
 
-Used by ``bot.infer.reference_launch``: recognising calls and allocations, binding local names,
-substituting them into expressions, and rewriting the reference's expressions into the
-wrapper's (``cfg`` fields renamed to kernel.rs generics, ``ceil(x / y)`` to ``cdiv``, the SM
-query to TileGym's cached ``get_num_sm()``).
+Used by both reference readers (``reference_launch``, ``reference_direct``) and their pieces:
+recognising calls and allocations, binding local names, substituting them into expressions, and
+rewriting the reference's expressions into the wrapper's (``cfg`` fields renamed to kernel.rs
+generics, ``ceil(x / y)`` to ``cdiv``, the SM query to TileGym's cached ``get_num_sm()``).
 """
 
 from __future__ import annotations
@@ -84,6 +84,14 @@ def substitute(expr: ast.expr, local: dict[str, ast.expr], bound: dict[str, ast.
             return node
 
     return Sub().visit(copy.deepcopy(expr))
+
+
+def returning_body(fn: ast.FunctionDef) -> list[ast.stmt] | None:
+    """``fn``'s statements, docstring aside, when the last returns a value; else None."""
+    body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
+        return None
+    return body
 
 
 def lambda_tuple(fn: ast.expr) -> list[ast.expr]:

@@ -108,6 +108,18 @@ def gather(target: Target, facts: Facts, ref: ReferenceOp) -> None:
         facts.offer("reference.out_cols_var", last_name, where)
 
 
+def module_assignments(tree: ast.Module, kinds: type | tuple[type, ...]) -> dict[str, ast.expr]:
+    """The module's top-level ``name = value`` whose value is of ``kinds``: name -> value."""
+    return {
+        n.targets[0].id: n.value
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Name)
+        and isinstance(n.value, kinds)
+    }
+
+
 class ModuleIndex:
     """Module-level functions and autograd Function classes, for following calls."""
 
@@ -115,14 +127,7 @@ class ModuleIndex:
         self.functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
         self.classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
         # `attention_decode = _AttentionDecodeFunction.apply`: a module-level name for a callable
-        self.aliases = {
-            n.targets[0].id: n.value
-            for n in tree.body
-            if isinstance(n, ast.Assign)
-            and len(n.targets) == 1
-            and isinstance(n.targets[0], ast.Name)
-            and isinstance(n.value, (ast.Name, ast.Attribute))
-        }
+        self.aliases = module_assignments(tree, (ast.Name, ast.Attribute))
 
     def callee(self, call: ast.Call, hops: int = 0) -> tuple[ast.FunctionDef, int] | None:
         """The function a call runs and how many leading parameters the call does not fill."""

@@ -11,55 +11,32 @@ hint (dropped from the configs) or a caller feature (``trans_a``), which the wra
 
 Anything outside that shape is not guessed: nothing is offered and ``facts.note_tried`` says why,
 so the plan reports the facts as missing.
+
+This module reads the registered function (its prologue, the launch condition) and offers the
+facts; each variant is read by ``launch_search`` (a helper running ``exhaustive_search``) or
+``launch_fixed`` (bmm's branch with fixed sizes), against ``launch_variant``'s ``VariantReader``.
 """
 
 from __future__ import annotations
 
 import ast
-import copy
 from dataclasses import dataclass, field
 
-from bot.infer import naming
 from bot.infer.facts import Facts
 from bot.infer.launch_ast import (
     NotThisShape,
     assert_step,
-    bind,
-    bool_params,
-    ceil_to_cdiv,
-    cfg_field,
-    flag_check,
-    generic_twin,
     is_allocation,
     is_call,
-    lambda_dict,
-    lambda_tuple,
     none_default,
-    num_sms,
-    rename_fields,
-    substitute,
 )
-from bot.infer.launch_configs import generator_configs
+from bot.infer.launch_fixed import fixed_variant
+from bot.infer.launch_search import search_variant
+from bot.infer.launch_variant import Variant, VariantReader
 from bot.infer.reference import ReferenceOp, read_with, registered_function
 from bot.types import KernelSignature, Source, Target
 
 KEYS = ("python.steps", "python.alloc", "python.configs", "python.key", "python.args.num_programs")
-_HINTS = {"num_ctas": "NUM_CTAS", "occupancy": "OCCUPANCY"}
-
-
-@dataclass
-class Variant:
-    condition: str  # Python condition over the wrapper's names; "" for the last (else) branch
-    kernel: str  # reference kernel name
-    entry: str  # kernel.rs entry it corresponds to
-    grid0: str
-    configs: list[tuple[str, list[dict[str, object]]]]  # (capability condition or "", configs)
-    key: list[str]
-    generator: str  # the configs argument of exhaustive_search, as written
-    renamed: dict[str, str]  # config field -> kernel.rs generic / compile option
-    line: int  # of the exhaustive_search call (or of the direct ct.launch)
-    values: dict[str, str] = field(default_factory=dict)  # C argument -> Python value (a caller's flag)
-    grid_xyz: list[str] = field(default_factory=list)  # a multi-axis grid's three terms
 
 
 @dataclass
@@ -149,7 +126,7 @@ def read_tree(tree: ast.Module, op: str, signature: KernelSignature) -> Reading 
     return _Reader(op, functions, helpers, signature, params).function(fn)
 
 
-class _Reader:
+class _Reader(VariantReader):
     def __init__(
         self,
         op: str,
@@ -158,19 +135,11 @@ class _Reader:
         signature: KernelSignature,
         params: list[str],
     ):
+        super().__init__(functions, signature, params)
         self.op = op
-        self.functions = functions
         self.helpers = helpers  # module functions that run exhaustive_search
-        self.signature = signature
-        self.params = params
         self.steps: list[dict[str, str]] = []
-        self.refused: list[str] = []  # caller flags kernel.rs cannot honour
-        self.alloc: dict[str, ast.Call] = {}
         self.variants: list[Variant] = []
-        self.refusal_notes: list[str] = []  # why each refused flag is refused
-        self.dropped_notes: list[str] = []  # why each dropped config field is dropped
-        self.launch_asserts: list[tuple[ast.Assert, str]] = []  # asserts beside the helper calls
-        self.flag_checks: list[dict[str, str]] = []  # FFI checks of C arguments feeding bool generics
 
     # ------------------------------------------------------------------ the registered function
 
@@ -289,12 +258,8 @@ class _Reader:
             if condition or holds:
                 raise NotThisShape(f"line {stmt.lineno}: nested launch conditions")
             test = ast.unparse(stmt.test)
-            if not self._direct_branch(stmt.body, test, test):
-                for inner in stmt.body:
-                    self._dispatch(inner, test, test)
-            if not self._direct_branch(stmt.orelse, "", f"not ({test})"):
-                for inner in stmt.orelse:
-                    self._dispatch(inner, "", f"not ({test})")
+            self._branch(stmt.body, test, test)
+            self._branch(stmt.orelse, "", f"not ({test})")
             return
         if isinstance(stmt, ast.Assert):
             self.launch_asserts.append((stmt, holds))
@@ -303,292 +268,17 @@ class _Reader:
         helper = self._helper(call) if isinstance(call, ast.Call) else None
         if helper is None:
             raise NotThisShape(f"line {stmt.lineno}: cannot follow `{ast.unparse(stmt).splitlines()[0]}`")
-        variant = self._variant(helper, call, condition)
+        variant = search_variant(self, helper, call, condition)
         self.variants.append(variant)
 
-    def _direct_branch(self, body: list[ast.stmt], condition: str, holds: str) -> bool:
-        """A branch that ends in ``ct.launch`` with fixed tile sizes (bmm's non-persistent path):
-        one variant whose one config is those sizes. False when ``body`` is not that shape."""
-        launch = body[-1] if body else None
-        if not (
-            isinstance(launch, ast.Expr) and is_call(launch.value, "launch") and len(launch.value.args) >= 4
-        ):
-            return False
-        local: dict[str, ast.expr] = {}
-        for stmt in body[:-1]:
-            if isinstance(stmt, ast.Assert):
-                self.launch_asserts.append((stmt, holds))
-            elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-                bind(stmt.targets[0], stmt.value, local)
-            elif isinstance(stmt, ast.If) and _defaults_override(stmt) is not None:
-                name, default = _defaults_override(stmt)
-                local[name] = default  # caller overrides (kwargs) are not honoured
-                self.dropped_notes.append(f"line {stmt.lineno}: {name} overrides from the caller not taken")
-            else:
-                raise NotThisShape(f"line {stmt.lineno}: cannot follow `{ast.unparse(stmt).splitlines()[0]}`")
-        call = launch.value
-        kernel_name = getattr(call.args[2], "id", "")
-        kernel = self.functions.get(kernel_name)
-        if kernel is None or not isinstance(call.args[3], ast.Tuple):
-            raise NotThisShape(f"line {call.lineno}: ct.launch of {ast.unparse(call.args[2])} not read")
-        entry = self._entry(kernel_name)
-        generics = {g.name for g in entry.generics if g.kind == "const"}
-        config: dict[str, object] = {}
-        fed: dict[str, str] = {}  # the branch's local that feeds a generic -> that generic
-        for ref, arg in zip([a.arg for a in kernel.args.args], call.args[3].elts, strict=False):
-            twin = generic_twin(ref, generics)
-            value = _static(arg, local)
-            if twin is not None:
-                if not (isinstance(value, ast.Constant) and isinstance(value.value, int)):
-                    raise NotThisShape(f"{kernel_name}: {ref} gets {ast.unparse(arg)}, not a fixed size")
-                config[twin] = value.value
-                if isinstance(arg, ast.Name):
-                    fed[arg.id] = twin
-        grid = call.args[1]
-        grid = local.get(grid.id, grid) if isinstance(grid, ast.Name) else grid
-        if not isinstance(grid, ast.Tuple):
-            raise NotThisShape(f"line {call.lineno}: the grid {ast.unparse(call.args[1])} is not a tuple")
-        # a tile size in the grid is the config's (cfg.BM), so the grid follows the config launched
-        cfg_of = {
-            name: ast.Attribute(ast.Name("cfg", ast.Load()), twin, ast.Load()) for name, twin in fed.items()
-        }
-        unfed = {k: v for k, v in local.items() if k not in fed}
-        terms = [
-            ast.unparse(ceil_to_cdiv(self._caller_names(_static(substitute(t, {}, cfg_of), unfed))))
-            for t in grid.elts
-        ]
-        self.variants.append(
-            Variant(
-                condition,
-                kernel_name,
-                entry.name,
-                terms[0],
-                [("", [config])],
-                [],
-                "fixed sizes",
-                {k: k for k in config},
-                call.lineno,
-                grid_xyz=terms + ["1"] * (3 - len(terms)),
-            )
-        )
-        return True
-
-    # ------------------------------------------------------------------ one launch helper
-
-    def _variant(self, helper: ast.FunctionDef, call: ast.Call, condition: str) -> Variant:
-        names = [a.arg for a in helper.args.posonlyargs + helper.args.args]
-        bound: dict[str, ast.expr] = dict(zip(names, call.args, strict=False))
-        bound.update({k.arg: k.value for k in call.keywords if k.arg})
-        local: dict[str, ast.expr] = {}
-        search = None
-        key: list[str] = []
-        for node in helper.body:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1:
-                bind(node.targets[0], node.value, local)
-        for node in ast.walk(helper):
-            if is_call(node, "exhaustive_search"):
-                search = node
-        assert search is not None
-        if len(search.args) < 6:
-            raise NotThisShape(f"line {search.lineno}: exhaustive_search without its six arguments")
-        configs_arg, _stream, grid_fn, kernel_arg, args_fn, hints_fn = search.args[:6]
-        grid_fn, args_fn, hints_fn = (_as_lambda(f, helper) for f in (grid_fn, args_fn, hints_fn))
-        kernel_name = getattr(kernel_arg, "id", "")
-        kernel = self.functions.get(kernel_name)
-        if kernel is None:
-            raise NotThisShape(
-                f"line {search.lineno}: kernel {ast.unparse(kernel_arg)} is not a module function"
-            )
-        entry = self._entry(kernel_name)
-        generics = {g.name for g in entry.generics if g.kind == "const"}
-        rust_params = {p.name.lower() for p in entry.params}
-
-        outer = {k: v for k, v in local.items() if k != "cfg"}  # the lambdas' own `cfg` shadows it
-
-        def resolve(expr: ast.expr) -> ast.expr:
-            return self._caller_names(substitute(expr, outer, bound))
-
-        rename: dict[str, str] = {}
-        dropped: list[str] = []
-        values: dict[str, str] = {}
-        ref_params = [a.arg for a in kernel.args.args]
-        for ref, arg in zip(ref_params, lambda_tuple(args_fn), strict=False):
-            field_name = cfg_field(arg)
-            twin = generic_twin(ref, generics)
-            if twin is not None and field_name is None:
-                # a generic the caller's value feeds (TRANSPOSE_A <- transpose_a): 0/1 or a size
-                flag = ast.unparse(resolve(arg))
-                if flag not in self.params:
-                    raise NotThisShape(f"{kernel_name}: {ref} gets {ast.unparse(arg)}, not a config field")
-                c_arg = naming.generic_arg_name(twin)[0]
-                values[c_arg] = f"int({flag})"
-                if ref in bool_params(kernel):
-                    values[c_arg] = f"int(bool({flag}))"  # a caller may pass None for False
-                    self.flag_checks.append(flag_check(c_arg))
-            elif twin is not None:
-                rename[field_name] = twin
-            elif ref.lower() in rust_params or _derived_size(ref) in rust_params:
-                continue  # a tensor or a size kernel.rs takes too: the FFI derives it
-            elif field_name is not None:
-                dropped.append(field_name)
-                self.dropped_notes.append(
-                    f"config field {field_name} ({kernel_name}.{ref}) dropped: not in {entry.name}"
-                )
-            else:
-                flag = ast.unparse(resolve(arg))
-                if flag not in self.params:
-                    raise NotThisShape(f"{kernel_name}: {ref} gets {ast.unparse(arg)}, which kernel.rs lacks")
-                if flag not in self.refused:
-                    self.refused.append(flag)
-                    self.refusal_notes.append(f"{flag} refused: {entry.name} has no {ref}")
-        hints = lambda_dict(hints_fn)
-        for hint, value in hints.items():
-            field_name = cfg_field(value)
-            if hint not in _HINTS or field_name is None:
-                raise NotThisShape(f"{kernel_name}: compile hint {hint}={ast.unparse(value)} not understood")
-            rename[field_name] = _HINTS[hint]
-        grid = lambda_tuple(grid_fn)
-        grid += [ast.Constant(1)] * (3 - len(grid))  # `(grid_size,)`: a 1-D grid
-        if len(grid) != 3 or any(ast.unparse(g) != "1" for g in grid[1:]):
-            raise NotThisShape(f"{kernel_name}: grid {ast.unparse(grid_fn.body)} is not 1-D")
-        grid0 = rename_fields(ceil_to_cdiv(num_sms(resolve(grid[0]))), rename)
-        configs = self._configs(configs_arg, rename, dropped)
-        # the tuned-config cache key: the tuple tested by `if <key> not in <cache>:`
-        for node in ast.walk(helper):
-            if (
-                isinstance(node, ast.Compare)
-                and isinstance(node.ops[0], ast.NotIn)
-                and isinstance(node.left, ast.Name)
-                and isinstance(local.get(node.left.id), ast.Tuple)
-            ):
-                key = [ast.unparse(resolve(e)) for e in local[node.left.id].elts]
-        if not key:  # without one, every shape would share one tuned config
-            raise NotThisShape(f"{helper.name}(): no `if <key tuple> not in <cache>` to key the autotuner by")
-        generator = ast.unparse(configs_arg)
-        return Variant(
-            condition,
-            kernel_name,
-            entry.name,
-            ast.unparse(grid0),
-            configs,
-            key,
-            generator,
-            rename,
-            search.lineno,
-            values,
-        )
-
-    def _entry(self, kernel_name: str):
-        bare = kernel_name.lstrip("_")
-        exact = [e for e in self.signature.entries if e.name == bare]
-        # entries named exactly after another reference function belong to that one
-        claimed = {name.lstrip("_") for name in self.functions} - {bare}
-        suffix = [e for e in self.signature.entries if e.name.endswith("_" + bare) and e.name not in claimed]
-        found = exact or suffix
-        if len(found) != 1:
-            raise NotThisShape(f"reference kernel {kernel_name} matches {len(found)} kernel.rs entries")
-        return found[0]
-
-    def _caller_names(self, expr: ast.expr) -> ast.expr:
-        """``c.shape[0]`` of an output allocated as ``torch.empty((M, N), ...)`` is ``M``."""
-
-        class Through(ast.NodeTransformer):
-            def visit_Subscript(inner, node: ast.Subscript) -> ast.AST:
-                inner.generic_visit(node)
-                base = node.value
-                if (
-                    isinstance(base, ast.Attribute)
-                    and base.attr == "shape"
-                    and isinstance(base.value, ast.Name)
-                    and base.value.id in self.alloc
-                    and isinstance(node.slice, ast.Constant)
-                ):
-                    dims = self.alloc[base.value.id].args[0]
-                    i = node.slice.value
-                    if (
-                        isinstance(dims, ast.Tuple)
-                        and isinstance(i, int)
-                        and -len(dims.elts) <= i < len(dims.elts)
-                    ):
-                        return copy.deepcopy(dims.elts[i])
-                return node
-
-        return Through().visit(copy.deepcopy(expr))
-
-    def _configs(
-        self, configs_arg: ast.expr, rename: dict[str, str], dropped: list[str]
-    ) -> list[tuple[str, list[dict[str, object]]]]:
-        call = configs_arg
-        if is_call(call, "list") and call.args:
-            call = call.args[0]
-        gen = self.functions.get(getattr(getattr(call, "func", None), "id", ""))
-        if gen is None:
-            raise NotThisShape(f"configs {ast.unparse(configs_arg)} do not come from a module generator")
-        return generator_configs(gen, rename, dropped)
-
-
-def _static(expr: ast.expr, local: dict[str, ast.expr]) -> ast.expr:
-    """``expr`` over the branch's locals, a literal dict's ``.get("k")`` read: what a fixed size is."""
-
-    class Read(ast.NodeTransformer):
-        def visit_Call(self, node: ast.Call) -> ast.AST:
-            self.generic_visit(node)
-            func = node.func
-            if (
-                isinstance(func, ast.Attribute)
-                and func.attr == "get"
-                and isinstance(func.value, ast.Dict)
-                and node.args
-                and isinstance(node.args[0], ast.Constant)
-            ):
-                for k, v in zip(func.value.keys, func.value.values, strict=True):
-                    if isinstance(k, ast.Constant) and k.value == node.args[0].value:
-                        return copy.deepcopy(v)
-            return node
-
-    return Read().visit(substitute(expr, local, {}))
-
-
-def _defaults_override(stmt: ast.If) -> tuple[str, ast.expr] | None:
-    """``if x is None: x = defaults else: x = {**defaults, **x}``: (x, defaults)."""
-    test = stmt.test
-    if not (
-        isinstance(test, ast.Compare)
-        and isinstance(test.left, ast.Name)
-        and isinstance(test.ops[0], ast.Is)
-        and isinstance(test.comparators[0], ast.Constant)
-        and test.comparators[0].value is None
-        and len(stmt.body) == 1
-        and isinstance(stmt.body[0], ast.Assign)
-        and ast.unparse(stmt.body[0].targets[0]) == test.left.id
-    ):
-        return None
-    return test.left.id, stmt.body[0].value
-
-
-def _as_lambda(node: ast.expr, helper: ast.FunctionDef) -> ast.expr:
-    """``def args_fn(cfg): ... return (...)`` nested in ``helper`` as ``lambda cfg: (...)``, its
-    single assignments substituted into what it returns; anything else is returned as is."""
-    if not isinstance(node, ast.Name):
-        return node
-    nested = next((s for s in helper.body if isinstance(s, ast.FunctionDef) and s.name == node.id), None)
-    if nested is None or len(nested.args.args) != 1:
-        return node
-    body = [s for s in nested.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-    if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
-        return node
-    local: dict[str, ast.expr] = {}
-    for stmt in body[:-1]:
-        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
-            return node
-        bind(stmt.targets[0], substitute(stmt.value, local, {}), local)
-    return ast.Lambda(args=nested.args, body=substitute(body[-1].value, local, {}))
-
-
-def _derived_size(ref: str) -> str:
-    """The kernel.rs scalar the FFI derives for a reference size: ``M`` -> ``rt_m``, ``Batch`` -> ``rt_q``."""
-    name = ref.lower()
-    return "rt_q" if name in ("batch", "q") else f"rt_{name}"
+    def _branch(self, body: list[ast.stmt], condition: str, holds: str) -> None:
+        """One side of the launch condition: a direct launch with fixed sizes, or helper calls."""
+        fixed = fixed_variant(self, body, condition, holds)
+        if fixed is not None:
+            self.variants.append(fixed)
+            return
+        for inner in body:
+            self._dispatch(inner, condition, holds)
 
 
 def _targets(target: ast.expr) -> list[ast.expr]:

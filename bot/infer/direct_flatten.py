@@ -1,0 +1,381 @@
+"""The registered function flattened into wrapper steps, on the way to its launches.
+
+Callees are inlined (their parameters bound by ``let`` steps; after a launch, the names a callee
+would rebind are numbered), the control flow a wrapper can say is kept, each ``ct.launch`` is
+recorded in order, and assignments after the last launch only shape what the wrapper returns.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass
+
+from bot.infer.direct_autotune import configs_calls, generator_of, switch_name, untuned_branch
+from bot.infer.direct_module import MAX_INLINE, ReferenceModule, is_launch
+from bot.infer.direct_statements import (
+    conditional_value,
+    early_return,
+    first_line,
+    inlinable_call,
+    is_ctx,
+    plain_assign,
+    post_branch,
+    raise_check,
+    same_names,
+)
+from bot.infer.launch_ast import (
+    NotThisShape,
+    assert_step,
+    bind,
+    ceil_to_cdiv,
+    none_default,
+    num_sms,
+    substitute,
+)
+
+
+@dataclass
+class Launch:
+    """A ``ct.launch`` the flattening reached, in the order it runs."""
+
+    call: ast.Call
+    kernel: ast.FunctionDef | None  # the @ct.kernel function the call launches
+    module: ReferenceModule
+    where: str  # its line, with the file when a callee of another module launches it
+
+    @property
+    def kernel_name(self) -> str:
+        """The launched kernel's name; as written in the call when it is not a module function."""
+        return self.kernel.name if self.kernel is not None else ast.unparse(self.call.args[2])
+
+
+class Flattener:
+    """The statements on the way to the launch, as wrapper steps, with callees inlined."""
+
+    def __init__(self, module: ReferenceModule, op: str, params: list[str]):
+        self.module = self.root = module
+        self.op = op
+        self.bound = set(params)  # names with a value at this point of the wrapper
+        self.kernel_vars: dict[str, ast.expr] = {}  # `kernel = _select(...)`: the tuned kernel object
+        self.steps: list[dict[str, str]] = []
+        self.local: dict[str, ast.expr] = {}  # name -> value, for reading the launch's tuples
+        self.launches: list[Launch] = []
+        self.result: ast.expr | None = None
+        # autotuning: the module generator of the configs, the name of the one config launched,
+        # names computed from it (kept out of the steps: the wrapper has them per config)
+        self.generator: ast.FunctionDef | None = None
+        self.config_lists: set[str] = set()
+        self.config_var = ""
+        self.per_config: dict[str, ast.expr] = {}
+        self.key = ""
+        self.switches: dict[str, str] = {}  # `enable = is_autotune_enabled()`: name -> that switch
+
+    def walk(self, fn: ast.FunctionDef, depth: int) -> ast.expr | None:
+        """Steps for ``fn``'s body; returns what ``fn`` returns after its launches.
+
+        Once ``fn`` has launched, what follows may only launch again (a call that reaches another
+        ``ct.launch``, as flash_decode's reduction) or return: the wrapper's steps all run before
+        the C call, so nothing may be computed from what a launch wrote."""
+        return self._block(fn.body, depth, len(self.launches), {})[1]
+
+    def _block(
+        self, body: list[ast.stmt], depth: int, launched: int, post: dict[str, ast.expr]
+    ) -> tuple[bool, ast.expr | None]:
+        """(whether the block returned, what it returned); ``launched``: launches before the function."""
+        returned: ast.expr | None = None
+        for stmt in body:
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) or is_ctx(stmt):
+                continue  # docstring, autograd bookkeeping
+            after = len(self.launches) > launched
+            if isinstance(stmt, ast.Return) and after:
+                returned = substitute(stmt.value, {}, post) if stmt.value is not None else None
+                return True, returned
+            untuned = untuned_branch(stmt, self.switches)
+            if untuned is not None:
+                # `if is_autotune_disabled(): <launch the first config> else: <search>`: the wrapper
+                # autotunes over the same configs itself, so the launch of one config is what it says
+                self._tuned_key(stmt)
+                done, value = self._block(untuned, depth, launched, post)
+                if done:
+                    return True, value
+                continue
+            if after and plain_assign(stmt) and not self._reaches_any(stmt.value):
+                # `y = out.view(shape)` after the launch: part of what the wrapper returns
+                post[stmt.targets[0].id] = substitute(stmt.value, {}, post)
+                continue
+            if after and post_branch(stmt, post):
+                continue  # `if keepdim: y = y.unsqueeze(dim)` after the launch, the same
+            if isinstance(stmt, ast.Expr) and is_launch(stmt.value):
+                self._record(stmt.value)
+                continue
+            call = inlinable_call(stmt)
+            if call is not None and self._reaches_launch(call):
+                if depth >= MAX_INLINE:
+                    raise NotThisShape(f"line {stmt.lineno}: the launch is deeper than {MAX_INLINE} calls")
+                before = len(self.launches)
+                value = self._inline(call, depth)
+                if isinstance(stmt, ast.Return):
+                    return True, value
+                if isinstance(stmt, ast.Assign) and value is not None:
+                    if len(self.launches) > before and not same_names(stmt.targets[0], value):
+                        # a value the callee returns after its launch: the wrapper's steps all run
+                        # before the launch, so it can only be part of what the wrapper returns
+                        if not plain_assign(stmt):
+                            raise NotThisShape(
+                                f"line {stmt.lineno}: `{first_line(stmt)}` is computed after the launch"
+                            )
+                        post[stmt.targets[0].id] = value
+                    if len(self.launches) == before:
+                        self._let(stmt.targets[0], value)
+                continue
+            if after:
+                raise NotThisShape(f"line {stmt.lineno}: `{first_line(stmt)}` after the launch")
+            self._statement(stmt)
+        return False, returned
+
+    def _tuned_key(self, stmt: ast.If) -> None:
+        """The tuning branch's cache key (``if key not in _cache:``, ``key = (...)``) keys the wrapper's."""
+        assigned: dict[str, ast.expr] = {}
+        for node in ast.walk(stmt):
+            if plain_assign(node) and isinstance(node.value, ast.Tuple):
+                assigned[node.targets[0].id] = node.value
+            if (
+                isinstance(node, ast.Compare)
+                and isinstance(node.ops[0], ast.NotIn)
+                and isinstance(node.left, ast.Name)
+                and node.left.id in assigned
+            ):
+                self.key = self.expr(assigned[node.left.id])
+                return
+
+    def _record(self, call: ast.Call) -> None:
+        name = getattr(call.args[2], "id", "")
+        kernel = self.kernel_vars.get(name) or self.module.functions.get(name)
+        where = str(call.lineno) if self.module is self.root else f"{self.module.rel}:{call.lineno}"
+        self.launches.append(Launch(call, kernel, self.module, where))
+
+    def _reaches_any(self, value: ast.expr) -> bool:
+        return any(
+            isinstance(n, ast.Call) and (is_launch(n) or self._reaches_launch(n)) for n in ast.walk(value)
+        )
+
+    def _reaches_launch(self, call: ast.Call) -> bool:
+        target = self.module.resolve(call)
+        return target is not None and target[2].launches(target[0])
+
+    def _inline(self, call: ast.Call, depth: int) -> ast.expr | None:
+        callee, skip, home = self.module.resolve(call)
+        renames: dict[str, str] = {}
+        if self.launches:
+            # a later launch's callee must not rebind a name an earlier launch reads (a parameter
+            # handed the caller's variable of the same name is that variable)
+            callee, renames = _renamed(callee, self.bound, _passed_through(callee, call, skip))
+        params = [a.arg for a in callee.args.posonlyargs + callee.args.args][skip:]
+        defaults = dict(zip(reversed(params), reversed(callee.args.defaults), strict=False))
+        given = dict(zip(params, call.args, strict=False))
+        given.update({renames.get(k.arg, k.arg): k.value for k in call.keywords if k.arg})
+        given = {k: v for k, v in given.items() if k in params}
+        for param in params:
+            value = given.get(param, defaults.get(param))
+            if value is None:
+                raise NotThisShape(f"line {call.lineno}: {callee.name}() gets no value for {param}")
+            if not (isinstance(value, ast.Name) and value.id == param):
+                self._let(ast.Name(param, ast.Store()), value)
+            self.bound.add(param)
+        caller, kernel_vars = self.module, self.kernel_vars
+        self.module, self.kernel_vars = home, kernel_vars if home is caller else {}
+        try:
+            return self.walk(callee, depth + 1)
+        finally:
+            self.module, self.kernel_vars = caller, kernel_vars
+
+    def _statement(self, stmt: ast.stmt) -> None:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            if "current_stream" in ast.unparse(stmt.value):
+                return  # the wrapper launches on the stream of the tensors' device itself
+            if self._config_statement(stmt.targets[0], stmt.value):
+                return
+            switch = switch_name(stmt.value)
+            if switch and isinstance(stmt.targets[0], ast.Name):
+                self.switches[stmt.targets[0].id] = switch
+                return
+            kernel = self.module.kernel_behind(stmt.value)
+            if kernel is not None and isinstance(stmt.targets[0], ast.Name):
+                # `kernel = _select_rope_kernel(...)`: autotuning picks compile hints; the
+                # launcher takes the kernel itself, so the wrapper needs no such step
+                self.kernel_vars[stmt.targets[0].id] = kernel
+                return
+            self._let(stmt.targets[0], stmt.value)
+            return
+        if isinstance(stmt, ast.Assert):
+            self.steps.append(assert_step(stmt, "", self.op))
+            return
+        if isinstance(stmt, ast.If):
+            raised = raise_check(stmt)
+            if raised is not None:  # `if N > MAX: raise RuntimeError("...")`: the same check
+                error, message = raised
+                self.steps.append({"check": self.expr(stmt.test), "raise": error, "message": message})
+                return
+            early = early_return(stmt)
+            if early is not None:
+                self.steps.append({"return": self.expr(early), "when": self.expr(stmt.test)})
+                return
+            default = none_default(stmt)
+            if default is not None:
+                name, value = default
+                self.steps.append({"let": name, "expr": f"{value} if {name} is None else {name}"})
+                return
+            branches = conditional_value(stmt)
+            if branches is not None:
+                target, yes, no = branches
+                value = ast.IfExp(test=stmt.test, body=yes, orelse=no)
+                self._let(ast.Name(target, ast.Store()), value)
+                return
+            if self._guarded_block(stmt):
+                return
+        raise NotThisShape(f"line {stmt.lineno}: cannot follow `{first_line(stmt)}`")
+
+    def _guarded_block(self, stmt: ast.If) -> bool:
+        """``if c: ... [else: ...]`` over plain assignments and asserts: each assignment keeps the
+        name's value when its branch is not taken (``None`` for a name the branch introduces), each
+        assert holds under its branch's condition."""
+        body = [s for s in stmt.body if not is_ctx(s)]
+        orelse = [s for s in stmt.orelse if not is_ctx(s)]
+
+        def simple(block: list[ast.stmt]) -> bool:
+            return all(
+                (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name))
+                or isinstance(s, ast.Assert)
+                or (isinstance(s, ast.If) and not s.orelse and simple(s.body))  # `if c: x = f(x)` inside
+                for s in block
+            )
+
+        if not body or not simple(body) or not simple(orelse):
+            return False
+        test = stmt.test
+        if sum(isinstance(s, (ast.Assign, ast.If)) for s in body + orelse) > 1:
+            # the branch is decided once: a later assignment must not see an earlier one's effect
+            flag = ast.Name(f"_branch_{stmt.lineno}", ast.Store())
+            self._let(flag, stmt.test)
+            test = ast.Name(flag.id, ast.Load())
+        self._branch(body, test)
+        if orelse:
+            self._branch(orelse, ast.UnaryOp(op=ast.Not(), operand=test))
+        return True
+
+    def _branch(self, block: list[ast.stmt], test: ast.expr) -> None:
+        condition = self.expr(test)
+        for s in block:
+            if isinstance(s, ast.If):  # taken when both hold; the outer test is read first
+                self._branch(s.body, ast.BoolOp(op=ast.And(), values=[test, s.test]))
+                continue
+            if isinstance(s, ast.Assert):
+                self.steps.append(assert_step(s, condition, self.op))
+                continue
+            name = s.targets[0].id
+            keep = ast.Name(name, ast.Load()) if name in self.bound else ast.Constant(None)
+            self._let(ast.Name(name, ast.Store()), ast.IfExp(test=test, body=s.value, orelse=keep))
+
+    def _config_statement(self, target: ast.expr, value: ast.expr) -> bool:
+        """``configs = list(_gen(...))`` and ``cfg = configs[0]``: the configs the wrapper tunes over
+        and the name of the one launched; no wrapper step for either."""
+        if not isinstance(target, ast.Name):
+            return False
+        generator = generator_of(self.module.functions, value)
+        if generator is not None:
+            if self.generator is not None and self.generator is not generator:
+                raise NotThisShape(f"line {value.lineno}: configs of two generators")
+            self.generator = generator
+            self.config_lists.add(target.id)
+            return True
+        if (
+            isinstance(value, ast.Subscript)
+            and isinstance(value.value, ast.Name)
+            and value.value.id in self.config_lists
+        ):
+            self.config_var = target.id
+            return True
+        return False
+
+    def _per_config(self, value: ast.expr) -> bool:
+        names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+        return bool(self.config_var) and (self.config_var in names or bool(names & set(self.per_config)))
+
+    def _let(self, target: ast.expr, value: ast.expr) -> None:
+        if not isinstance(target, (ast.Name, ast.Tuple)):
+            raise NotThisShape(f"line {value.lineno}: cannot assign to `{ast.unparse(target)}`")
+        if isinstance(target, ast.Name) and self._per_config(value):
+            self.per_config[target.id] = substitute(value, {}, self.per_config)
+            bind(target, value, self.local)
+            return
+        value = self._inline_helpers(value)
+        bind(target, value, self.local)
+        names = target.elts if isinstance(target, ast.Tuple) else [target]
+        self.bound |= {ast.unparse(n) for n in names}
+        self.steps.append({"let": ", ".join(ast.unparse(n) for n in names), "expr": self.expr(value)})
+
+    def _inline_helpers(self, value: ast.expr) -> ast.expr:
+        module = self.module
+
+        class Inline(ast.NodeTransformer):
+            def visit_Call(self, node: ast.Call) -> ast.AST:
+                self.generic_visit(node)
+                inlined = module.pure_helper(node)
+                return inlined if inlined is not None else node
+
+            def visit_Name(self, node: ast.Name) -> ast.AST:
+                const = module.constants.get(node.id)
+                return copy.deepcopy(const) if const is not None else node
+
+        return Inline().visit(copy.deepcopy(value))
+
+    def expr(self, node: ast.expr) -> str:
+        node = substitute(node, {}, self.per_config) if self.per_config else node
+        node, generator = configs_calls(self.module.functions, node)
+        if generator is not None:  # `max(c.TILE_N for c in _gen(d))`: over the wrapper's configs
+            if self.generator is not None and self.generator is not generator:
+                raise NotThisShape(f"configs of two generators: {self.generator.name}, {generator.name}")
+            self.generator = generator
+        return ast.unparse(_wrapper_expr(self._inline_helpers(node)))
+
+
+def _passed_through(fn: ast.FunctionDef, call: ast.Call, skip: int) -> set[str]:
+    """Parameters of ``fn`` the call hands the caller's variable of the same name, never reassigned."""
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args][skip:]
+    given = dict(zip(params, call.args, strict=False))
+    given.update({k.arg: k.value for k in call.keywords if k.arg})
+    stored = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return {p for p, v in given.items() if isinstance(v, ast.Name) and v.id == p and p not in stored}
+
+
+def _renamed(fn: ast.FunctionDef, bound: set[str], keep: set[str]) -> tuple[ast.FunctionDef, dict[str, str]]:
+    """A copy of ``fn`` whose parameters and assigned names that are already bound get a number
+    (``head_dim`` -> ``head_dim_2``), those in ``keep`` aside."""
+    own = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    own |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    taken = bound | own
+    renames: dict[str, str] = {}
+    for name in sorted((own & bound) - keep):
+        i = 2
+        while f"{name}_{i}" in taken:
+            i += 1
+        renames[name] = f"{name}_{i}"
+        taken.add(renames[name])
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            node.id = renames.get(node.id, node.id)
+            return node
+
+        def visit_arg(self, node: ast.arg) -> ast.AST:
+            node.arg = renames.get(node.arg, node.arg)
+            return node
+
+    return Rename().visit(copy.deepcopy(fn)), renames
+
+
+def _wrapper_expr(node: ast.expr) -> ast.expr:
+    """The reference's spelling turned into the wrapper's: ``math.ceil(a / b)`` -> ``cdiv(a, b)``,
+    the SM count query -> ``get_num_sm()``."""
+    return num_sms(ceil_to_cdiv(copy.deepcopy(node)))

@@ -1,0 +1,259 @@
+"""A launch's arguments mapped onto its kernel.rs entry.
+
+By position onto the reference kernel's parameters, then by name onto kernel.rs: a const generic
+(or its twin) gets ``int(value)``, a scalar of the same name its value, a tensor is packed from
+the argument, an output is what holds it; the grid gives ``num_programs`` or ``grid_x/y/z``.
+Every name the wrapper would evaluate must exist there.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from bot.infer import naming
+from bot.infer.direct_autotune import CONFIGS_CALL
+from bot.infer.direct_flatten import Flattener, Launch
+from bot.infer.direct_statements import plain_assign
+from bot.infer.launch_ast import (
+    NotThisShape,
+    bool_params,
+    flag_check,
+    generic_twin,
+    substitute,
+)
+from bot.types import Entry
+
+# names a generated wrapper has without importing anything of the reference module
+_WRAPPER_NAMES = {
+    "torch",
+    "math",
+    "cdiv",
+    "next_power_of_2",
+    "get_num_sm",
+    "None",
+    "True",
+    "False",
+    CONFIGS_CALL,
+}
+_BUILTINS = {
+    "int",
+    "float",
+    "bool",
+    "min",
+    "max",
+    "abs",
+    "len",
+    "tuple",
+    "list",
+    "range",
+    "round",
+    "isinstance",
+}
+
+
+@dataclass
+class Direct:
+    """What the reader offers: one launch's reading, or launches one after the other merged."""
+
+    function: str  # "<name>():<line>" of the registered function
+    launch_lines: list[str]  # where each launch is: its line, or file:line in another module
+    steps: list[dict[str, str]]
+    tensors: dict[str, str]  # C tensor -> Python expression packed into it
+    outputs: dict[str, str]  # output C tensor -> the variable that holds it
+    args: dict[str, tuple[str, str]]  # C argument -> (Python value, what it comes from)
+    result: str
+    tensor_params: list[str] = field(default_factory=list)  # wrapper parameters read as tensors
+    unmatched: list[str] = field(default_factory=list)  # reference parameters kernel.rs has no twin of
+    sequence: list[str] = field(default_factory=list)  # entries launched one after the other, in order
+    generator: ast.FunctionDef | None = None  # the config generator the wrapper autotunes over
+    key: str = ""  # the reference's own tuning cache key
+    checks: list[dict[str, str]] = field(default_factory=list)  # FFI checks (bool flags are 0 or 1)
+
+
+def param_names(fn: ast.FunctionDef) -> list[str]:
+    """Every name a function's parameters bind, ``*args`` and ``**kwargs`` included."""
+    a = fn.args
+    return [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]]
+
+
+def map_launch(
+    flat: Flattener, record: Launch, entry: Entry, fn: ast.FunctionDef, rename: dict[str, str]
+) -> Direct:
+    """One launch's arguments on ``entry``; ``rename`` numbers the C arguments of a later step."""
+    function = f"{fn.name}():{fn.lineno}"
+    params = param_names(fn)
+    launch = record.call
+    grid = _tuple(launch.args[1], flat.local, "grid")
+    kernel = record.kernel
+    kernel_name = record.kernel_name
+    if kernel is None:
+        raise NotThisShape(
+            f"line {launch.lineno}: kernel {ast.unparse(launch.args[2])} is not a module function"
+        )
+    args = _tuple(launch.args[3], flat.local, "arguments")
+    ref_params = [a.arg for a in kernel.args.args]
+    if len(args) != len(ref_params):
+        raise NotThisShape(
+            f"line {launch.lineno}: {len(args)} arguments for {kernel_name}'s {len(ref_params)}"
+        )
+    generics = {g.name for g in entry.generics if g.kind == "const"}
+    by_lower = {p.name.lower(): p for p in entry.params}
+    tensors: dict[str, str] = {}
+    outputs: dict[str, str] = {}
+    values: dict[str, tuple[str, str]] = {}
+    unmatched: list[str] = []
+    inputs: list[str] = []  # wrapper parameters the kernel reads as tensors, in kernel order
+    flags = bool_params(kernel)
+    checks: list[dict[str, str]] = []  # a boolean generic's C argument is 0 or 1
+    for ref, arg in zip(ref_params, args, strict=True):
+        text = flat.expr(arg)
+        twin = generic_twin(ref, generics) or next((g for g in generics if g.lower() == ref.lower()), None)
+        param = by_lower.get(ref.lower()) or by_lower.get(f"{ref.lower()}_ptr")
+        if twin is not None:
+            c_arg, _ = naming.generic_arg_name(twin)
+            c_arg = rename.get(c_arg, c_arg)
+            values[c_arg] = (f"int({text})", f"argument {ref} -> generic {twin}")
+            if ref in flags:
+                checks.append(flag_check(c_arg))
+                if text in params:  # the caller's own flag: None means False, as `if flag:` reads it
+                    values[c_arg] = (f"int(bool({text}))", f"argument {ref} -> generic {twin}")
+        elif param is not None and param.kind in ("tensor", "ptr"):
+            c_name, _bind, _src = naming.c_tensor_name(param)
+            tensors[c_name] = text
+            root = _root(arg, flat.local)
+            if param.name in entry.outputs:
+                outputs[c_name] = root
+            if root in params and root not in inputs:  # the caller's tensor, read or written in place
+                inputs.append(root)
+        elif param is not None:
+            values[rename.get(param.name, param.name)] = (text, f"argument {ref} -> scalar {param.name}")
+        else:
+            unmatched.append(ref)
+    by_ref = dict(zip(ref_params, args, strict=True))
+    for generic in sorted(generics):
+        c_arg = rename.get(naming.generic_arg_name(generic)[0], naming.generic_arg_name(generic)[0])
+        if c_arg not in values:
+            local = _kernel_local(kernel, generic, by_ref)
+            if local is not None:
+                values[c_arg] = (f"int({flat.expr(local)})", f"{kernel_name}'s own `{generic.lower()}`")
+    missing = [naming.c_tensor_name(p)[0] for p in entry.params if p.kind in ("tensor", "ptr")]
+    missing = [c for c in missing if c not in tensors]
+    if missing:
+        raise NotThisShape(
+            f"line {launch.lineno}: kernel.rs tensors {', '.join(missing)} have no twin among "
+            f"{kernel_name}'s parameters {', '.join(ref_params)}"
+        )
+    values.update({rename.get(k, k): v for k, v in _grid_args(grid, entry, flat).items()})
+    returned = flat.expr(flat.result) if flat.result is not None else ""
+    _check_names(flat, params, tensors, values, returned)
+    return Direct(
+        function,
+        [record.where],
+        flat.steps,
+        tensors,
+        outputs,
+        values,
+        returned,
+        inputs,
+        unmatched,
+        generator=flat.generator,
+        key=flat.key,
+        checks=checks,
+    )
+
+
+def _kernel_local(kernel: ast.FunctionDef, generic: str, by_ref: dict[str, ast.expr]) -> ast.expr | None:
+    """A const generic the reference kernel computes in its body from its parameters
+    (``total = N * N`` for kernel.rs's ``TOTAL``, a tile shape Rust cannot spell as ``N * N``):
+    that expression over the launch's arguments."""
+    for stmt in kernel.body:
+        if (
+            plain_assign(stmt)
+            and stmt.targets[0].id.lower() == generic.lower()
+            and all(n.id in by_ref for n in ast.walk(stmt.value) if isinstance(n, ast.Name))
+        ):
+            return substitute(stmt.value, {}, by_ref)
+    return None
+
+
+def _comprehension_names(text: str) -> set[str]:
+    """Names a comprehension binds (``c`` of ``max(c.TILE_N for c in configs)``)."""
+    return {
+        n.id
+        for comp in ast.walk(ast.parse(text, mode="eval"))
+        if isinstance(comp, ast.comprehension)
+        for n in ast.walk(comp.target)
+        if isinstance(n, ast.Name)
+    }
+
+
+def _tuple(node: ast.expr, local: dict[str, ast.expr], what: str) -> list[ast.expr]:
+    if isinstance(node, ast.Name) and node.id in local:
+        node = local[node.id]
+    if not isinstance(node, (ast.Tuple, ast.List)):
+        raise NotThisShape(f"the launch {what} `{ast.unparse(node)}` is not a tuple")
+    return list(node.elts)
+
+
+_VIEWS = {"view", "reshape", "contiguous", "flatten", "view_as", "detach"}
+
+
+def _root(node: ast.expr, local: dict[str, ast.expr]) -> str:
+    """The variable behind ``out.view(-1)`` or ``out_flat = out.view(-1)``: what holds the output."""
+    for _ in range(8):
+        if isinstance(node, ast.Name) and isinstance(local.get(node.id), ast.Name):
+            node = local[node.id]  # x = input: a callee's parameter bound to the caller's name
+            continue
+        if isinstance(node, ast.Name) and isinstance(local.get(node.id), ast.Call):
+            inner = local[node.id]
+        elif isinstance(node, ast.Call):
+            inner = node
+        else:
+            break
+        func = inner.func
+        if not (
+            isinstance(func, ast.Attribute)
+            and func.attr in _VIEWS
+            and isinstance(func.value, (ast.Name, ast.Call))
+        ):
+            break
+        node = func.value
+    return ast.unparse(node)
+
+
+def _grid_args(grid: list[ast.expr], entry: Entry, flat: Flattener) -> dict[str, tuple[str, str]]:
+    terms = [flat.expr(g) for g in grid] + ["1"] * (3 - len(grid))
+    if entry.block.axes <= 1:
+        if any(t != "1" for t in terms[1:]):
+            raise NotThisShape(
+                f"the launch grid ({', '.join(terms)}) is not 1-D, kernel.rs reads one block axis"
+            )
+        return {naming.grid_arg_names(entry)[0]: (terms[0], "grid")}  # the planner's name for it
+    return {name: (term, "grid") for name, term in zip(("grid_x", "grid_y", "grid_z"), terms, strict=True)}
+
+
+def _check_names(
+    flat: Flattener, params: list[str], tensors: dict[str, str], values: dict, returned: str
+) -> None:
+    """Every name the wrapper evaluates must exist there: the wrapper's parameters, what a step
+    binds, builtins and the wrapper's helpers. A module constant was inlined; a module function
+    or global the generated wrapper does not have stops the reading, named."""
+    known = set(params) | _WRAPPER_NAMES | _BUILTINS | ({flat.config_var} if flat.config_var else set())
+    texts: list[str] = []
+    for step in flat.steps:
+        texts += [step[k] for k in ("expr", "check", "return", "when") if k in step]
+        if "let" in step:
+            known |= {n.strip() for n in step["let"].split(",")}
+    texts += list(tensors.values()) + [v for v, _ in values.values()] + [returned]
+    unknown = sorted(
+        {
+            n.id
+            for text in texts
+            if text
+            for n in ast.walk(ast.parse(text, mode="eval"))
+            if isinstance(n, ast.Name) and n.id not in known and n.id not in _comprehension_names(text)
+        }
+    )
+    if unknown:
+        raise NotThisShape(f"the wrapper would need {', '.join(unknown)} of the reference module")

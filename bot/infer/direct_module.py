@@ -1,0 +1,122 @@
+"""The reference's module as the direct reader sees it: its functions and ``@ct.kernel`` functions,
+its constants, the checkout modules it imports callees from, which calls reach a ``ct.launch``,
+and the small pure helpers the wrapper inlines."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from bot.infer.launch_ast import is_call, returning_body, substitute
+from bot.infer.reference import ModuleIndex, ModuleLoader, module_assignments
+
+MAX_INLINE = 4  # callee depth
+
+
+class ReferenceModule(ModuleIndex):
+    """The reference's module index (functions, autograd Functions, ``callee``), with its
+    ``@ct.kernel`` functions and constants."""
+
+    def __init__(self, tree: ast.Module, loader: ModuleLoader | None = None, rel: Path | None = None):
+        super().__init__(tree)
+        self.loader, self.rel = loader, rel
+        # `from tilegym.ops.cutile.splitk_reduce import splitk_reduce`: name -> (module, level, name)
+        self.imports = {
+            (a.asname or a.name): (n.module, n.level, a.name)
+            for n in tree.body
+            if isinstance(n, ast.ImportFrom)
+            for a in n.names
+        }
+        self._imported: dict[tuple, ReferenceModule | None] = {}
+        self.kernels = {
+            n.name
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef) and any("kernel" in ast.unparse(d) for d in n.decorator_list)
+        }
+        self.constants = module_assignments(tree, ast.Constant)
+
+    def kernel_behind(self, value: ast.expr) -> ast.FunctionDef | None:
+        """The one ``@ct.kernel`` module function a helper call hands back (a tuned copy of it)."""
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+            return None
+        handed = [a for a in value.args if isinstance(a, ast.Name) and a.id in self.kernels]
+        if len(handed) == 1:  # `cached_replace_hints(_kernel, **hints)`: that kernel, retuned
+            return self.functions[handed[0].id]
+        helper = self.functions.get(value.func.id)
+        if helper is None or helper.name in self.kernels:
+            return None
+        named = {n.id for n in ast.walk(helper) if isinstance(n, ast.Name) and n.id in self.kernels}
+        return self.functions[named.pop()] if len(named) == 1 else None
+
+    def resolve(self, call: ast.Call) -> tuple[ast.FunctionDef, int, ReferenceModule] | None:
+        """The function a call runs, the parameters it leaves unfilled, and the module it lives in:
+        this one, or one of the checkout's modules this one imports it from."""
+        target = self.callee(call)
+        if target is not None:
+            return target[0], target[1], self
+        name = getattr(call.func, "id", "")
+        if name not in self.imports or self.loader is None or self.rel is None:
+            return None
+        module, level, attr = self.imports[name]
+        key = (module, level)
+        if key not in self._imported:
+            loaded = self.loader.load(self.rel, module, level)
+            self._imported[key] = ReferenceModule(loaded[0], self.loader, loaded[1]) if loaded else None
+        other = self._imported[key]
+        fn = other.functions.get(attr) if other is not None else None
+        return (fn, 0, other) if fn is not None else None
+
+    def launches(self, fn: ast.FunctionDef, depth: int = 0) -> bool:
+        """Whether ``fn`` reaches a ``ct.launch``, itself or through callees."""
+        return self.launch_count(fn, depth) > 0
+
+    def launch_count(self, fn: ast.FunctionDef, depth: int = 0) -> int:
+        """How many ``ct.launch`` calls ``fn`` reaches, itself or through callees (each call once)."""
+        count = 0
+        for node in ast.walk(fn):
+            if is_launch(node):
+                count += 1
+            elif depth < MAX_INLINE and isinstance(node, ast.Call):
+                target = self.resolve(node)
+                if target is not None and target[0] is not fn:
+                    count += target[2].launch_count(target[0], depth + 1)
+        return count
+
+    def pure_helper(self, call: ast.Call) -> ast.expr | None:
+        """A module function made of single assignments and one ``return``, inlined at ``call``."""
+        fn = self.functions.get(getattr(call.func, "id", ""))
+        if fn is None or self.launches(fn) or call.keywords:
+            return None
+        body = returning_body(fn)
+        if body is None:
+            return None
+        local: dict[str, ast.expr] = {}
+        for stmt in body[:-1]:
+            update = _update(stmt, local)
+            if update is None and isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1:
+                inner = _update(stmt.body[0], local)  # `if c: x -= k` keeps x otherwise
+                if inner is not None and inner[0] in local:
+                    test = substitute(stmt.test, local, {})
+                    update = (inner[0], ast.IfExp(test=test, body=inner[1], orelse=local[inner[0]]))
+            if update is None:
+                return None
+            local[update[0]] = update[1]
+        params = [a.arg for a in fn.args.args]
+        if len(call.args) != len(params):
+            return None
+        return substitute(body[-1].value, local, dict(zip(params, call.args, strict=True)))
+
+
+def _update(stmt: ast.stmt, local: dict[str, ast.expr]) -> tuple[str, ast.expr] | None:
+    """``x = v`` or ``x op= v`` on a plain name: (x, its new value over the earlier ones)."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        return stmt.targets[0].id, substitute(stmt.value, local, {})
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id in local:
+        value = ast.BinOp(left=local[stmt.target.id], op=stmt.op, right=substitute(stmt.value, local, {}))
+        return stmt.target.id, value
+    return None
+
+
+def is_launch(node: ast.AST) -> bool:
+    """``ct.launch(stream, grid, kernel, args)``."""
+    return isinstance(node, ast.Call) and is_call(node, "launch") and len(node.args) >= 4
