@@ -22,6 +22,7 @@ from pathlib import Path
 from github import Auth, Github
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's bot, not an installed one
 from ghfake import GitHubFake, ensure_assets
 from ghfake.spec import Spec, load_spec
 
