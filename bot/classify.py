@@ -264,10 +264,13 @@ def _device_fault(
             f"{differences[0]}{more}",
             host_fix=f"host_contract.yaml: {differences[0]}: launch as the reference does, or remove that key",
         )
-    # rc -3 says only "launch failed"; the panic the launcher caught says why (the JIT's message)
-    said = f"; the launch panicked: {' '.join(panics[0].split())[:240]}" if panics else ""
+    # rc -3 says only "launch failed"; the panic the launcher caught (the JIT's message) or the
+    # stream error it printed says why
+    why = " ".join(panics[0].split()) if panics else ""
+    source = "the stream said" if "failed on the stream" in why else "the JIT said"
+    said = f"; {source}: {why[:240]}" if panics else ""
     followup = f"kernel.rs: {what} in {nodeid or 'the correctness test'}; " + (
-        f"the JIT said: {' '.join(panics[0].split())[:200]}"
+        f"{source}: {why[:200]}"
         if panics
         else "the ABI checks passed and the host launched it as the reference does, so check the device code"
     )

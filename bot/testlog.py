@@ -114,7 +114,7 @@ class ParsedLog:
     crashed: str = ""  # node id of a case that never got an outcome
     crash_message: str = ""
     header: bool = False  # real pytest header markers present
-    panics: list[str] = field(default_factory=list)  # Rust panic messages (the line after "panicked at")
+    panics: list[str] = field(default_factory=list)  # why a launch failed: Rust panics, stream errors
     skip_groups: list[tuple[int, str]] = field(default_factory=list)  # -rs lines: (count, full reason)
 
     @property
@@ -199,16 +199,20 @@ def _parse_counts(body: str) -> dict[str, int] | None:
 
 
 _PANICKED = re.compile(r"^thread '.*' .*panicked at \S+:$")
+# what agent-d's launcher prints when the stream reports the kernel's error (bot/emit/ffi_rs.py)
+_STREAM_ERROR = re.compile(r"^\w+: \w+ failed on the stream: .+$")
 
 
 def _panics(lines: list[str]) -> list[str]:
-    """Rust panics in the captured output: the message on the line after ``thread '..' panicked at
-    <file>:<line>:<col>:`` (what the JIT said when a kernel launch returned rc -3)."""
+    """Why a launch returned rc -3, as the captured output says: a Rust panic's message (the line
+    after ``thread '..' panicked at <file>:<line>:<col>:``, the JIT's words), or the launcher's own
+    line for an error the stream reported (``DriverError(700, "an illegal memory access ...")``)."""
     found = [
         lines[i + 1].strip()
         for i, line in enumerate(lines[:-1])
         if _PANICKED.match(line.strip()) and lines[i + 1].strip()
     ]
+    found += [line.strip() for line in lines if _STREAM_ERROR.match(line.strip())]
     return list(dict.fromkeys(found))
 
 

@@ -277,6 +277,28 @@ def test_a_jit_panic_behind_rc_minus_3_is_named_in_the_kernel_verdict():
     assert "the JIT said:" in verdict.followup and "\n" not in verdict.followup
 
 
+def test_the_stream_error_the_launcher_printed_names_the_device_fault():
+    """Recorded on the H200 (agent-d f2ee068, the fault corpus's kernel_illegal_address): the test's
+    E line says only rc -3, the launcher's own stderr line says CUDA error 700. The same case in the
+    run before (tests/fixtures/faults/kernel_illegal_address/h200) said error 717 instead."""
+    logs = Path(__file__).parent / "fixtures" / "logs"
+    result = to_test_result((logs / "h200_illegal_address_700.txt").read_text(), command="pytest", exit_code=1,
+                            log_path="x", gpu=True, junit_xml=(logs / "h200_illegal_address_700.xml").read_text(),
+                            test_paths=["tests/ops/test_silu_and_mul.py"])  # fmt: skip
+    assert result.panics == [
+        'cutile_silu_and_mul: silu_and_mul_kernel failed on the stream: DriverError(700, "an illegal memory '
+        'access was encountered")'
+    ]
+    verdict = classify(result, [], [])
+    assert (verdict.kind, verdict.klass) == (VerdictKind.FAIL, "kernel")
+    assert verdict.followup.startswith("kernel.rs: illegal memory access in tests/ops/test_silu_and_mul.py::")
+    assert "the stream said: " in verdict.followup and "DriverError(700" in verdict.followup
+    # a printed line that is not the launcher's own is not taken as its word
+    other = to_test_result("tests/x.py::t FAILED\nsomething: else failed on the stream\n", command="pytest",
+                           exit_code=1, log_path="x")  # fmt: skip
+    assert other.panics == []
+
+
 def test_skip_markers_with_a_reason_keyword_are_citations(tmp_path):
     """`pytest.param(..., marks=pytest.mark.skip(reason=...))` (test_rope's weird shapes) and
     `skipif(cond, reason=...)` give their reasons like `pytest.skip("...")` does."""
