@@ -83,6 +83,32 @@ def test_a_bench_only_run_does_not_claim_the_tests_it_carried(tmp_path):
     assert alone["hand_written"]["passed"] == 99 and alone["tests_from"]["time_utc"] == "T0"
 
 
+def test_a_run_of_the_fault_corpus_alone_merges_and_its_rows_say_their_run(tmp_path):
+    def row(match: bool) -> dict:
+        return {"fault": "f", "class_of_fault": "host", "decided": "gpu", "match": match,
+                "wrong": [] if match else ["class"], "expected": {"verdict": "FAIL", "class": "host", "fix": "x"},
+                "got": {"verdict": "FAIL", "class": "host" if match else "kernel", "fix": "x"}}  # fmt: skip
+
+    ops_run = dict(RESULTS, time_utc="T1", stage="test", agent_d_commit="1111111aaa")
+    first = dict(ops_run, time_utc="T2", stage="faults", ops={"silu_and_mul": {"pack": {}}},
+                 faults={"a": row(False), "b": row(True)})  # fmt: skip
+    again = dict(
+        first, time_utc="T3", tilegym_commit="", agent_d_commit="3333333ccc", ops={}, faults={"a": row(True)}
+    )
+    merged = table.merge([ops_run, first, again])
+    assert merged["tilegym_commit"] == RESULTS["tilegym_commit"]  # the wheel-only run has none
+    assert merged["faults"]["a"]["match"] and merged["faults"]["a"]["from"]["time_utc"] == "T3"
+    assert merged["faults"]["b"]["from"]["agent_d_commit"] == "1111111aaa"
+    assert [r["ops"] for r in merged["runs"]][1:] == [[], []]  # packed, not run: not listed
+    paths = [tmp_path / f"{n}.json" for n in "123"]
+    for path, run in zip(paths, (ops_run, first, again)):
+        path.write_text(json.dumps(run))
+    text = table.table(paths, tmp_path / "gpu.md")
+    assert "2 of 2 classified as expected" in text
+    assert "Rows from: T2, agent-d `1111111`; T3, agent-d `3333333`." in text
+    assert "T3 (faults; agent-d `3333333`)" in text
+
+
 def test_a_new_op_is_shown_against_the_cutile_backend():
     from gpu import table
 

@@ -48,12 +48,14 @@ def merge(runs: list[dict]) -> dict:
     """Results of several runs against one TileGym commit as one. Per op, a later run's entries
     (its tests, its host times) replace an earlier run's, and the op records which run (bundle,
     agent-d commit, time) its tests and its host times come from."""
-    commits = {r.get("tilegym_commit") for r in runs}
+    # a run of the fault corpus alone used the tilegym wheel, no checkout: it merges with any
+    commits = {r.get("tilegym_commit") for r in runs} - {""}
     if len(commits) > 1:
         raise ValueError(
             f"results of different TileGym commits cannot be merged: {sorted(map(str, commits))}"
         )
     merged = dict(runs[-1])
+    merged["tilegym_commit"] = next(iter(commits), "")
     merged["ops"] = {}
     merged["runs"] = []
     for r in runs:
@@ -74,8 +76,20 @@ def merge(runs: list[dict]) -> dict:
             into.update({k: v for k, v in entry.items() if k not in TREES})
             if "host_time" in entry:
                 into["host_time_from"] = _when(origin, entry["host_time"])
-        merged["runs"].append({**origin, "ops": sorted(r.get("ops", {}))})
-    faults = {name: row for r in runs for name, row in r.get("faults", {}).items()}  # a later run's row wins
+        ran = [
+            op
+            for op, entry in r.get("ops", {}).items()
+            if "host_time" in entry or any(t in entry for t in TREES)
+        ]
+        merged["runs"].append({**origin, "ops": sorted(ran)})  # an op only packed in that run is not listed
+    faults = {  # a later run's row wins, and says which run it is from
+        name: {
+            **row,
+            "from": {"time_utc": r.get("time_utc", "?"), "agent_d_commit": r.get("agent_d_commit", "?")},
+        }
+        for r in runs
+        for name, row in r.get("faults", {}).items()
+    }
     if faults:
         merged["faults"] = faults
     merged["time_utc"] = runs[0].get("time_utc", "?")
@@ -104,7 +118,8 @@ def render(results: dict, sources: list[str] | None = None) -> str:
         out.append(
             "- Runs merged here (each op's table says which run its figures come from): "
             + "; ".join(
-                f"{r['time_utc']} ({r['stage']}: {', '.join(r['ops'])}; agent-d `{r['agent_d_commit'][:7]}`)"
+                f"{r['time_utc']} ({r['stage']}{': ' if r['ops'] else ''}{', '.join(r['ops'])}; "
+                f"agent-d `{r['agent_d_commit'][:7]}`)"
                 for r in results["runs"]
             )
         )
@@ -223,6 +238,7 @@ def _fault_rows(rows: dict) -> list[str]:
         f"{matched} of {len(rows)} classified as expected. *Expected* is the verdict and class the case "
         "must get; *fix line* is the one line agent-d printed for whoever must act, and it must contain "
         "the case's expected text. A case decided at pack time stopped before anything ran on the GPU.",
+        *_fault_runs(rows),
         "",
         "| fault | class of the fault | expected | got | fix line agent-d printed | as expected |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -238,6 +254,19 @@ def _fault_rows(rows: dict) -> list[str]:
             f"{_cell(got.get('fix') or '-')} | {ok} |"
         )
     return out
+
+
+def _fault_runs(rows: dict) -> list[str]:
+    """Which run the rows come from (merged results say it per row; one run's rows do not)."""
+    runs = sorted(
+        {(r["from"]["time_utc"], r["from"]["agent_d_commit"]) for r in rows.values() if "from" in r}
+    )
+    if not runs:
+        return []
+    return [
+        "",
+        "Rows from: " + "; ".join(f"{when}, agent-d `{str(commit)[:7]}`" for when, commit in runs) + ".",
+    ]
 
 
 def _new_op_rows(r: dict, ad: dict | None, base: dict | None) -> list[str]:
