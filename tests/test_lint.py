@@ -100,17 +100,10 @@ def test_every_zizmor_ignore_says_why_on_the_line_above():
     ],
 )
 def test_the_gpu_image_must_be_pinned_by_digest(image, accepted):
-    import yaml
+    from workflow_support import run_dispatch_guard
 
-    steps = yaml.safe_load((ROOT / ".github/workflows/agent-d.yml").read_text())["jobs"]["dispatch"]["steps"]
-    [guard] = [s for s in steps if "GPU_IMAGE" in s.get("env", {})]
-    assert steps.index(guard) == 0, "the image is checked before anything else runs"
-    proc = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", guard["run"]],
-        env={"PATH": os.environ["PATH"], "GPU_IMAGE": image},
-        capture_output=True,
-        text=True,
-    )
+    index, proc = run_dispatch_guard("GPU_IMAGE", image)
+    assert index == 0, "the image is checked before anything else runs"
     assert (proc.returncode == 0) == accepted, proc.stdout + proc.stderr
     if not accepted:
         assert "::error::gpu-image must be pinned by digest" in proc.stdout

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from test_github_support import git, make_local_repo
+from workflow_support import run_dispatch_guard, workflow
 
 from bot import runner_cache
 from bot.build import TARGET_LOCK
@@ -598,10 +599,6 @@ def test_port_job_refuses_a_seed_without_a_cache(port_repo, tmp_path, capsys):
 # --------------------------------------------------------------------------- the workflow
 
 
-def workflow() -> dict:
-    return yaml.safe_load((ROOT / ".github/workflows/agent-d.yml").read_text())
-
-
 def test_the_port_job_mounts_its_own_pull_requests_volume_and_the_seed_read_only():
     wf = workflow()
     assert wf[True]["workflow_call"]["inputs"]["runner-cache"]["default"] == ""  # YAML 1.1: `on` is True
@@ -632,15 +629,8 @@ def test_the_port_job_mounts_its_own_pull_requests_volume_and_the_seed_read_only
     ],
 )
 def test_the_runner_cache_input_must_be_a_volume_name(name, accepted):
-    steps = workflow()["jobs"]["dispatch"]["steps"]
-    [guard] = [s for s in steps if "RUNNER_CACHE" in s.get("env", {})]
-    assert steps.index(guard) == 1, "checked before anything of the event is read"
-    proc = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", guard["run"]],
-        env={"PATH": os.environ["PATH"], "RUNNER_CACHE": name},
-        capture_output=True,
-        text=True,
-    )
+    index, proc = run_dispatch_guard("RUNNER_CACHE", name)
+    assert index == 1, "checked before anything of the event is read"
     assert (proc.returncode == 0) == accepted, proc.stdout + proc.stderr
 
 
