@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -227,13 +228,17 @@ def port_all(targets: list[Target], options: PortOptions) -> list[PortResult]:
 
 
 def _once(fn: Callable[[], T]) -> Callable[[], T]:
-    """``fn`` called at most once (the interpreter probe imports torch: seconds per call)."""
+    """``fn`` called at most once (the interpreter probe imports torch: seconds per call), also when
+    kernels tested side by side ask at the same moment: the others wait for the first one's answer.
+    A call that raises is not kept: the next caller tries again."""
     memo: list[T] = []
+    lock = threading.Lock()
 
     def get() -> T:
-        if not memo:
-            memo.append(fn())
-        return memo[0]
+        with lock:
+            if not memo:
+                memo.append(fn())
+            return memo[0]
 
     return get
 
