@@ -178,6 +178,27 @@ def test_test_jobs_reaches_the_port_of_port_verify_and_port_job(tmp_path, monkey
     assert [p["test_jobs"] for p in ported] == [2, 1]
 
 
+def test_the_workflows_port_step_hands_its_test_jobs_input_to_port_job():
+    import shlex
+
+    import yaml
+
+    from bot.cli import build_parser
+
+    workflow = yaml.safe_load((ROOT / ".github/workflows/agent-d.yml").read_text())
+    given = workflow[True]["workflow_call"]["inputs"]["test-jobs"]  # YAML 1.1 reads `on` as True
+    assert (given["type"], given["default"]) == ("number", 1)
+    [step] = [s for s in workflow["jobs"]["port"]["steps"] if "agent-d port-job" in s.get("run", "")]
+    assert step["env"]["TEST_JOBS"] == "${{ inputs.test-jobs }}"
+    env = {"HEAD_SHA": "0" * 40, "KERNEL": "silu_and_mul swiglu", "ARTIFACT": "a", "TEST_JOBS": "2"}
+    line = step["run"]
+    for name, value in env.items():
+        line = line.replace(f'"${name}"', shlex.quote(value))
+    argv = shlex.split(line)
+    assert argv[:2] == ["agent-d", "port-job"]
+    assert build_parser().parse_args(argv[1:]).test_jobs == 2
+
+
 def test_closed_stdout_ends_quietly(tmp_path):
     """`agent-d validate ... | head -0`: the reader is gone before the result is written."""
     (tmp_path / "out" / "x").mkdir(parents=True)
