@@ -4,7 +4,8 @@ targets -> kernel signature -> checkout -> facts -> launch plan -> generated fil
 -> toolchain -> build (+ ELF export) -> ABI smoke -> test -> classify -> reports + validator.
 
 The kernels of one change go through it side by side: every kernel up to apply, then one
-shared build (``bot/shared_build.py``), then each kernel's smoke, tests and verdict.
+shared build (``bot/shared_build.py``), then each kernel's smoke, tests and verdict, one kernel
+after the other or, with ``test_jobs`` > 1, that many at a time (``bot/side_by_side.py``).
 
 Whatever happens, the reports are written and the verdict says why: a stage that cannot go
 on raises ``StageStop`` (FAIL or BLOCKED with its class); anything unexpected becomes
