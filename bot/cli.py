@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from bot import __version__, machine_errors, progress
+from bot.cli_args import add_test_jobs
 from bot.errors import StageStop, UsageError
 from bot.github.cli import add_subcommands
 from bot.pipeline import EXIT_CODES, USAGE_EXIT, PortOptions, port
@@ -125,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--python", default="", help="interpreter that runs pytest (default: this one)")
     p.add_argument("--cargo-target-dir", type=Path, help="reuse compiled dependencies across checkouts")
     p.add_argument("--test-timeout", type=_seconds, default=3600.0, help="seconds for the whole pytest run")
+    add_test_jobs(p)
     p.add_argument("--show-pytest", action="store_true", help="echo pytest output while it runs")
     p.add_argument(
         "--json", action="store_true", help="print one JSON document on stdout (docs/port-json.schema.json)"
@@ -146,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--python", default="", help="interpreter that runs pytest (default: this one)")
     p.add_argument("--test-timeout", type=_seconds, default=3600.0, help="seconds for the whole pytest run")
+    add_test_jobs(p)
     p.add_argument("--show-pytest", action="store_true", help="echo pytest output while it runs")
     p.add_argument(
         "--json", action="store_true", help="print one JSON document on stdout (docs/port-json.schema.json)"
@@ -236,6 +239,7 @@ def cmd_port_like(args, verify_only: bool) -> int:
     options = _options(
         args,
         test_timeout=args.test_timeout,
+        test_jobs=args.test_jobs,
         echo_pytest=args.show_pytest,
         verify_only=verify_only,
         echo=echo,

@@ -4,7 +4,8 @@ targets -> kernel signature -> checkout -> facts -> launch plan -> generated fil
 -> toolchain -> build (+ ELF export) -> ABI smoke -> test -> classify -> reports + validator.
 
 The kernels of one change go through it side by side: every kernel up to apply, then one
-shared build (``bot/shared_build.py``), then each kernel's smoke, tests and verdict.
+shared build (``bot/shared_build.py``), then each kernel's smoke, tests and verdict, one kernel
+after the other or, with ``test_jobs`` > 1, that many at a time (``bot/side_by_side.py``).
 
 Whatever happens, the reports are written and the verdict says why: a stage that cannot go
 on raises ``StageStop`` (FAIL or BLOCKED with its class); anything unexpected becomes
@@ -16,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -37,6 +39,7 @@ from bot import (
     report,
     rerun,
     shared_build,
+    side_by_side,
     smoke,
     testlog,
     testrun,
@@ -79,6 +82,7 @@ class PortOptions:
     cargo_target_dir: Path | None = None
     cargo_home: Path | None = None  # CARGO_HOME of the build (a runner's cargo cache); None: inherited
     test_timeout: float = 3600.0
+    test_jobs: int = 1  # kernels tested side by side (bot/side_by_side.py); they share the GPU
     echo: Callable[[str], None] = progress.to_stderr  # progress lines
     answer: Callable[[str], None] = print  # the returned text: validator block and verdict line
     echo_pytest: bool = False
@@ -212,10 +216,7 @@ def port_all(targets: list[Target], options: PortOptions) -> list[PortResult]:
         if not options.verify_only:
             tools = _build(jobs, options, left_out)
         interpreter = _once(lambda: testrun.probe(python))
-        for job in jobs:
-            if len(jobs) > 1 and not job.stopped:  # the lines that follow are this kernel's
-                options.echo(f"[agent-d] test {job.target.op}")
-            job.attempt(lambda job=job: _smoke_and_test(job, python, interpreter, tools, options))
+        _test_each(jobs, lambda job: _smoke_and_test(job, python, interpreter, tools, options), options)
     finally:
         left_out.restore()  # the checkout ends as generation wrote it, every kernel wired
     for job in jobs:
@@ -226,14 +227,37 @@ def port_all(targets: list[Target], options: PortOptions) -> list[PortResult]:
     return [job.result for job in jobs]
 
 
+def _test_each(jobs: list[_Job], test: Callable[[_Job], None], options: PortOptions) -> None:
+    """``test`` for each kernel still going: one after the other, or with ``test_jobs`` > 1 that
+    many side by side, each line tagged with its kernel. Each keeps its own verdict either way."""
+    going = [job for job in jobs if not job.stopped]
+    workers = min(options.test_jobs, len(going))
+    if workers <= 1:
+        for job in going:
+            if len(jobs) > 1:  # the lines that follow are this kernel's
+                options.echo(f"[agent-d] test {job.target.op}")
+            job.attempt(lambda job=job: test(job))
+        return
+    ops = ", ".join(job.target.op for job in going)
+    options.echo(f"[agent-d] test {ops}: {workers} at a time, each line tagged [<kernel>]")
+    echo = progress.one_at_a_time(options.echo)
+    for job in going:
+        job.run.echo = progress.tagged(echo, job.target.op)
+    side_by_side.run_each([lambda job=job: job.attempt(lambda: test(job)) for job in going], workers)
+
+
 def _once(fn: Callable[[], T]) -> Callable[[], T]:
-    """``fn`` called at most once (the interpreter probe imports torch: seconds per call)."""
+    """``fn`` called at most once (the interpreter probe imports torch: seconds per call), also when
+    kernels tested side by side ask at the same moment: the others wait for the first one's answer.
+    A call that raises is not kept: the next caller tries again."""
     memo: list[T] = []
+    lock = threading.Lock()
 
     def get() -> T:
-        if not memo:
-            memo.append(fn())
-        return memo[0]
+        with lock:
+            if not memo:
+                memo.append(fn())
+            return memo[0]
 
     return get
 
@@ -333,8 +357,8 @@ def _smoke_and_test(
         lambda i: i.env_problem() or f"{i.device}, torch {i.torch}",
     )
     for problem in interp.env_problems():  # each reason with what to do about it, one line each
-        options.echo(f"[agent-d]   env: {problem.reason}")
-        options.echo(f"[agent-d]   fix: {problem.fix}")
+        run.echo(f"[agent-d]   env: {problem.reason}")
+        run.echo(f"[agent-d]   fix: {problem.fix}")
     assert job.found is not None
     test_file = _test_files(target, job.found, interp)  # parsed once: selection, skips
     if not interp.env_problems():
@@ -346,7 +370,7 @@ def _smoke_and_test(
     job.pytest_cmd = testrun.shown(argv)
     tests = run.stage(
         "test",
-        lambda: _test(target, argv, job.out_dir, interp, tools, options, test_file.paths),
+        lambda: _test(target, argv, job.out_dir, interp, tools, options, test_file.paths, run.echo),
         lambda t: (
             f"exit={t.exit_code}: {t.passed} passed, {t.failed} failed, {t.skipped} skipped"
             + ("" if t.source == "junit" else " (read from the log: pytest wrote no JUnit XML)")
@@ -557,7 +581,11 @@ def _smoke(target: Target, so_path: str) -> tuple[bool, str]:
     return ok, detail
 
 
-def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions, test_paths) -> TestResult:
+def _test(
+    target, argv, out_dir: Path, interp, tools, options: PortOptions, test_paths, echo: progress.Echo
+) -> TestResult:
+    """pytest on the kernel's tests; ``echo``: its progress lines (the kernel's own, tagged when
+    kernels are tested side by side)."""
     if not interp.pytest:
         raise Blocked(
             "env", interp.env_report() or f"cannot run {interp.python}", runner_fix=interp.env_fix()
@@ -568,9 +596,9 @@ def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions, test
     env = {"CUTILE_RS_AUTOBUILD": "0", "CUTILE_KERNEL_OUT_ROOT": str(out_dir.parent)}
     if tools is not None:
         env["CUDA_TOOLKIT_PATH"] = str(tools.cuda_toolkit_path)
-    echo = options.echo if options.echo_pytest else None
     deadline = time.monotonic() + options.test_timeout
-    outcome = testrun.run(target, argv, log_path, env, options.test_timeout, echo, options.echo)
+    shown = echo if options.echo_pytest else None
+    outcome = testrun.run(target, argv, log_path, env, options.test_timeout, shown, echo)
     text = log_path.read_text(encoding="utf-8", errors="replace")
     xml = junit_path.read_text(encoding="utf-8", errors="replace") if junit_path.is_file() else None
     result = testlog.to_test_result(
@@ -586,7 +614,7 @@ def _test(target, argv, out_dir: Path, interp, tools, options: PortOptions, test
     result.env_fix = interp.env_fix()
     result.stopped_by_timeout = outcome.stopped
     result.silent_for = outcome.silent_for
-    return rerun.run_what_remains(target, argv, result, out_dir, env, deadline, options.echo)
+    return rerun.run_what_remains(target, argv, result, out_dir, env, deadline, echo)
 
 
 def _finish(

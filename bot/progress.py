@@ -25,6 +25,28 @@ def silent(line: str) -> None:
     """``--quiet``: progress goes nowhere."""
 
 
+def one_at_a_time(echo: Echo) -> Echo:
+    """``echo`` behind a lock: lines from kernels tested side by side come out whole, one after
+    another (``print`` writes a line and its newline in two calls, which other threads can split)."""
+    if echo is silent:
+        return echo
+    lock = threading.Lock()
+
+    def say(line: str) -> None:
+        with lock:
+            echo(line)
+
+    return say
+
+
+def tagged(echo: Echo, kernel: str) -> Echo:
+    """Every line starts with ``[<kernel>]``: with kernels tested side by side, whose line it is.
+    ``silent`` stays ``silent`` (``heartbeat`` starts no thread for it)."""
+    if echo is silent:
+        return echo
+    return lambda line: echo(f"[{kernel}] {line}")
+
+
 @contextmanager
 def heartbeat(
     echo: Echo, what: str, every: float | None = None, status: Callable[[], str] | None = None

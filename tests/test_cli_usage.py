@@ -133,6 +133,14 @@ def test_no_token_is_a_usage_error_before_anything_is_created(tmp_path):
         (["port", "--kernel", "a", "--base", "HEAD~2"], "not allowed with argument"),
         (["port", "--test-timeout", "soon"], "'soon' is not a number of seconds"),
         (["port", "--test-timeout", "0"], "give a positive number of seconds"),
+        (["port", "--test-jobs", "0"], "argument --test-jobs: '0': give 1 or more kernels at a time"),
+        (["port", "--test-jobs", "-1"], "'-1': give 1 or more kernels at a time"),
+        (["verify", "--kernel", "x", "--test-jobs", "x"], "'x' is not a whole number of kernels"),
+        (["verify", "--kernel", "x", "--test-jobs", "1.5"], "'1.5' is not a whole number of kernels"),
+        (
+            ["port-job", "--head-sha", "0" * 40, "--kernel", "x", "--artifact", "a", "--test-jobs", "0"],
+            "give 1 or more kernels at a time",
+        ),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
         ([], "name a command: port, verify"),
         (["port", "--kernel", "Bad-Name"], "is not a plain identifier"),
@@ -144,6 +152,51 @@ def test_bad_flags_end_in_one_line_that_points_at_help(args, expected, tmp_path)
     if args and args[0] != "frobnicate" and "Bad-Name" not in args:
         assert "--help" in proc.stderr
     assert tree(tmp_path) == []
+
+
+def test_test_jobs_reaches_the_port_of_port_verify_and_port_job(tmp_path, monkeypatch):
+    from bot import cli
+    from bot.github import port_job, runner
+    from bot.types import PortResult, Target, Verdict, VerdictKind
+
+    given: list[int] = []
+
+    def port(options):
+        given.append(options.test_jobs)
+        return [PortResult(Target(tmp_path, "x"), Verdict(VerdictKind.ALL_PASS, "", "passed"), [], "")]
+
+    monkeypatch.setattr(cli, "port", port)
+    for args in (["port", "--repo", str(tmp_path)], ["verify", "--repo", str(tmp_path), "--kernel", "x"]):
+        assert cli.main([*args, "--quiet", "--test-jobs", "3"]) == 0
+        assert cli.main([*args, "--quiet"]) == 0
+    assert given == [3, 1, 3, 1]
+    ported: list[dict] = []
+    monkeypatch.setattr(runner, "pipeline_port_fn", lambda **options: ported.append(options))
+    monkeypatch.setattr(port_job, "run_port_job", lambda *args, **kwargs: tmp_path / "artifact")
+    job = ["port-job", "--repo", str(tmp_path), "--head-sha", "0" * 40, "--kernel", "x", "--artifact", "a"]
+    assert cli.main([*job, "--test-jobs", "2"]) == 0 and cli.main(job) == 0
+    assert [p["test_jobs"] for p in ported] == [2, 1]
+
+
+def test_the_workflows_port_step_hands_its_test_jobs_input_to_port_job():
+    import shlex
+
+    import yaml
+
+    from bot.cli import build_parser
+
+    workflow = yaml.safe_load((ROOT / ".github/workflows/agent-d.yml").read_text())
+    given = workflow[True]["workflow_call"]["inputs"]["test-jobs"]  # YAML 1.1 reads `on` as True
+    assert (given["type"], given["default"]) == ("number", 1)
+    [step] = [s for s in workflow["jobs"]["port"]["steps"] if "agent-d port-job" in s.get("run", "")]
+    assert step["env"]["TEST_JOBS"] == "${{ inputs.test-jobs }}"
+    env = {"HEAD_SHA": "0" * 40, "KERNEL": "silu_and_mul swiglu", "ARTIFACT": "a", "TEST_JOBS": "2"}
+    line = step["run"]
+    for name, value in env.items():
+        line = line.replace(f'"${name}"', shlex.quote(value))
+    argv = shlex.split(line)
+    assert argv[:2] == ["agent-d", "port-job"]
+    assert build_parser().parse_args(argv[1:]).test_jobs == 2
 
 
 def test_closed_stdout_ends_quietly(tmp_path):

@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from bot.cli_args import add_test_jobs
 from bot.errors import UsageError
 from bot.github import redact
 from bot.github.events import load_event
@@ -89,6 +90,7 @@ def add_subcommands(sub) -> None:
         help="a cache that `agent-d seed-cache` built from the default branch, only ever read: copied "
         "when --cargo-cache has no target for this crate and toolchain (default: $AGENT_D_CARGO_SEED)",
     )
+    add_test_jobs(p)
     p.set_defaults(func=cmd_port_job)
 
     p = sub.add_parser(
@@ -267,7 +269,7 @@ def cmd_port_job(args) -> int:
             args.head_sha,
             [k for arg in args.kernel for k in arg.split()],
             args.artifact,
-            pipeline_port_fn(cargo_cache=cache),
+            pipeline_port_fn(cargo_cache=cache, test_jobs=args.test_jobs),
             repo_name=args.repo_name,
         )
     except PortJobError as exc:  # a wrong commit or kernel name: said before any port ran
