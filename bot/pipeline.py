@@ -14,14 +14,12 @@ BLOCKED(host) "internal error" with the traceback kept in the agent log.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -50,6 +48,7 @@ from bot.draft import write_draft
 from bot.errors import Blocked, Failed, StageStop
 from bot.infer import analysis, contract, ops_py, reference, reference_direct, reference_launch, test_dtypes
 from bot.infer.facts import Facts
+from bot.job import Job, PortOptions, Run, stop_line, stop_status, verdict_of
 from bot.plan import build_plan
 from bot.reader import ReaderError, ReaderUnavailable, read_kernel
 from bot.targets import find_targets
@@ -58,10 +57,8 @@ from bot.types import (
     Discovery,
     KernelSignature,
     PortResult,
-    StageRecord,
     Target,
     TestResult,
-    Verdict,
     VerdictKind,
 )
 
@@ -70,121 +67,6 @@ T = TypeVar("T")
 EXIT_CODES = {VerdictKind.ALL_PASS: 0, VerdictKind.FAIL: 1, VerdictKind.BLOCKED: 3}
 PORTER = ("contract", "agent_b")  # the sources a porter writes
 USAGE_EXIT = 2
-
-
-@dataclass
-class PortOptions:
-    repo: Path
-    kernel: str | None = None
-    base: str | None = None
-    out_root: Path | None = None
-    python: str = ""
-    cargo_target_dir: Path | None = None
-    cargo_home: Path | None = None  # CARGO_HOME of the build (a runner's cargo cache); None: inherited
-    test_timeout: float = 3600.0
-    test_jobs: int = 1  # kernels tested side by side (bot/side_by_side.py); they share the GPU
-    echo: Callable[[str], None] = progress.to_stderr  # progress lines
-    answer: Callable[[str], None] = print  # the returned text: validator block and verdict line
-    echo_pytest: bool = False
-    verify_only: bool = False  # skip generation and build: test an already built tree (GPU runners)
-
-    def out_dir(self, op: str) -> Path:
-        root = self.out_root or Path(
-            os.environ.get("CUTILE_KERNEL_OUT_ROOT") or self.repo / "cutile_kernel_out"
-        )
-        return root / op
-
-
-@dataclass
-class _Run:
-    echo: Callable[[str], None]
-    stages: list[StageRecord] = field(default_factory=list)
-    log: list[str] = field(default_factory=list)
-
-    def stage(self, name: str, fn: Callable[[], T], detail: Callable[[T], str] | None = None) -> T:
-        start = time.monotonic()
-        try:
-            value = fn()
-        except StageStop as stop:
-            self.record(name, time.monotonic() - start, _stop_status(stop), _stop_line(stop))
-            raise
-        except Exception as exc:
-            self.record(name, time.monotonic() - start, "failed", f"{type(exc).__name__}: {exc}")
-            raise
-        self.record(name, time.monotonic() - start, "ok", detail(value) if detail else "")
-        return value
-
-    def record(self, name: str, seconds: float, status: str, detail: str) -> None:
-        self.stages.append(StageRecord(name, seconds, status, detail))
-        mark = {"ok": "ok", "failed": "FAILED", "blocked": "BLOCKED"}[status]
-        self.echo(f"[agent-d] {name:<18} {mark:<6} {seconds:7.2f}s  {detail}".rstrip())
-
-
-def _stop_status(stop: StageStop) -> str:
-    # a stage that could not run here (BLOCKED) did not fail: its line says which
-    return "blocked" if stop.kind == "BLOCKED" else "failed"
-
-
-def _stop_line(stop: StageStop) -> str:
-    return f"{stop.kind} {stop.klass}: {stop.reason}"
-
-
-@dataclass
-class _Job:
-    """One kernel's port while the change's kernels go through the stages side by side."""
-
-    target: Target
-    run: _Run
-    out_dir: Path
-    result: PortResult
-    found: Discovery | None = None
-    pytest_cmd: str = "(pytest not run)"
-    pytest_rc: int | None = None
-    stopped: bool = False
-
-    @classmethod
-    def start(cls, target: Target, options: PortOptions) -> _Job:
-        run = _Run(options.echo)
-        out_dir = options.out_dir(target.op).resolve()
-        result = PortResult(target, Verdict(VerdictKind.BLOCKED, "host", "not run"), run.stages, str(out_dir))
-        return cls(target, run, out_dir, result)
-
-    def attempt(self, step: Callable[[], object]) -> None:
-        """Run the next step of this kernel's port unless an earlier one stopped it; a stop is its verdict."""
-        if self.stopped:
-            return
-        try:
-            step()
-        except StageStop as stop:
-            self.stop(stop)
-        except Exception as exc:  # the verdict must still say why, and reports must still be written
-            self.crash(exc)
-
-    def crash(self, exc: Exception) -> None:
-        """An unexpected exception (called while handling it): the machine's fault when it is one (a
-        full or read-only disk, too-deep input), else BLOCKED host; the traceback in the log."""
-        self.run.log.append("stopped by:\n" + traceback.format_exc())
-        self.stopped = True
-        stages = self.run.stages
-        failed = stages[-1].name if stages and stages[-1].status == "failed" else ""
-        stop = machine_errors.explain(exc, failed)
-        self.result.verdict = (
-            _verdict(stop)
-            if stop is not None
-            else Verdict(
-                VerdictKind.BLOCKED, "host", f"internal error in agent-d: {type(exc).__name__}: {exc}"
-            )
-        )
-
-    def stop(self, stop: StageStop) -> None:
-        self.stopped = True
-        self.result.verdict = _verdict(stop)
-
-
-def _verdict(stop: StageStop) -> Verdict:
-    return Verdict(
-        VerdictKind(stop.kind), stop.klass, stop.reason, stop.followup, stop.host_fix, stop.runner_fix
-    )
 
 
 def port(options: PortOptions) -> list[PortResult]:
@@ -202,7 +84,7 @@ def port_all(targets: list[Target], options: PortOptions) -> list[PortResult]:
     built once (again without a kernel whose own files do not compile), then each kernel smoked,
     tested and classified, with one verdict each."""
     python = options.python or testrun.current_python()
-    jobs = [_Job.start(t, options) for t in targets]
+    jobs = [Job.start(t, options) for t in targets]
     for job in jobs:
         options.echo(
             f"[agent-d] {'verify' if options.verify_only else 'port'} {job.target.op}: "
@@ -227,7 +109,7 @@ def port_all(targets: list[Target], options: PortOptions) -> list[PortResult]:
     return [job.result for job in jobs]
 
 
-def _test_each(jobs: list[_Job], test: Callable[[_Job], None], options: PortOptions) -> None:
+def _test_each(jobs: list[Job], test: Callable[[Job], None], options: PortOptions) -> None:
     """``test`` for each kernel still going: one after the other, or with ``test_jobs`` > 1 that
     many side by side, each line tagged with its kernel. Each keeps its own verdict either way."""
     going = [job for job in jobs if not job.stopped]
@@ -262,7 +144,7 @@ def _once(fn: Callable[[], T]) -> Callable[[], T]:
     return get
 
 
-def _discover(job: _Job) -> None:
+def _discover(job: Job) -> None:
     target = job.target
     job.out_dir.mkdir(parents=True, exist_ok=True)  # a full or read-only disk stops here, with its verdict
     if not target.kernel_rs.is_file():
@@ -274,7 +156,7 @@ def _discover(job: _Job) -> None:
     job.found = job.run.stage("discover", lambda: discover.discover(target), _discovery_line)
 
 
-def _existing(job: _Job) -> None:
+def _existing(job: Job) -> None:
     """``verify``: the library built elsewhere; the host files are taken as they are."""
     target = job.target
     job.result.build = job.run.stage(
@@ -284,7 +166,7 @@ def _existing(job: _Job) -> None:
     job.result.launch_differences, job.result.launch_unknown = _verified_differences(job)
 
 
-def _build(jobs: list[_Job], options: PortOptions, left_out: shared_build.LeftOut):
+def _build(jobs: list[Job], options: PortOptions, left_out: shared_build.LeftOut):
     """The toolchain and one shared build for every kernel still going; each gets its own record."""
     going = [job for job in jobs if not job.stopped]
     if not going:
@@ -294,7 +176,7 @@ def _build(jobs: list[_Job], options: PortOptions, left_out: shared_build.LeftOu
         tools = toolchain.resolve()
     except StageStop as stop:
         for job in going:
-            job.run.record("toolchain", time.monotonic() - start, _stop_status(stop), _stop_line(stop))
+            job.run.record("toolchain", time.monotonic() - start, stop_status(stop), stop_line(stop))
             job.stop(stop)
         return None
     except Exception as exc:  # every kernel waiting on the toolchain gets the same internal error
@@ -328,7 +210,7 @@ def _build(jobs: list[_Job], options: PortOptions, left_out: shared_build.LeftOu
         op = job.target.op
         if op in shared.stopped:
             stop = shared.stopped[op]
-            job.run.record("build", shared.seconds, _stop_status(stop), f"({runs}) {_stop_line(stop)}")
+            job.run.record("build", shared.seconds, stop_status(stop), f"({runs}) {stop_line(stop)}")
             job.stop(stop)
             continue
         built = shared.built[op]
@@ -345,7 +227,7 @@ def _count(n: int, word: str) -> str:
 
 
 def _smoke_and_test(
-    job: _Job, python: str, interpreter: Callable[[], testrun.Interpreter], tools, options
+    job: Job, python: str, interpreter: Callable[[], testrun.Interpreter], tools, options
 ) -> None:
     target, run, built = job.target, job.run, job.result.build
     assert built is not None
@@ -417,7 +299,7 @@ def _test_files(target: Target, found: Discovery, interp: testrun.Interpreter) -
     return testrun.read_test_files(target.repo, found.test_sites)
 
 
-def _generate(job: _Job) -> None:
+def _generate(job: Job) -> None:
     """Signature, checkout, facts, plan, generated files, applied: everything before the build."""
     target, run, result, out_dir = job.target, job.run, job.result, job.out_dir
     found = job.found
@@ -470,7 +352,7 @@ def _contract_differences(
     return launch_diff.differences(plan, build_plan(target, signature, unaided, co))
 
 
-def _verified_differences(job: _Job) -> tuple[list[str], str]:
+def _verified_differences(job: Job) -> tuple[list[str], str]:
     """``verify``: the same evidence, read again from the checkout. When it cannot be read, the
     differences are none and, if the kernel has a contract, the second value says why: the
     classifier must then not claim the host launched the kernel as the reference does."""
@@ -619,7 +501,7 @@ def _test(
 
 def _finish(
     result: PortResult,
-    run: _Run,
+    run: Run,
     target: Target,
     out_dir: Path,
     pytest_cmd: str,
@@ -653,21 +535,21 @@ def _finish(
         options.echo(f"[agent-d] {target.op}: fix: {result.verdict.fix}")
 
 
-def _unwritable(result: PortResult, run: _Run, exc: OSError, out_dir: Path) -> None:
+def _unwritable(result: PortResult, run: Run, exc: OSError, out_dir: Path) -> None:
     """The verdict for reports that could not be written, keeping what the run had found."""
     run.log.append("writing the reports failed:\n" + traceback.format_exc())
     stop = machine_errors.explain(exc, writing=f"the reports in {out_dir}") or Blocked(
         "env", f"the reports could not be written: {machine_errors.one_line(exc)}"
     )
     before, plain = result.verdict, machine_errors.explain(exc)
-    result.verdict = _verdict(stop)
+    result.verdict = verdict_of(stop)
     if plain is None or before.reason != plain.reason:  # the run found something else first: keep it
         result.verdict.reason += f" (the run itself: {before.headline}: {before.reason})"
 
 
 def _write_reports(
     result: PortResult,
-    run: _Run,
+    run: Run,
     target: Target,
     out_dir: Path,
     pytest_cmd: str,
@@ -696,7 +578,7 @@ def _write_reports(
     (out_dir / "validator_block.txt").write_text(result.validator_block + "\n" + result.verdict.line + "\n")
 
 
-def _decision_log(result: PortResult, run: _Run) -> list[str]:
+def _decision_log(result: PortResult, run: Run) -> list[str]:
     lines = [
         f"stage {s.name}: {s.status} in {s.seconds:.2f}s" + (f" ({s.detail})" if s.detail else "")
         for s in run.stages

@@ -226,16 +226,15 @@ def test_verify_says_when_a_contracts_launch_cannot_be_read(base, tmp_path, monk
     """verify reads the contract's launch again; when that fails, a contract in use makes it unknown."""
     from bot import pipeline
     from bot.discover import discover
+    from bot.job import Job
 
-    def job_for(case: dict | None) -> pipeline._Job:
+    def job_for(case: dict | None) -> Job:
         tree = tmp_path / (case["name"] if case else "plain")
         shutil.copytree(base, tree, ignore=shutil.ignore_patterns(".git"))
         if case:
             faults.apply_sources(tree, case)
         target = Target(tree, "silu_and_mul")
-        job = pipeline._Job.start(
-            target, pipeline.PortOptions(repo=tree, out_root=tmp_path / "out" / tree.name)
-        )
+        job = Job.start(target, pipeline.PortOptions(repo=tree, out_root=tmp_path / "out" / tree.name))
         job.found = discover(target)
         return job
 

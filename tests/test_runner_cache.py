@@ -61,6 +61,7 @@ def test_the_pipelines_build_runs_cargo_with_the_port_options_target_dir_and_car
     tmp_path, monkeypatch
 ):
     from bot import pipeline, progress, shared_build, toolchain
+    from bot.job import Job
 
     cargo = tmp_path / "cargo"  # records its environment, builds "the library" where cargo would
     cargo.write_text(
@@ -81,7 +82,7 @@ def test_the_pipelines_build_runs_cargo_with_the_port_options_target_dir_and_car
         out_root=tmp_path / "out",
         echo=progress.silent,
     )
-    pipeline._build([pipeline._Job.start(target, options)], options, shared_build.LeftOut())
+    pipeline._build([Job.start(target, options)], options, shared_build.LeftOut())
     env = dict(
         line.split("=", 1) for line in (tmp_path / "cargo-env").read_text().splitlines() if "=" in line
     )

@@ -1,0 +1,138 @@
+"""One kernel's port as the pipeline runs it: the options it is given, the record of its stages
+(their timing and progress lines), and the verdict a stop becomes.
+
+A stage that cannot go on raises ``StageStop`` (FAIL or BLOCKED with its class); ``Job.attempt``
+turns that into the kernel's verdict, and anything unexpected into BLOCKED(host) "internal
+error" (or the machine's fault, ``bot/machine_errors.py``) with the traceback kept in its log.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from bot import machine_errors, progress
+from bot.errors import StageStop
+from bot.types import Discovery, PortResult, StageRecord, Target, Verdict, VerdictKind
+
+T = TypeVar("T")
+
+
+@dataclass
+class PortOptions:
+    repo: Path
+    kernel: str | None = None
+    base: str | None = None
+    out_root: Path | None = None
+    python: str = ""
+    cargo_target_dir: Path | None = None
+    cargo_home: Path | None = None  # CARGO_HOME of the build (a runner's cargo cache); None: inherited
+    test_timeout: float = 3600.0
+    test_jobs: int = 1  # kernels tested side by side (bot/side_by_side.py); they share the GPU
+    echo: Callable[[str], None] = progress.to_stderr  # progress lines
+    answer: Callable[[str], None] = print  # the returned text: validator block and verdict line
+    echo_pytest: bool = False
+    verify_only: bool = False  # skip generation and build: test an already built tree (GPU runners)
+
+    def out_dir(self, op: str) -> Path:
+        root = self.out_root or Path(
+            os.environ.get("CUTILE_KERNEL_OUT_ROOT") or self.repo / "cutile_kernel_out"
+        )
+        return root / op
+
+
+@dataclass
+class Run:
+    echo: Callable[[str], None]
+    stages: list[StageRecord] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+
+    def stage(self, name: str, fn: Callable[[], T], detail: Callable[[T], str] | None = None) -> T:
+        start = time.monotonic()
+        try:
+            value = fn()
+        except StageStop as stop:
+            self.record(name, time.monotonic() - start, stop_status(stop), stop_line(stop))
+            raise
+        except Exception as exc:
+            self.record(name, time.monotonic() - start, "failed", f"{type(exc).__name__}: {exc}")
+            raise
+        self.record(name, time.monotonic() - start, "ok", detail(value) if detail else "")
+        return value
+
+    def record(self, name: str, seconds: float, status: str, detail: str) -> None:
+        self.stages.append(StageRecord(name, seconds, status, detail))
+        mark = {"ok": "ok", "failed": "FAILED", "blocked": "BLOCKED"}[status]
+        self.echo(f"[agent-d] {name:<18} {mark:<6} {seconds:7.2f}s  {detail}".rstrip())
+
+
+def stop_status(stop: StageStop) -> str:
+    # a stage that could not run here (BLOCKED) did not fail: its line says which
+    return "blocked" if stop.kind == "BLOCKED" else "failed"
+
+
+def stop_line(stop: StageStop) -> str:
+    return f"{stop.kind} {stop.klass}: {stop.reason}"
+
+
+@dataclass
+class Job:
+    """One kernel's port while the change's kernels go through the stages side by side."""
+
+    target: Target
+    run: Run
+    out_dir: Path
+    result: PortResult
+    found: Discovery | None = None
+    pytest_cmd: str = "(pytest not run)"
+    pytest_rc: int | None = None
+    stopped: bool = False
+
+    @classmethod
+    def start(cls, target: Target, options: PortOptions) -> Job:
+        run = Run(options.echo)
+        out_dir = options.out_dir(target.op).resolve()
+        result = PortResult(target, Verdict(VerdictKind.BLOCKED, "host", "not run"), run.stages, str(out_dir))
+        return cls(target, run, out_dir, result)
+
+    def attempt(self, step: Callable[[], object]) -> None:
+        """Run the next step of this kernel's port unless an earlier one stopped it; a stop is its verdict."""
+        if self.stopped:
+            return
+        try:
+            step()
+        except StageStop as stop:
+            self.stop(stop)
+        except Exception as exc:  # the verdict must still say why, and reports must still be written
+            self.crash(exc)
+
+    def crash(self, exc: Exception) -> None:
+        """An unexpected exception (called while handling it): the machine's fault when it is one (a
+        full or read-only disk, too-deep input), else BLOCKED host; the traceback in the log."""
+        self.run.log.append("stopped by:\n" + traceback.format_exc())
+        self.stopped = True
+        stages = self.run.stages
+        failed = stages[-1].name if stages and stages[-1].status == "failed" else ""
+        stop = machine_errors.explain(exc, failed)
+        self.result.verdict = (
+            verdict_of(stop)
+            if stop is not None
+            else Verdict(
+                VerdictKind.BLOCKED, "host", f"internal error in agent-d: {type(exc).__name__}: {exc}"
+            )
+        )
+
+    def stop(self, stop: StageStop) -> None:
+        self.stopped = True
+        self.result.verdict = verdict_of(stop)
+
+
+def verdict_of(stop: StageStop) -> Verdict:
+    return Verdict(
+        VerdictKind(stop.kind), stop.klass, stop.reason, stop.followup, stop.host_fix, stop.runner_fix
+    )
