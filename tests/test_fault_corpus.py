@@ -224,7 +224,7 @@ def test_a_pack_result_and_a_mismatch_are_tabled():
 
 def test_verify_says_when_a_contracts_launch_cannot_be_read(base, tmp_path, monkeypatch):
     """verify reads the contract's launch again; when that fails, a contract in use makes it unknown."""
-    from bot import pipeline
+    from bot import pipeline, stage_generate
     from bot.discover import discover
     from bot.job import Job
 
@@ -246,7 +246,7 @@ def test_verify_says_when_a_contracts_launch_cannot_be_read(base, tmp_path, monk
     def no_jsonschema(*args, **kwargs):
         raise ModuleNotFoundError("No module named 'jsonschema'")
 
-    monkeypatch.setattr(pipeline, "gather_facts", no_jsonschema)
+    monkeypatch.setattr(stage_generate, "gather_facts", no_jsonschema)
     assert pipeline._verified_differences(with_contract) == (
         [], "ModuleNotFoundError: No module named 'jsonschema'"
     )  # fmt: skip

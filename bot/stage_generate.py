@@ -1,0 +1,147 @@
+"""Stages "kernel signature" to "apply" of one kernel: everything before the build.
+
+The kernel's signature (refused before the reader when it uses what a kernel may not), the
+checkout, the facts in their order of authority, the launch plan, the generated files, applied
+to the checkout. ``make_plan`` and ``generate_only`` are the same steps without a port around
+them (``agent-d plan``, the finalizer's trusted regeneration).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from bot import apply, checkout, discover, generate, kernel_rules, launch_diff
+from bot.draft import write_draft
+from bot.errors import Blocked, Failed, StageStop
+from bot.infer import analysis, contract, ops_py, reference, reference_direct, reference_launch, test_dtypes
+from bot.infer.facts import Facts
+from bot.job import Job, PortOptions
+from bot.plan import build_plan
+from bot.reader import ReaderError, ReaderUnavailable, read_kernel
+from bot.types import Discovery, KernelSignature, Target, VerdictKind
+
+PORTER = ("contract", "agent_b")  # the sources a porter writes
+
+
+def generate_files(job: Job) -> None:
+    """Signature, checkout, facts, plan, generated files, applied: everything before the build."""
+    target, run, result, out_dir = job.target, job.run, job.result, job.out_dir
+    found = job.found
+    assert found is not None
+    signature = run.stage(
+        "kernel signature",
+        lambda: read_signature(target),
+        lambda s: f"{s.module}: " + ", ".join(e.name for e in s.entries),
+    )
+    co = run.stage("checkout", lambda: checkout.inspect(target, found), lambda c: f"ffi style {c.style}")
+    facts = run.stage(
+        "facts", lambda: gather_facts(target, found, out_dir, signature), lambda f: f"{len(f.items)} facts"
+    )
+    plan = run.stage(
+        "launch plan",
+        lambda: build_plan(target, signature, facts, co),
+        lambda p: f"{len(p.ffi.c_params())} C parameters, {len(p.missing)} missing",
+    )
+    result.plan = plan
+    result.launch_differences = contract_differences(target, found, out_dir, signature, co, facts, plan)
+    if plan.missing:
+        draft = write_draft(target, plan, facts)
+        names = ", ".join(m.key for m in plan.missing)
+        raise Blocked(
+            "host",
+            f"cannot infer: {names}; fill {draft.relative_to(target.repo)}",
+            host_fix=f"copy {draft.name} to host_contract.yaml and fill the marked keys",
+        )
+    files = run.stage(
+        "generate",
+        lambda: apply.formatted(generate.generate(target, plan, co), target.repo),
+        lambda g: f"{len(g.files)} files",
+    )
+    applied = run.stage(
+        "apply",
+        lambda: apply.apply(files, target.repo),
+        lambda a: f"{len(a.changed)} changed, {len(a.unchanged)} unchanged",
+    )
+    result.changed_files = applied.changed
+    shutil.copy2(target.ffi_rs, out_dir / "ffi.rs")
+
+
+def contract_differences(
+    target: Target, found: Discovery, out_dir: Path, signature, co, facts, plan
+) -> list[str]:
+    """What the porter's contract changes in the launch: the classifier's evidence against the host side."""
+    if not any(f.source.kind in PORTER for f in facts.items.values()):
+        return []
+    unaided = gather_facts(target, found, out_dir, signature, porter=False)
+    return launch_diff.differences(plan, build_plan(target, signature, unaided, co))
+
+
+def read_signature(target: Target):
+    refused = kernel_rules.refusals(target.kernel_rs.read_text(encoding="utf-8", errors="replace"))
+    if refused:  # before the reader or cargo ever see it
+        raise Failed(
+            "kernel",
+            f"kernel.rs uses what a kernel may not: {'; '.join(refused[:5])}",
+            followup=f"remove from {target.op}_kernel/kernel.rs: {refused[0]}",
+        )
+    try:
+        return read_kernel(target.kernel_rs)
+    except ReaderError as exc:
+        raise Failed(
+            "kernel", f"kernel.rs does not parse: {exc}", followup=f"fix {target.op}_kernel/kernel.rs: {exc}"
+        ) from None
+    except ReaderUnavailable as exc:
+        raise Blocked("env", f"the kernel reader is unavailable: {exc}") from None
+
+
+def make_plan(target: Target, out_dir: Path):
+    """Signature, checkout facts and sources merged into the launch plan (what ``agent-d plan`` shows).
+
+    Returns ``(plan, facts, checkout)``; raises ``StageStop`` like the pipeline's stages.
+    """
+    found = discover.discover(target)
+    co = checkout.inspect(target, found)
+    signature = read_signature(target)
+    facts = gather_facts(target, found, out_dir, signature)
+    return build_plan(target, signature, facts, co), facts, co
+
+
+def generate_only(repo: Path, op: str) -> str:
+    """Write ``op``'s generated files into ``repo`` as a port does, building and running nothing.
+
+    The finalizer's trusted copy of the port's "generate" and "apply" stages: same facts, same
+    plan, same formatting. Returns why nothing was written ("" when the files were written);
+    an environment problem (no reader, no rustfmt) raises, since then no answer is possible.
+    """
+    target = Target(repo, op)
+    try:
+        if not target.kernel_rs.is_file():
+            return f"{target.kernel_rs.relative_to(repo)} does not exist"
+        plan, _facts, co = make_plan(target, PortOptions(repo=repo).out_dir(op))
+        if plan.missing:
+            return "cannot infer: " + ", ".join(m.key for m in plan.missing)
+        apply.apply(apply.formatted(generate.generate(target, plan, co), repo), repo)
+    except StageStop as stop:
+        if stop.kind == VerdictKind.BLOCKED.value and stop.klass == "env":
+            raise
+        return f"{stop.kind} {stop.klass}: {stop.reason}"
+    return ""
+
+
+def gather_facts(
+    target: Target, found: Discovery, out_dir: Path, signature: KernelSignature | None, porter: bool = True
+) -> Facts:
+    """``porter=False``: without the porter's contract and stage B's block (what agent-d reads alone)."""
+    facts = Facts()
+    if porter:
+        contract.gather(target, facts)
+        contract.gather_agent_b(out_dir / "reports" / "agent_b.md", facts)
+    analysis.gather(out_dir / "reference" / "analysis.json", facts)
+    ops_py.gather(target, found, facts)
+    ref = reference.load(target, found)  # parsed once for both readers
+    reference.gather(target, facts, ref)
+    reference_launch.gather(target, signature, facts, ref)
+    reference_direct.gather(target, signature, facts, ref)  # after the autotuned reader: it wins a tie
+    test_dtypes.gather(target, found, facts)
+    return facts
