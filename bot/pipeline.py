@@ -14,7 +14,6 @@ BLOCKED(host) "internal error" with the traceback kept in the agent log.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import threading
 import time
@@ -24,8 +23,6 @@ from pathlib import Path
 from typing import TypeVar
 
 from bot import (
-    build,
-    checkout,
     classify,
     discover,
     machine_errors,
@@ -36,19 +33,18 @@ from bot import (
     side_by_side,
     smoke,
     stage_generate,
+    stage_verify,
     testlog,
     testrun,
     toolchain,
     validator,
 )
 from bot.errors import Blocked, Failed, StageStop
-from bot.infer import analysis, contract
+from bot.infer import analysis
 from bot.job import Job, PortOptions, Run, stop_line, stop_status, verdict_of
-from bot.plan import build_plan
 from bot.stage_generate import gather_facts, generate_only, make_plan, read_signature
 from bot.targets import find_targets
 from bot.types import (
-    BuildResult,
     Discovery,
     PortResult,
     Target,
@@ -99,7 +95,9 @@ def port_all(targets: list[Target], options: PortOptions) -> list[PortResult]:
         )
         job.attempt(lambda job=job: _discover(job))
         job.attempt(
-            lambda job=job: _existing(job) if options.verify_only else stage_generate.generate_files(job)
+            lambda job=job: (
+                stage_verify.existing(job) if options.verify_only else stage_generate.generate_files(job)
+            )
         )
     left_out = shared_build.LeftOut()
     tools = None
@@ -163,16 +161,6 @@ def _discover(job: Job) -> None:
             followup=f"add src/tilegym/ops/cutile_rs/{target.op}_kernel/kernel.rs",
         )
     job.found = job.run.stage("discover", lambda: discover.discover(target), _discovery_line)
-
-
-def _existing(job: Job) -> None:
-    """``verify``: the library built elsewhere; the host files are taken as they are."""
-    target = job.target
-    job.result.build = job.run.stage(
-        "built library", lambda: _existing_build(target), lambda b: f"{target.symbol} exported"
-    )
-    shutil.copy2(target.ffi_rs, job.out_dir / "ffi.rs")
-    job.result.launch_differences, job.result.launch_unknown = _verified_differences(job)
 
 
 def _build(jobs: list[Job], options: PortOptions, left_out: shared_build.LeftOut):
@@ -306,39 +294,6 @@ def _test_files(target: Target, found: Discovery, interp: testrun.Interpreter) -
             host_fix=f"add a test under tests/ that calls tilegym.ops.{found.dispatch_name}",
         )
     return testrun.read_test_files(target.repo, found.test_sites)
-
-
-def _verified_differences(job: Job) -> tuple[list[str], str]:
-    """``verify``: the same evidence, read again from the checkout. When it cannot be read, the
-    differences are none and, if the kernel has a contract, the second value says why: the
-    classifier must then not claim the host launched the kernel as the reference does."""
-    target, found = job.target, job.found
-    assert found is not None
-    try:
-        signature = stage_generate.read_signature(target)
-        co = checkout.inspect(target, found)
-        facts = stage_generate.gather_facts(target, found, job.out_dir, signature)
-        plan = build_plan(target, signature, facts, co)
-        return stage_generate.contract_differences(target, found, job.out_dir, signature, co, facts, plan), ""
-    except Exception as exc:  # the tests still run; the classifier then has no contract evidence
-        why = f"{type(exc).__name__}: {exc}"
-        job.run.log.append(f"contract differences not read: {why}")
-        return [], why if (target.kernel_dir / contract.CONTRACT_NAME).is_file() else ""
-
-
-def _existing_build(target: Target) -> BuildResult:
-    """``verify``: the library built elsewhere (no cargo here); its export is still checked."""
-    so = target.crate_dir / "target" / "release" / build.SO_NAME
-    if not so.is_file():
-        raise Blocked("host", f"verify needs a built library: {so.relative_to(target.repo)} is missing")
-    if not target.ffi_rs.is_file() or not target.wrapper_py.is_file():
-        raise Blocked(
-            "host", f"verify needs the generated host files of {target.op}: run `agent-d port` first"
-        )
-    symbols = validator.exported_functions(so)
-    if target.symbol not in symbols:
-        raise Failed("host", f"{so.name} does not export {target.symbol} (ELF .dynsym)")
-    return BuildResult(True, str(so), "(built before verify)", 0.0, "", {}, True, symbols)
 
 
 def _smoke(target: Target, so_path: str) -> tuple[bool, str]:

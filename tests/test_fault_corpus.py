@@ -224,7 +224,7 @@ def test_a_pack_result_and_a_mismatch_are_tabled():
 
 def test_verify_says_when_a_contracts_launch_cannot_be_read(base, tmp_path, monkeypatch):
     """verify reads the contract's launch again; when that fails, a contract in use makes it unknown."""
-    from bot import pipeline, stage_generate
+    from bot import pipeline, stage_generate, stage_verify
     from bot.discover import discover
     from bot.job import Job
 
@@ -239,16 +239,16 @@ def test_verify_says_when_a_contracts_launch_cannot_be_read(base, tmp_path, monk
         return job
 
     with_contract, plain = job_for(CASES["host_contract_wrong_grid"]), job_for(None)
-    found, unknown = pipeline._verified_differences(with_contract)
+    found, unknown = stage_verify.verified_differences(with_contract)
     assert found and unknown == ""
-    assert pipeline._verified_differences(plain) == ([], "")
+    assert stage_verify.verified_differences(plain) == ([], "")
 
     def no_jsonschema(*args, **kwargs):
         raise ModuleNotFoundError("No module named 'jsonschema'")
 
     monkeypatch.setattr(stage_generate, "gather_facts", no_jsonschema)
-    assert pipeline._verified_differences(with_contract) == (
+    assert stage_verify.verified_differences(with_contract) == (
         [], "ModuleNotFoundError: No module named 'jsonschema'"
     )  # fmt: skip
     assert any("contract differences not read" in line for line in with_contract.run.log)
-    assert pipeline._verified_differences(plain) == ([], "")  # no contract: nothing to vouch for
+    assert stage_verify.verified_differences(plain) == ([], "")  # no contract: nothing to vouch for
