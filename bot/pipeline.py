@@ -28,19 +28,16 @@ from bot import (
     machine_errors,
     progress,
     report,
-    rerun,
     shared_build,
     side_by_side,
-    smoke,
     stage_generate,
+    stage_tests,
     stage_verify,
-    testlog,
     testrun,
     toolchain,
     validator,
 )
 from bot.errors import Blocked, Failed, StageStop
-from bot.infer import analysis
 from bot.job import Job, PortOptions, Run, stop_line, stop_status, verdict_of
 from bot.stage_generate import gather_facts, generate_only, make_plan, read_signature
 from bot.targets import find_targets
@@ -48,7 +45,6 @@ from bot.types import (
     Discovery,
     PortResult,
     Target,
-    TestResult,
     VerdictKind,
 )
 
@@ -105,7 +101,9 @@ def port_all(targets: list[Target], options: PortOptions) -> list[PortResult]:
         if not options.verify_only:
             tools = _build(jobs, options, left_out)
         interpreter = _once(lambda: testrun.probe(python))
-        _test_each(jobs, lambda job: _smoke_and_test(job, python, interpreter, tools, options), options)
+        _test_each(
+            jobs, lambda job: stage_tests.smoke_and_test(job, python, interpreter, tools, options), options
+        )
     finally:
         left_out.restore()  # the checkout ends as generation wrote it, every kernel wired
     for job in jobs:
@@ -223,121 +221,9 @@ def _count(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _smoke_and_test(
-    job: Job, python: str, interpreter: Callable[[], testrun.Interpreter], tools, options
-) -> None:
-    target, run, built = job.target, job.run, job.result.build
-    assert built is not None
-    ok, detail = run.stage("abi smoke", lambda: _smoke(target, built.so_path), lambda r: r[1])
-    built.smoke_ok, built.smoke_detail = ok, detail
-    interp = run.stage(
-        "interpreter",
-        interpreter,
-        lambda i: i.env_problem() or f"{i.device}, torch {i.torch}",
-    )
-    for problem in interp.env_problems():  # each reason with what to do about it, one line each
-        run.echo(f"[agent-d]   env: {problem.reason}")
-        run.echo(f"[agent-d]   fix: {problem.fix}")
-    assert job.found is not None
-    test_file = _test_files(target, job.found, interp)  # parsed once: selection, skips
-    if not interp.env_problems():
-        run.stage(
-            "registration", lambda: _registered(target, job.found, python), lambda b: ", ".join(b or [])
-        )
-    junit_xml = testrun.junit_arg(job.out_dir / testrun.JUNIT_NAME, target.repo)
-    argv, _selection = testrun.command(python, test_file, junit_xml=junit_xml)
-    job.pytest_cmd = testrun.shown(argv)
-    tests = run.stage(
-        "test",
-        lambda: _test(target, argv, job.out_dir, interp, tools, options, test_file.paths, run.echo),
-        lambda t: (
-            f"exit={t.exit_code}: {t.passed} passed, {t.failed} failed, {t.skipped} skipped"
-            + ("" if t.source == "junit" else " (read from the log: pytest wrote no JUnit XML)")
-        ),
-    )
-    job.result.tests, job.pytest_rc = tests, tests.exit_code
-    gaps = analysis.known_gaps(analysis.load(job.out_dir / "reference" / "analysis.json"))
-    differences, unknown = job.result.launch_differences, job.result.launch_unknown
-    job.result.verdict = run.stage(
-        "classify",
-        lambda: classify.classify(tests, gaps, list(test_file.skips), differences, unknown),
-        lambda v: v.kind.value,
-    )
-
-
-def _registered(target: Target, found: Discovery, python: str) -> list[str] | None:
-    """The op's cutile-rs implementation is registered where the tests will look for it."""
-    backends = testrun.registered_backends(python, target.repo, found.dispatch_name)
-    if backends is not None and "cutile-rs" not in backends:
-        raise Failed(
-            "host",
-            f"tilegym.ops.{found.dispatch_name} has no cutile-rs implementation registered "
-            f"(registered: {', '.join(backends) or 'none'}): a cutile-rs test would run a fallback",
-            host_fix=f'register the wrapper with @register_impl("{found.dispatch_name}", backend="cutile-rs") '
-            "and import it in ops/cutile_rs/__init__.py",
-        )
-    return backends
-
-
 def _discovery_line(found: Discovery) -> str:
     tests = ", ".join(t.path for t in found.test_sites) or "no test file"
     return f"{found.dispatch_name}: reference {found.reference.path if found.reference else 'none'}; {tests}"
-
-
-def _test_files(target: Target, found: Discovery, interp: testrun.Interpreter) -> testrun.TestFile:
-    if not found.test_sites:
-        if interp.env_problems():  # the machine could not prove anything either way: say that first
-            raise Blocked("env", interp.env_report(), runner_fix=interp.env_fix())
-        raise Blocked(
-            "host",
-            f"no test file reaches {found.dispatch_name!r}: " + "; ".join(found.tried),
-            host_fix=f"add a test under tests/ that calls tilegym.ops.{found.dispatch_name}",
-        )
-    return testrun.read_test_files(target.repo, found.test_sites)
-
-
-def _smoke(target: Target, so_path: str) -> tuple[bool, str]:
-    utils = target.repo / "src" / "tilegym" / "backend" / "cutile_rs" / "utils.py"
-    ok, detail = smoke.smoke(Path(so_path), target.wrapper_py, utils)
-    if not ok:
-        raise Failed("host", f"ABI smoke check failed: {detail}", host_fix="ffi.rs and _FFI_CDEF must agree")
-    return ok, detail
-
-
-def _test(
-    target, argv, out_dir: Path, interp, tools, options: PortOptions, test_paths, echo: progress.Echo
-) -> TestResult:
-    """pytest on the kernel's tests; ``echo``: its progress lines (the kernel's own, tagged when
-    kernels are tested side by side)."""
-    if not interp.pytest:
-        raise Blocked(
-            "env", interp.env_report() or f"cannot run {interp.python}", runner_fix=interp.env_fix()
-        )
-    log_path = out_dir / "correctness_cutile_rs.txt"
-    junit_path = out_dir / testrun.JUNIT_NAME
-    junit_path.unlink(missing_ok=True)  # an earlier run's results must not stand in for this one's
-    env = {"CUTILE_RS_AUTOBUILD": "0", "CUTILE_KERNEL_OUT_ROOT": str(out_dir.parent)}
-    if tools is not None:
-        env["CUDA_TOOLKIT_PATH"] = str(tools.cuda_toolkit_path)
-    deadline = time.monotonic() + options.test_timeout
-    shown = echo if options.echo_pytest else None
-    outcome = testrun.run(target, argv, log_path, env, options.test_timeout, shown, echo)
-    text = log_path.read_text(encoding="utf-8", errors="replace")
-    xml = junit_path.read_text(encoding="utf-8", errors="replace") if junit_path.is_file() else None
-    result = testlog.to_test_result(
-        text,
-        command=testrun.shown(argv),
-        exit_code=outcome.code,
-        log_path=str(log_path),
-        gpu=interp.cuda,
-        junit_xml=xml,
-        test_paths=test_paths,
-    )
-    result.env_problem = interp.env_report()
-    result.env_fix = interp.env_fix()
-    result.stopped_by_timeout = outcome.stopped
-    result.silent_for = outcome.silent_for
-    return rerun.run_what_remains(target, argv, result, out_dir, env, deadline, echo)
 
 
 def _finish(

@@ -206,7 +206,7 @@ def test_an_op_the_dispatcher_has_no_cutile_rs_implementation_of_is_the_hosts(tm
     from types import SimpleNamespace
 
     from bot.errors import Failed
-    from bot.pipeline import _registered
+    from bot.stage_tests import registered
 
     _registry(
         tmp_path / "fell_back", {"silu_and_mul": {"pytorch": None}, "silu_and_mul_v2": {"cutile-rs": None}}
@@ -214,13 +214,13 @@ def test_an_op_the_dispatcher_has_no_cutile_rs_implementation_of_is_the_hosts(tm
     found = SimpleNamespace(dispatch_name="silu_and_mul")
     assert testrun.registered_backends(sys.executable, tmp_path / "fell_back", "silu_and_mul") == ["pytorch"]
     with pytest.raises(Failed) as stop:
-        _registered(Target(tmp_path / "fell_back", "silu_and_mul"), found, sys.executable)
+        registered(Target(tmp_path / "fell_back", "silu_and_mul"), found, sys.executable)
     assert stop.value.klass == "host" and "registered: pytorch" in stop.value.reason
     assert stop.value.host_fix.startswith(
         'register the wrapper with @register_impl("silu_and_mul", backend="cutile-rs")'
     )
     _registry(tmp_path / "wired", {"silu_and_mul": {"pytorch": None, "cutile-rs": None}})
-    assert _registered(Target(tmp_path / "wired", "silu_and_mul"), found, sys.executable) == [
+    assert registered(Target(tmp_path / "wired", "silu_and_mul"), found, sys.executable) == [
         "cutile-rs",
         "pytorch",
     ]

@@ -16,7 +16,8 @@ from checkout_support import checkout_with_kernels
 
 from bot import apply, build, generate, toolchain
 from bot.discover import discover
-from bot.pipeline import _smoke, make_plan
+from bot.pipeline import make_plan
+from bot.stage_tests import abi_smoke
 from bot.types import Target
 from bot.validator import exported_functions
 
@@ -66,5 +67,5 @@ def test_new_ops_plan_without_contract_and_build_in_one_crate(repo, cargo_target
     built = build.build(first, toolchain.resolve(), cargo_target_dir, repo / "build.txt", exported_functions)
     for op in OPS:
         assert f"cutile_{op}" in built.symbols, (op, built.symbols)
-        ok, detail = _smoke(Target(repo, op), built.so_path)
+        ok, detail = abi_smoke(Target(repo, op), built.so_path)
         assert ok and "-5" in detail, (op, detail)
