@@ -14,22 +14,17 @@ BLOCKED(host) "internal error" with the traceback kept in the agent log.
 
 from __future__ import annotations
 
-import tempfile
 import threading
 import time
-import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
 from bot import (
-    classify,
     discover,
-    machine_errors,
     progress,
-    report,
     shared_build,
     side_by_side,
+    stage_finish,
     stage_generate,
     stage_tests,
     stage_verify,
@@ -37,8 +32,8 @@ from bot import (
     toolchain,
     validator,
 )
-from bot.errors import Blocked, Failed, StageStop
-from bot.job import Job, PortOptions, Run, stop_line, stop_status, verdict_of
+from bot.errors import Failed, StageStop
+from bot.job import Job, PortOptions, stop_line, stop_status
 from bot.stage_generate import gather_facts, generate_only, make_plan, read_signature
 from bot.targets import find_targets
 from bot.types import (
@@ -108,7 +103,7 @@ def port_all(targets: list[Target], options: PortOptions) -> list[PortResult]:
         left_out.restore()  # the checkout ends as generation wrote it, every kernel wired
     for job in jobs:
         test_files = [site.path for site in job.found.test_sites] if job.found is not None else None
-        _finish(
+        stage_finish.finish(
             job.result, job.run, job.target, job.out_dir, job.pytest_cmd, job.pytest_rc, options, test_files
         )
     return [job.result for job in jobs]
@@ -224,99 +219,3 @@ def _count(n: int, word: str) -> str:
 def _discovery_line(found: Discovery) -> str:
     tests = ", ".join(t.path for t in found.test_sites) or "no test file"
     return f"{found.dispatch_name}: reference {found.reference.path if found.reference else 'none'}; {tests}"
-
-
-def _finish(
-    result: PortResult,
-    run: Run,
-    target: Target,
-    out_dir: Path,
-    pytest_cmd: str,
-    pytest_rc: int | None,
-    options: PortOptions,
-    test_files: list[str] | None,
-) -> None:
-    """Reports, validation and the answer, whatever happened: when the reports folder cannot be
-    written (a full or read-only disk), they go to a fresh temporary folder and the verdict says
-    so; when nothing can be written, the answer is still printed and says that."""
-    try:
-        _write_reports(result, run, target, out_dir, pytest_cmd, pytest_rc, test_files)
-    except OSError as exc:
-        _unwritable(result, run, exc, out_dir)
-        reason = result.verdict.reason
-        try:
-            out_dir = Path(tempfile.mkdtemp(prefix=f"agent-d-{target.op}-")) / target.op
-            result.verdict.reason = f"{reason}; the reports are in {out_dir}"
-            result.out_dir = str(out_dir)
-            _write_reports(result, run, target, out_dir, pytest_cmd, pytest_rc, test_files)
-        except OSError as again:
-            result.verdict.reason = (
-                f"{reason}; no reports could be written ({machine_errors.one_line(again)})"
-            )
-            runs = [validator.validate(out_dir, target.op, target.repo, None, test_files)]
-            result.validator_block = report.validator_block(pytest_cmd, pytest_rc, runs)
-    options.answer(result.validator_block)
-    options.answer(result.verdict.line)
-    options.echo(f"[agent-d] {target.op}: {result.verdict.headline}: {result.verdict.reason}")
-    if result.verdict.fix:
-        options.echo(f"[agent-d] {target.op}: fix: {result.verdict.fix}")
-
-
-def _unwritable(result: PortResult, run: Run, exc: OSError, out_dir: Path) -> None:
-    """The verdict for reports that could not be written, keeping what the run had found."""
-    run.log.append("writing the reports failed:\n" + traceback.format_exc())
-    stop = machine_errors.explain(exc, writing=f"the reports in {out_dir}") or Blocked(
-        "env", f"the reports could not be written: {machine_errors.one_line(exc)}"
-    )
-    before, plain = result.verdict, machine_errors.explain(exc)
-    result.verdict = verdict_of(stop)
-    if plain is None or before.reason != plain.reason:  # the run found something else first: keep it
-        result.verdict.reason += f" (the run itself: {before.headline}: {before.reason})"
-
-
-def _write_reports(
-    result: PortResult,
-    run: Run,
-    target: Target,
-    out_dir: Path,
-    pytest_cmd: str,
-    pytest_rc: int | None,
-    test_files: list[str] | None,
-) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    decision_log = _decision_log(result, run)
-    so = Path(result.build.so_path) if result.build and result.build.so_path else None
-    log_src = out_dir / "correctness_cutile_rs.txt"
-    report.write_reports(out_dir, result, decision_log, log_src if log_src.is_file() else None)
-    runs = [validator.validate(out_dir, target.op, target.repo, so, test_files)]
-    upstream = validator.run_repo_validator(target.repo, out_dir.parent, target.op, test_files=test_files)
-    if upstream is not None:
-        runs.append(upstream)
-    failing = next((r for r in runs if r.exit_code != 0), None)
-    if failing is not None:
-        first = next((ln for ln in failing.output.splitlines() if ln.startswith("FAIL")), "validator failed")
-        verdict = classify.after_validator(result.verdict, failing.exit_code, first)
-        if verdict is not result.verdict:
-            result.verdict = verdict
-            report.write_reports(
-                out_dir, result, _decision_log(result, run), log_src if log_src.is_file() else None
-            )
-    result.validator_block = report.validator_block(pytest_cmd, pytest_rc, runs)
-    (out_dir / "validator_block.txt").write_text(result.validator_block + "\n" + result.verdict.line + "\n")
-
-
-def _decision_log(result: PortResult, run: Run) -> list[str]:
-    lines = [
-        f"stage {s.name}: {s.status} in {s.seconds:.2f}s" + (f" ({s.detail})" if s.detail else "")
-        for s in run.stages
-    ]
-    for difference in result.launch_differences:
-        lines.append(f"the contract launches the kernel otherwise than the reference: {difference}")
-    if result.tests is not None and result.tests.rest_logs:
-        lines.append("after the crash, what remained ran again: " + ", ".join(result.tests.rest_logs))
-    if result.changed_files:
-        lines.append("files written: " + ", ".join(result.changed_files))
-    elif result.plan is not None:
-        lines.append("files written: none (the generated files already matched)")
-    lines += run.log
-    return lines
