@@ -1,15 +1,18 @@
-"""The ordered stages of a port, their timing and progress lines. The only module that knows the order.
+"""The order of a port's stages, and the kernels of one change taken through them together.
+The only module that knows the order.
 
 targets -> kernel signature -> checkout -> facts -> launch plan -> generated files -> apply
 -> toolchain -> build (+ ELF export) -> ABI smoke -> test -> classify -> reports + validator.
 
-The kernels of one change go through it side by side: every kernel up to apply, then one
-shared build (``bot/shared_build.py``), then each kernel's smoke, tests and verdict, one kernel
-after the other or, with ``test_jobs`` > 1, that many at a time (``bot/side_by_side.py``).
+The kernels of one change go through it side by side: every kernel up to apply
+(``bot/stage_generate.py``; ``verify``: ``bot/stage_verify.py``), then one shared build
+(``bot/shared_build.py``), then each kernel's smoke, tests and verdict (``bot/stage_tests.py``),
+one kernel after the other or, with ``test_jobs`` > 1, that many at a time
+(``bot/side_by_side.py``), then each kernel's reports (``bot/stage_finish.py``).
 
 Whatever happens, the reports are written and the verdict says why: a stage that cannot go
 on raises ``StageStop`` (FAIL or BLOCKED with its class); anything unexpected becomes
-BLOCKED(host) "internal error" with the traceback kept in the agent log.
+BLOCKED(host) "internal error" with the traceback kept in the agent log (``bot/job.py``).
 """
 
 from __future__ import annotations
@@ -36,12 +39,7 @@ from bot.errors import Failed, StageStop
 from bot.job import Job, PortOptions, stop_line, stop_status
 from bot.stage_generate import gather_facts, generate_only, make_plan, read_signature
 from bot.targets import find_targets
-from bot.types import (
-    Discovery,
-    PortResult,
-    Target,
-    VerdictKind,
-)
+from bot.types import Discovery, PortResult, Target, VerdictKind
 
 # what other modules import from here; the generation steps are also run without a port
 __all__ = [
