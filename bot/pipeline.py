@@ -100,10 +100,7 @@ def port_all(targets: list[Target], options: PortOptions) -> list[PortResult]:
     finally:
         left_out.restore()  # the checkout ends as generation wrote it, every kernel wired
     for job in jobs:
-        test_files = [site.path for site in job.found.test_sites] if job.found is not None else None
-        stage_finish.finish(
-            job.result, job.run, job.target, job.out_dir, job.pytest_cmd, job.pytest_rc, options, test_files
-        )
+        stage_finish.finish(job, options)
     return [job.result for job in jobs]
 
 

@@ -14,25 +14,18 @@ from pathlib import Path
 
 from bot import classify, machine_errors, report, validator
 from bot.errors import Blocked
-from bot.job import PortOptions, Run, verdict_of
-from bot.types import PortResult, Target
+from bot.job import Job, PortOptions, Run, verdict_of
+from bot.types import PortResult
 
 
-def finish(
-    result: PortResult,
-    run: Run,
-    target: Target,
-    out_dir: Path,
-    pytest_cmd: str,
-    pytest_rc: int | None,
-    options: PortOptions,
-    test_files: list[str] | None,
-) -> None:
+def finish(job: Job, options: PortOptions) -> None:
     """Reports, validation and the answer, whatever happened: when the reports folder cannot be
     written (a full or read-only disk), they go to a fresh temporary folder and the verdict says
     so; when nothing can be written, the answer is still printed and says that."""
+    result, run, target, out_dir = job.result, job.run, job.target, job.out_dir
+    test_files = [site.path for site in job.found.test_sites] if job.found is not None else None
     try:
-        _write_reports(result, run, target, out_dir, pytest_cmd, pytest_rc, test_files)
+        _write_reports(job, out_dir, test_files)
     except OSError as exc:
         _unwritable(result, run, exc, out_dir)
         reason = result.verdict.reason
@@ -40,13 +33,13 @@ def finish(
             out_dir = Path(tempfile.mkdtemp(prefix=f"agent-d-{target.op}-")) / target.op
             result.verdict.reason = f"{reason}; the reports are in {out_dir}"
             result.out_dir = str(out_dir)
-            _write_reports(result, run, target, out_dir, pytest_cmd, pytest_rc, test_files)
+            _write_reports(job, out_dir, test_files)
         except OSError as again:
             result.verdict.reason = (
                 f"{reason}; no reports could be written ({machine_errors.one_line(again)})"
             )
             runs = [validator.validate(out_dir, target.op, target.repo, None, test_files)]
-            result.validator_block = report.validator_block(pytest_cmd, pytest_rc, runs)
+            result.validator_block = report.validator_block(job.pytest_cmd, job.pytest_rc, runs)
     options.answer(result.validator_block)
     options.answer(result.verdict.line)
     options.echo(f"[agent-d] {target.op}: {result.verdict.headline}: {result.verdict.reason}")
@@ -66,15 +59,9 @@ def _unwritable(result: PortResult, run: Run, exc: OSError, out_dir: Path) -> No
         result.verdict.reason += f" (the run itself: {before.headline}: {before.reason})"
 
 
-def _write_reports(
-    result: PortResult,
-    run: Run,
-    target: Target,
-    out_dir: Path,
-    pytest_cmd: str,
-    pytest_rc: int | None,
-    test_files: list[str] | None,
-) -> None:
+def _write_reports(job: Job, out_dir: Path, test_files: list[str] | None) -> None:
+    """The reports in ``out_dir`` (the kernel's, or the temporary folder that stands in for it)."""
+    result, run, target = job.result, job.run, job.target
     out_dir.mkdir(parents=True, exist_ok=True)
     decision_log = _decision_log(result, run)
     so = Path(result.build.so_path) if result.build and result.build.so_path else None
@@ -93,7 +80,7 @@ def _write_reports(
             report.write_reports(
                 out_dir, result, _decision_log(result, run), log_src if log_src.is_file() else None
             )
-    result.validator_block = report.validator_block(pytest_cmd, pytest_rc, runs)
+    result.validator_block = report.validator_block(job.pytest_cmd, job.pytest_rc, runs)
     (out_dir / "validator_block.txt").write_text(result.validator_block + "\n" + result.verdict.line + "\n")
 
 
