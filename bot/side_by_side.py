@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 def run_each(steps: list[Callable[[], None]], workers: int) -> None:
     """Every step, at most ``workers`` at a time, in threads; all have ended on return. Each step
-    handles its own failure (``_Job.attempt`` makes it that kernel's verdict); an exception that
+    handles its own failure (``job.Job.attempt`` makes it that kernel's verdict); an exception that
     escapes one anyway is raised here once the others have ended.
 
     Interrupted (Ctrl-C): no step starts after it; the running ones end with their pytest run."""
