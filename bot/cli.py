@@ -142,7 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
         "export check, ABI smoke, pytest, classification, reports and validator.",
     )
     p.add_argument("--repo", type=Path, default=Path("."), help="TileGym checkout (default: .)")
-    p.add_argument("--kernel", required=True, help="kernel name")
+    p.add_argument(
+        "--kernel",
+        required=True,
+        action="append",
+        help="kernel name; repeat it to verify several (--test-jobs)",
+    )
     p.add_argument(
         "--out", type=Path, help="reports root (default: $CUTILE_KERNEL_OUT_ROOT or REPO/cutile_kernel_out)"
     )

@@ -26,7 +26,7 @@ T = TypeVar("T")
 @dataclass
 class PortOptions:
     repo: Path
-    kernel: str | None = None
+    kernel: str | list[str] | None = None  # the kernel(s) named; None: those the change adds
     base: str | None = None
     out_root: Path | None = None
     python: str = ""

@@ -87,15 +87,18 @@ def unknown_kernel(repo: Path, op: str) -> UsageError:
     return UsageError(f"unknown kernel {op!r}: no src/tilegym/ops/cutile_rs/{op}_kernel/kernel.rs; {hint}")
 
 
-def find_targets(repo: Path, kernel: str | None = None, base: str | None = None) -> list[Target]:
+def find_targets(repo: Path, kernel: str | list[str] | None = None, base: str | None = None) -> list[Target]:
+    """The named kernel(s), in the order named, each once; else the kernels added since ``base``."""
     repo = existing_dir(repo, "--repo")
-    if not (repo / ".git").exists() and kernel is None:
+    names = [kernel] if isinstance(kernel, str) else list(dict.fromkeys(kernel or []))
+    if not (repo / ".git").exists() and not names:
         raise UsageError(f"{repo} is not a git checkout; name the kernel with --kernel")
-    if kernel is not None:
-        target = Target(repo, check_name(kernel))
-        if not target.kernel_rs.is_file():
-            raise unknown_kernel(repo, kernel)
-        return [target]
+    if names:
+        targets = [Target(repo, check_name(name)) for name in names]
+        for name, target in zip(names, targets, strict=True):
+            if not target.kernel_rs.is_file():
+                raise unknown_kernel(repo, name)
+        return targets
     ops = added_kernels(git_diff(repo, base or "HEAD~1"))
     if not ops:
         raise UsageError(

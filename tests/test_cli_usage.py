@@ -160,9 +160,11 @@ def test_test_jobs_reaches_the_port_of_port_verify_and_port_job(tmp_path, monkey
     from bot.types import PortResult, Target, Verdict, VerdictKind
 
     given: list[int] = []
+    named: list = []
 
     def port(options):
         given.append(options.test_jobs)
+        named.append(options.kernel)
         return [PortResult(Target(tmp_path, "x"), Verdict(VerdictKind.ALL_PASS, "", "passed"), [], "")]
 
     monkeypatch.setattr(cli, "port", port)
@@ -170,6 +172,9 @@ def test_test_jobs_reaches_the_port_of_port_verify_and_port_job(tmp_path, monkey
         assert cli.main([*args, "--quiet", "--test-jobs", "3"]) == 0
         assert cli.main([*args, "--quiet"]) == 0
     assert given == [3, 1, 3, 1]
+    # verify takes several kernels, so that --test-jobs has kernels to test side by side
+    assert cli.main(["verify", "--repo", str(tmp_path), "--kernel", "x", "--kernel", "y", "--quiet"]) == 0
+    assert named[-1] == ["x", "y"] and named[2] == ["x"]
     ported: list[dict] = []
     monkeypatch.setattr(runner, "pipeline_port_fn", lambda **options: ported.append(options))
     monkeypatch.setattr(port_job, "run_port_job", lambda *args, **kwargs: tmp_path / "artifact")

@@ -49,6 +49,16 @@ def test_base_ref_covers_several_commits(tmp_path):
     assert [t.op for t in find_targets(repo)] == ["gelu"]
 
 
+def test_several_named_kernels_in_the_order_named_each_once(tmp_path):
+    repo = _repo(tmp_path)
+    _add_kernel(repo, "relu", "add relu")
+    _add_kernel(repo, "gelu", "add gelu")
+    assert [t.op for t in find_targets(repo, ["gelu", "relu", "gelu"])] == ["gelu", "relu"]
+    assert [t.op for t in find_targets(repo, "relu")] == ["relu"]
+    with pytest.raises(UsageError, match="silu"):  # one unknown name refuses them all, naming it
+        find_targets(repo, ["relu", "silu"])
+
+
 def test_modified_kernel_is_not_a_target(tmp_path):
     repo = _repo(tmp_path)
     _add_kernel(repo, "relu", "add relu")
