@@ -34,13 +34,14 @@ def discover(target: Target) -> Discovery:
     tried: list[str] = []
     files = _Files()  # each file is read and parsed once, whichever finding needs it
     registry = _registrations(repo, files)
-    reference, name, name_source = _reference(target.op, registry, tried)
+    reference, name, registry_name, name_source = _reference(target.op, registry, tried)
     public = _public(repo, name, tried, files)
     tests, keywords = _tests(repo, target.op, name, public, tried, files)
     return Discovery(
         op=target.op,
         dispatch_name=name,
         dispatch_source=name_source,
+        registry_name=registry_name,
         reference=reference,
         public=public,
         tests=tuple(tests),
@@ -150,20 +151,20 @@ def cutile_registration(node: ast.expr) -> str | None:
 
 
 def _reference(op: str, registry: list[_Registration], tried: list[str]):
-    """(reference finding, dispatch name, why that name) for ``op``."""
+    """(reference finding, dispatch name, the name the reference registers, why that name) for ``op``."""
 
     def found(reg: _Registration, why: str):
         where = f"{reg.rel.as_posix()}:{reg.line}"
         finding = Found(
             reg.rel.as_posix(), reg.line, f"register_impl({reg.name!r}, backend='cutile') {reg.function}"
         )
-        return finding, reg.name, Source("reference", f"{where} {why}")
+        return finding, reg.name, reg.name, Source("reference", f"{where} {why}")
 
     for name in (op, f"get_{op}"):
         exact = [r for r in registry if r.name == name]
         if exact:  # a getter is still known by the op's name: ops.py declares get_<op> for it
-            finding, _, source = found(exact[0], f"registers {name!r} for the cuTile backend")
-            return finding, op, source
+            finding, _, registered, source = found(exact[0], f"registers {name!r} for the cuTile backend")
+            return finding, op, registered, source
     tried.append(f"{REFERENCE_ROOT.as_posix()}/**: no register_impl({op!r}) or get_{op}")
     same_file = [r for r in registry if r.rel.stem == op]
     forward = [r for r in same_file if not r.name.endswith("_backward") and not r.name.startswith("get_")]
@@ -174,7 +175,7 @@ def _reference(op: str, registry: list[_Registration], tried: list[str]):
         tried.append(f"{same_file[0].rel.as_posix()}: registers {names}; which one {op} ports is not said")
     else:
         tried.append(f"{REFERENCE_ROOT.as_posix()}/**/{op}.py: no such module")
-    return None, op, Source("naming", f"no cuTile registration found: the kernel name {op!r}")
+    return None, op, op, Source("naming", f"no cuTile registration found: the kernel name {op!r}")
 
 
 # --------------------------------------------------------------------------- the public function

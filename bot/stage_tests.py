@@ -58,13 +58,14 @@ def smoke_and_test(
 
 def registered(target: Target, found: Discovery, python: str) -> list[str] | None:
     """The op's cutile-rs implementation is registered where the tests will look for it."""
-    backends = testrun.registered_backends(python, target.repo, found.dispatch_name)
+    name = found.registry_name or found.dispatch_name  # a getter registers get_<op> (swiglu)
+    backends = testrun.registered_backends(python, target.repo, name)
     if backends is not None and "cutile-rs" not in backends:
         raise Failed(
             "host",
-            f"tilegym.ops.{found.dispatch_name} has no cutile-rs implementation registered "
+            f"tilegym.ops.{name} has no cutile-rs implementation registered "
             f"(registered: {', '.join(backends) or 'none'}): a cutile-rs test would run a fallback",
-            host_fix=f'register the wrapper with @register_impl("{found.dispatch_name}", backend="cutile-rs") '
+            host_fix=f'register the wrapper with @register_impl("{name}", backend="cutile-rs") '
             "and import it in ops/cutile_rs/__init__.py",
         )
     return backends

@@ -94,6 +94,9 @@ class Discovery:
     call_keywords: tuple[str, ...] = ()  # keyword names the tests pass
     candidates: tuple[str, ...] = ()  # names registered by the module named after the op
     tried: tuple[str, ...] = ()
+    # the name TileGym's dispatcher holds the implementations under: the reference's register_impl
+    # name (a getter's is get_<op>); empty: the dispatch name
+    registry_name: str = ""
 
     @property
     def test_sites(self) -> tuple[TestSite, ...]:

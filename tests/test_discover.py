@@ -278,3 +278,43 @@ def test_the_reference_readers_find_a_function_registered_by_the_call_form():
     )
     assert reference.registered_function(tree, "x").name == "tile_x"
     assert reference.registered_function(tree, "y") is None
+
+
+def test_a_getter_is_dispatched_by_the_op_name_and_registered_as_get_op(tmp_path, monkeypatch):
+    """TileGym main's swiglu: the cuTile reference registers ``get_swiglu`` (a getter) and ops.py
+    declares ``get_swiglu``. The registration check must ask the dispatcher for ``get_swiglu``: asking
+    for ``swiglu`` finds nothing and wrongly failed the port on the H200 (agent-d f8f82b4)."""
+    from bot import stage_tests, testrun
+
+    _write(tmp_path, "src/tilegym/ops/ops.py", """\
+        from tilegym.backend import dispatch
+
+
+        @dispatch("get_gate")
+        def get_gate():
+            raise NotImplementedError
+        """)  # fmt: skip
+    _write(tmp_path, "src/tilegym/ops/cutile/gate.py", """\
+        from tilegym.backend import register_impl
+
+
+        def gate(a, b):
+            return a
+
+
+        @register_impl("get_gate", backend="cutile")
+        def get_gate():
+            return gate
+        """)  # fmt: skip
+    target = Target(tmp_path, "gate")
+    found = discover(target)
+    assert (found.dispatch_name, found.registry_name) == ("gate", "get_gate")
+    asked: list[str] = []
+
+    def backends(python, repo, name, timeout=180):
+        asked.append(name)
+        return ["cutile", "cutile-rs"] if name == "get_gate" else []
+
+    monkeypatch.setattr(testrun, "registered_backends", backends)
+    assert stage_tests.registered(target, found, "python3") == ["cutile", "cutile-rs"]
+    assert asked == ["get_gate"]
