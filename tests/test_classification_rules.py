@@ -211,7 +211,9 @@ def test_an_op_the_dispatcher_has_no_cutile_rs_implementation_of_is_the_hosts(tm
     _registry(
         tmp_path / "fell_back", {"silu_and_mul": {"pytorch": None}, "silu_and_mul_v2": {"cutile-rs": None}}
     )
-    found = SimpleNamespace(dispatch_name="silu_and_mul")
+    found = SimpleNamespace(
+        dispatch_name="silu_and_mul", registry_name="silu_and_mul"
+    )  # as discover gives it
     assert testrun.registered_backends(sys.executable, tmp_path / "fell_back", "silu_and_mul") == ["pytorch"]
     with pytest.raises(Failed) as stop:
         registered(Target(tmp_path / "fell_back", "silu_and_mul"), found, sys.executable)
