@@ -21,14 +21,13 @@ is BLOCKED (env) only because this machine has no GPU.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 from checkout_support import OPS_DIR, checkout_with_kernels
+from port_support import port_json
 
-from bot.cli import main
 from bot.pipeline import make_plan
 from bot.reader import read_kernel
 from bot.types import Target
@@ -131,21 +130,8 @@ def _check_generated(repo: Path) -> None:
 
 def test_fixture_patterns_generate_build_export_and_smoke(repo, cargo_target_dir, capsys):
     _check_plans(repo)
-    code = main(
-        [
-            "port",
-            "--repo",
-            str(repo),
-            "--base",
-            "HEAD~1",
-            "--cargo-target-dir",
-            str(cargo_target_dir),
-            "--json",
-        ]
-    )
-    out = capsys.readouterr()
-    assert code == 3, out.err  # BLOCKED: only because this machine has no GPU
-    results = {entry["op"]: entry for entry in json.loads(out.out)}
+    code, err, results = port_json(repo, "HEAD~1", cargo_target_dir, capsys)
+    assert code == 3, err  # BLOCKED: only because this machine has no GPU
     for op in OPS:
         stages = {s["name"]: s for s in results[op]["stages"]}
         assert all(stages[s]["status"] == "ok" for s in ("generate", "apply", "build", "abi smoke")), stages

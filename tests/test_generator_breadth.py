@@ -8,13 +8,13 @@ each ABI smoke check passes.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from port_support import port_json
 
 from bot.cli import main
 from bot.demo import assemble_checkout
@@ -77,21 +77,8 @@ def test_contract_lines_and_inferred_abi(five):
 
 
 def test_all_five_generate_build_export_and_smoke(five, cargo_target_dir, capsys):
-    code = main(
-        [
-            "port",
-            "--repo",
-            str(five),
-            "--base",
-            "HEAD~2",
-            "--cargo-target-dir",
-            str(cargo_target_dir),
-            "--json",
-        ]
-    )
-    out = capsys.readouterr()
-    assert code == 3, out.err  # BLOCKED: only because this machine has no GPU
-    results = {entry["op"]: entry for entry in json.loads(out.out)}
+    code, err, results = port_json(five, "HEAD~2", cargo_target_dir, capsys)
+    assert code == 3, err  # BLOCKED: only because this machine has no GPU
     for op in OPS:
         stages = {s["name"]: s for s in results[op]["stages"]}
         assert stages["build"]["status"] == "ok" and f"cutile_{op} exported" in stages["build"]["detail"]

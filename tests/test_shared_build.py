@@ -6,7 +6,6 @@ build, export and pass the ABI smoke. Cargo's runs are counted by a wrapper in f
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from checkout_support import OPS_DIR, checkout_with_kernels
+from port_support import port_json
 
 from bot.cli import main
 from bot.emit import wiring
@@ -54,22 +54,9 @@ def _stages(entry: dict) -> dict[str, dict]:
 
 
 def test_three_kernels_of_one_change_are_built_by_one_cargo_run(repo, cargo_target_dir, cargo_runs, capsys):
-    code = main(
-        [
-            "port",
-            "--repo",
-            str(repo),
-            "--base",
-            "HEAD~1",
-            "--cargo-target-dir",
-            str(cargo_target_dir),
-            "--json",
-        ]
-    )
-    out = capsys.readouterr()
-    assert code == 3, out.err  # BLOCKED: only because this machine has no GPU
+    code, err, results = port_json(repo, "HEAD~1", cargo_target_dir, capsys)
+    assert code == 3, err  # BLOCKED: only because this machine has no GPU
     assert len(cargo_runs()) == 1, cargo_runs()
-    results = {entry["op"]: entry for entry in json.loads(out.out)}
     assert sorted(results) == sorted(OPS)
     for op, entry in results.items():
         stages = _stages(entry)
