@@ -12,8 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bot.emit import wiring
 from bot.errors import Blocked
-from bot.types import ApplyResult, GeneratedFiles
+from bot.types import ApplyResult, GeneratedFiles, Target
 
 
 def format_python(text: str, rel_path: str, repo: Path) -> str:
@@ -58,17 +59,50 @@ def formatted(files: GeneratedFiles, repo: Path) -> GeneratedFiles:
 
 
 def apply(files: GeneratedFiles, repo: Path) -> ApplyResult:
-    changed, unchanged = [], []
+    result = ApplyResult([], [])
     for f in files.files:
         path = repo / f.path
         data = f.content.encode("utf-8")
-        if path.is_file() and path.read_bytes() == data:
-            unchanged.append(f.path)
+        before = path.read_bytes() if path.is_file() else None
+        if before == data:
+            result.unchanged.append(f.path)
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        changed.append(f.path)
-    return ApplyResult(changed, unchanged)
+        result.changed.append(f.path)
+        result.previous[f.path] = before
+    return result
+
+
+def withdraw(target: Target, applied: ApplyResult, alone: bool) -> list[str]:
+    """Take back what ``apply`` wrote for ``target`` (the build faulted a file agent-d generated).
+
+    The kernel's own files go back to their bytes before; its ``lib.rs`` block and package import
+    are taken out, leaving other kernels' wiring; the wiring every cutile-rs op shares (selector,
+    package imports, test parametrization) goes back only when ``alone`` (no other kernel of the
+    change keeps its files). Returns the paths written."""
+    repo = target.repo
+    rel = lambda p: str(p.relative_to(repo))  # noqa: E731
+    own = {rel(target.ffi_rs), rel(target.wrapper_py)}
+    cut = {
+        rel(target.crate_dir / "src" / "lib.rs"): wiring.lib_rs_without,
+        rel(target.ops_dir / "__init__.py"): wiring.package_init_without,
+    }
+    written = []
+    for path in applied.changed:
+        full = repo / path
+        if path in cut and full.is_file():
+            full.write_text(cut[path](full.read_text(encoding="utf-8"), target.op), encoding="utf-8")
+        elif path in own or alone:
+            before = applied.previous.get(path)
+            if before is None:
+                full.unlink(missing_ok=True)
+            else:
+                full.write_bytes(before)
+        else:
+            continue
+        written.append(path)
+    return written
 
 
 def _first_line(text: str) -> str:

@@ -21,11 +21,11 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot import compiler_output, progress
-from bot.errors import Blocked, Failed
+from bot.errors import Blocked, Failed, OwnBug
 from bot.toolchain import Toolchain
 from bot.types import BuildResult, Target
 
@@ -59,6 +59,7 @@ class CrateBuild:
     stderr: str
     so_path: Path  # where the TileGym runtime looks for the library
     limit: float
+    error_lines: dict[str, list[int]] = field(default_factory=dict)  # the line of each message above
 
     @property
     def ok(self) -> bool:
@@ -114,7 +115,7 @@ def compile_crate(
             runtime_so.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(built, runtime_so)
     root = _checkout_of(crate)
-    rendered, errors_by_file = _diagnostics(stdout, crate, root)
+    rendered, errors_by_file, error_lines = _diagnostics(stdout, crate, root)
     return CrateBuild(
         crate,
         "cargo build --release",
@@ -126,6 +127,7 @@ def compile_crate(
         stderr,
         runtime_so,
         limit,
+        error_lines,
     )
 
 
@@ -155,7 +157,7 @@ def judge(
         crate_build.ok, "", crate_build.command, crate_build.seconds, tail, crate_build.errors_by_file
     )
     if not crate_build.ok:
-        _raise_for_failure(target, crate_build.errors_by_file, crate_build.stderr)
+        _raise_for_failure(target, crate_build.errors_by_file, crate_build.stderr, crate_build.error_lines)
     runtime_so = crate_build.so_path
     result.so_path = str(runtime_so)
     if exported is not None:
@@ -237,9 +239,12 @@ def _stopped(target: Target, limit: float) -> None:
     )
 
 
-def _diagnostics(stdout: str, crate: Path, root: Path) -> tuple[list[str], dict[str, list[str]]]:
+def _diagnostics(
+    stdout: str, crate: Path, root: Path
+) -> tuple[list[str], dict[str, list[str]], dict[str, list[int]]]:
     rendered: list[str] = []
     by_file: dict[str, list[str]] = {}
+    lines: dict[str, list[int]] = {}
     for line in stdout.splitlines():
         try:
             msg = json.loads(line)
@@ -253,27 +258,32 @@ def _diagnostics(stdout: str, crate: Path, root: Path) -> tuple[list[str], dict[
         if diag.get("level") not in ("error", "error: internal compiler error"):
             continue
         spans = [s for s in diag.get("spans", []) if s.get("is_primary")] or diag.get("spans", [])
-        where = _source_file(spans, crate, root) if spans else "(no file)"
+        where, line = _source_file(spans, crate, root) if spans else ("(no file)", 0)
         by_file.setdefault(where, []).append(diag.get("message", "").strip())
-    return rendered, by_file
+        lines.setdefault(where, []).append(line)
+    return rendered, by_file, lines
 
 
-def _source_file(spans: list[dict], crate: Path, root: Path) -> str:
+def _source_file(spans: list[dict], crate: Path, root: Path) -> tuple[str, int]:
+    """(the file an error is in, relative to the crate's parent; its line)."""
     span = spans[0]
     # A macro expansion points into the macro's caller; the outermost expansion holds the op file.
     while span.get("expansion") and span["expansion"].get("span"):
         span = span["expansion"]["span"]
     name = span.get("file_name", "")
+    line = int(span.get("line_start") or 0)
     if not compiler_output.inside(name, root, crate):
-        return compiler_output.OUTSIDE  # neither its path nor its text leaves the runner
+        return compiler_output.OUTSIDE, line  # neither its path nor its text leaves the runner
     path = (crate / name).resolve()
     try:
-        return str(path.relative_to(crate.parent.resolve()))
+        return str(path.relative_to(crate.parent.resolve())), line
     except ValueError:
-        return str(path.relative_to(root.resolve()))
+        return str(path.relative_to(root.resolve())), line
 
 
-def _raise_for_failure(target: Target, by_file: dict[str, list[str]], stderr: str) -> None:
+def _raise_for_failure(
+    target: Target, by_file: dict[str, list[str]], stderr: str, lines: dict[str, list[int]] | None = None
+) -> None:
     summary = "; ".join(
         f"{f}: {msgs[0]}" + (f" (+{len(msgs) - 1})" if len(msgs) > 1 else "")
         for f, msgs in sorted(by_file.items())
@@ -287,10 +297,13 @@ def _raise_for_failure(target: Target, by_file: dict[str, list[str]], stderr: st
             f"cargo error in kernel.rs: {summary}",
             followup=f"fix the compile error in {kernel}: {by_file[in_kernel[0]][0]}",
         )
-    if any(_is(f, rel) for f in by_file for rel in ours):
-        raise Failed(
-            "host", f"cargo error in the host code: {summary}", host_fix="the generated ffi.rs must compile"
-        )
+    in_ours = [f for f in sorted(by_file) if any(_is(f, rel) for rel in ours)]
+    if in_ours:
+        # what agent-d generated or wired does not compile: its bug, and its files are withheld
+        first = in_ours[0]
+        line = (lines or {}).get(first, [0])[0]
+        where = f"{first}:{line}" if line else first
+        raise OwnBug(f"cargo build faults the generated {where}: {by_file[first][0]} ({summary})")
     if by_file:
         raise Blocked("host", f"the crate does not build for reasons outside {target.op}: {summary}")
     if "failed to run custom build command" in stderr:

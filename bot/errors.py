@@ -31,3 +31,18 @@ class Failed(StageStop):
 
 class UsageError(Exception):
     """Bad command-line input: exits with the usage status, before any stage runs."""
+
+
+class OwnBug(Blocked):
+    """A file agent-d generated is faulted by a linter or the compiler: agent-d's bug, never the porter's.
+
+    BLOCKED (host); the kernel's generated files are withheld (not applied, never pushed)."""
+
+    def __init__(self, reason: str, host_fix: str = ""):
+        super().__init__("host", f"agent-d's own bug: {reason}", host_fix=host_fix or REPORT_OWN_BUG)
+
+
+REPORT_OWN_BUG = (
+    "agent-d generated code that does not check; its files were withheld: report it to agent-d's "
+    "maintainers with this verdict"
+)

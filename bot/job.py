@@ -17,8 +17,17 @@ from pathlib import Path
 from typing import TypeVar
 
 from bot import machine_errors, progress
-from bot.errors import StageStop
-from bot.types import Discovery, PortResult, StageRecord, Target, Verdict, VerdictKind
+from bot.errors import OwnBug, StageStop
+from bot.types import (
+    ApplyResult,
+    Discovery,
+    KernelSignature,
+    PortResult,
+    StageRecord,
+    Target,
+    Verdict,
+    VerdictKind,
+)
 
 T = TypeVar("T")
 
@@ -92,6 +101,10 @@ class Job:
     pytest_cmd: str = "(pytest not run)"
     pytest_rc: int | None = None
     stopped: bool = False
+    # facts are missing: this stop is the verdict once the build has shown that kernel.rs compiles
+    awaiting_facts: StageStop | None = None
+    applied: ApplyResult | None = None  # what apply wrote, to take back when the build faults it
+    signature: KernelSignature | None = None  # the kernel's, as the reader gave it
 
     @classmethod
     def start(cls, target: Target, options: PortOptions) -> Job:
@@ -134,5 +147,11 @@ class Job:
 
 def verdict_of(stop: StageStop) -> Verdict:
     return Verdict(
-        VerdictKind(stop.kind), stop.klass, stop.reason, stop.followup, stop.host_fix, stop.runner_fix
+        VerdictKind(stop.kind),
+        stop.klass,
+        stop.reason,
+        stop.followup,
+        stop.host_fix,
+        stop.runner_fix,
+        withheld=isinstance(stop, OwnBug),
     )

@@ -1,8 +1,8 @@
 """The order of a port's stages, and the kernels of one change taken through them together.
 The only module that knows the order.
 
-targets -> kernel signature -> checkout -> facts -> launch plan -> generated files -> apply
--> toolchain -> build (+ ELF export) -> ABI smoke -> test -> classify -> reports + validator.
+targets -> kernel signature -> checkout -> facts -> launch plan -> check plan -> generated files
+-> check generated -> apply -> toolchain -> build (+ ELF export) -> ABI smoke -> test -> classify -> reports + validator.
 
 The kernels of one change go through it side by side: every kernel up to apply
 (``bot/stage_generate.py``; ``verify``: ``bot/stage_verify.py``), then one shared build
@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from bot import (
+    apply,
     discover,
     progress,
     shared_build,
@@ -93,12 +94,16 @@ def port_all(targets: list[Target], options: PortOptions) -> list[PortResult]:
     try:
         if not options.verify_only:
             tools = _build(jobs, options, left_out)
+        for job in jobs:  # nothing was built for it (no kernel was left to build)
+            if job.awaiting_facts and not job.stopped:
+                job.stop(job.awaiting_facts)
         interpreter = _once(lambda: testrun.probe(python))
         _test_each(
             jobs, lambda job: stage_tests.smoke_and_test(job, python, interpreter, tools, options), options
         )
     finally:
         left_out.restore()  # the checkout ends as generation wrote it, every kernel wired
+        _withdraw_faulted(jobs)  # ... except the files the build faulted: agent-d's own bug
     for job in jobs:
         stage_finish.finish(job, options)
     return [job.result for job in jobs]
@@ -162,7 +167,7 @@ def _build(jobs: list[Job], options: PortOptions, left_out: shared_build.LeftOut
     except StageStop as stop:
         for job in going:
             job.run.record("toolchain", time.monotonic() - start, stop_status(stop), stop_line(stop))
-            job.stop(stop)
+            _stop_after_build(job, stop, f"kernel.rs was not compiled: {stop.reason}")
         return None
     except Exception as exc:  # every kernel waiting on the toolchain gets the same internal error
         for job in going:
@@ -182,6 +187,7 @@ def _build(jobs: list[Job], options: PortOptions, left_out: shared_build.LeftOut
             validator.exported_functions,
             options.echo,
             cargo_home=options.cargo_home,
+            kernel_only=frozenset(job.target.op for job in going if job.awaiting_facts),
         )
     except Exception as exc:  # every kernel waiting on this build gets the same internal error
         for job in going:
@@ -196,7 +202,11 @@ def _build(jobs: list[Job], options: PortOptions, left_out: shared_build.LeftOut
         if op in shared.stopped:
             stop = shared.stopped[op]
             job.run.record("build", shared.seconds, stop_status(stop), f"({runs}) {stop_line(stop)}")
-            job.stop(stop)
+            _stop_after_build(job, stop, f"kernel.rs could not be compiled: {stop.reason}")
+            continue
+        if job.awaiting_facts:
+            job.run.record("build", shared.seconds, "ok", f"({runs}) kernel.rs compiles (no launcher yet)")
+            _stop_after_build(job, None, "kernel.rs compiles (cargo build, without a launcher)")
             continue
         built = shared.built[op]
         built.cargo_runs = shared.cargo_runs
@@ -205,6 +215,30 @@ def _build(jobs: list[Job], options: PortOptions, left_out: shared_build.LeftOut
         detail = f"{built.command} ({shared.seconds:.0f}s, {runs}); {job.target.symbol} exported"
         job.run.record("build", shared.seconds, "ok", detail)
     return tools
+
+
+def _withdraw_faulted(jobs: list[Job]) -> None:
+    """Take back the applied files of each kernel whose generated code the build faulted."""
+    faulted = [job for job in jobs if job.applied and job.result.verdict.withheld]
+    kept = [job for job in jobs if job.applied and not job.result.verdict.withheld]
+    for job in faulted:
+        assert job.applied is not None
+        taken = apply.withdraw(job.target, job.applied, alone=not kept)
+        job.result.changed_files = []
+        job.run.log.append("withheld (not applied): " + ", ".join(taken))
+
+
+def _stop_after_build(job: Job, stop: StageStop | None, note: str) -> None:
+    """The build's stop; for a kernel awaiting facts, a kernel fault wins over the missing facts,
+    and anything else keeps the question with ``note`` on what the build showed."""
+    waiting = job.awaiting_facts
+    if waiting is None:
+        assert stop is not None
+        job.stop(stop)
+    elif stop is not None and stop.kind == "FAIL" and stop.klass == "kernel":
+        job.stop(stop)
+    else:
+        job.stop(type(waiting)(waiting.klass, f"{waiting.reason} ({note})", host_fix=waiting.host_fix))
 
 
 def _count(n: int, word: str) -> str:

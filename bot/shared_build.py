@@ -48,6 +48,15 @@ class LeftOut:
                 self.saved.setdefault(path, path.read_bytes())
                 path.write_text(without(path.read_text(encoding="utf-8"), target.op), encoding="utf-8")
 
+    def kernel_only(self, target: Target) -> None:
+        """``target``'s kernel compiled without a launcher (its facts are missing), for this build only."""
+        path = target.crate_dir / "src" / "lib.rs"
+        if path.is_file():
+            self.saved.setdefault(path, path.read_bytes())
+            path.write_text(
+                wiring.lib_rs_kernel_only(path.read_text(encoding="utf-8"), target.op), encoding="utf-8"
+            )
+
     def restore(self) -> None:
         for path, data in self.saved.items():
             path.write_bytes(data)
@@ -63,11 +72,16 @@ def build_together(
     exported: Callable[[Path], list[str]] | None = None,
     echo: progress.Echo = progress.silent,
     cargo_home: Path | None = None,
+    kernel_only: frozenset[str] = frozenset(),
 ) -> SharedBuild:
     """Build the crate once for ``targets`` (all in one checkout); again without each kernel whose
-    own files broke the build. Each build's log goes to ``log_path`` of every kernel it was for."""
+    own files broke the build. Each build's log goes to ``log_path`` of every kernel it was for.
+    The ops in ``kernel_only`` have no launcher yet: their kernel is compiled, nothing exported."""
     out = SharedBuild()
     remaining = list(targets)
+    for target in remaining:
+        if target.op in kernel_only:
+            left_out.kernel_only(target)
     while remaining:
         crate_build = build.compile_crate(
             remaining[0].crate_dir, toolchain, cargo_target_dir, echo, cargo_home=cargo_home
@@ -83,7 +97,9 @@ def build_together(
             if again and target.op not in at_fault:
                 continue
             try:
-                out.built[target.op] = build.judge(target, crate_build, exported)
+                out.built[target.op] = build.judge(
+                    target, crate_build, None if target.op in kernel_only else exported
+                )
             except StageStop as stop:
                 out.stopped[target.op] = stop
         if not again:

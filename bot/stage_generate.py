@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from bot import apply, checkout, discover, generate, kernel_rules, launch_diff
+from bot import apply, checkout, discover, generate, kernel_rules, launch_diff, soundness
 from bot.draft import write_draft
 from bot.errors import Blocked, Failed, StageStop
 from bot.infer import analysis, contract, ops_py, reference, reference_direct, reference_launch, test_dtypes
@@ -34,6 +34,7 @@ def generate_files(job: Job) -> None:
         lambda: read_signature(target),
         lambda s: f"{s.module}: " + ", ".join(e.name for e in s.entries),
     )
+    job.signature = signature
     co = run.stage("checkout", lambda: checkout.inspect(target, found), lambda c: f"ffi style {c.style}")
     facts = run.stage(
         "facts", lambda: gather_facts(target, found, out_dir, signature), lambda f: f"{len(f.items)} facts"
@@ -48,15 +49,23 @@ def generate_files(job: Job) -> None:
     if plan.missing:
         draft = write_draft(target, plan, facts)
         names = ", ".join(m.key for m in plan.missing)
-        raise Blocked(
+        # the porter is asked only about a kernel that compiles: the build compiles it first
+        job.awaiting_facts = Blocked(
             "host",
             f"cannot infer: {names}; fill {draft.relative_to(target.repo)}",
             host_fix=f"copy {draft.name} to host_contract.yaml and fill the marked keys",
         )
+        return
+    run.stage("check plan", lambda: soundness.check_plan(plan), lambda _: "every wrapper name bound")
     files = run.stage(
         "generate",
         lambda: apply.formatted(generate.generate(target, plan, co), target.repo),
         lambda g: f"{len(g.files)} files",
+    )
+    run.stage(
+        "check generated",
+        lambda: soundness.check_files(files, target.repo),
+        lambda _: f"ruff --select {soundness.RUFF_RULES} clean",
     )
     applied = run.stage(
         "apply",
@@ -64,6 +73,7 @@ def generate_files(job: Job) -> None:
         lambda a: f"{len(a.changed)} changed, {len(a.unchanged)} unchanged",
     )
     result.changed_files = applied.changed
+    job.applied = applied
     shutil.copy2(target.ffi_rs, out_dir / "ffi.rs")
 
 
@@ -121,7 +131,10 @@ def generate_only(repo: Path, op: str) -> str:
         plan, _facts, co = make_plan(target, PortOptions(repo=repo).out_dir(op))
         if plan.missing:
             return "cannot infer: " + ", ".join(m.key for m in plan.missing)
-        apply.apply(apply.formatted(generate.generate(target, plan, co), repo), repo)
+        soundness.check_plan(plan)
+        files = apply.formatted(generate.generate(target, plan, co), repo)
+        soundness.check_files(files, repo)
+        apply.apply(files, repo)
     except StageStop as stop:
         if stop.kind == VerdictKind.BLOCKED.value and stop.klass == "env":
             raise

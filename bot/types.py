@@ -10,11 +10,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 # --------------------------------------------------------------------------- targets
 
 OPS_DIR = Path("src", "tilegym", "ops", "cutile_rs")
 KERNELS_CRATE = OPS_DIR / "cutile_kernels"  # the one crate every kernel of a checkout is built in
+
+if TYPE_CHECKING:
+    from bot.dryrun.compare import DryRun
 
 
 @dataclass(frozen=True)
@@ -348,6 +352,9 @@ class GeneratedFiles:
 class ApplyResult:
     changed: list[str]  # relative paths whose bytes changed
     unchanged: list[str]
+    previous: dict[str, bytes | None] = field(
+        default_factory=dict
+    )  # changed path -> its bytes before (None: new)
 
 
 @dataclass
@@ -412,6 +419,7 @@ class Verdict:
     followup: str = ""  # agent_b_followup for kernel faults
     host_fix: str = ""
     runner_fix: str = ""  # env: what the runner's owner must do
+    withheld: bool = False  # agent-d's own bug: its generated files were not applied and are never pushed
 
     @property
     def fix(self) -> str:
@@ -473,3 +481,5 @@ class PortResult:
     launch_differences: list[str] = field(default_factory=list)
     # why the contract's launch could not be compared with the reference's (empty: it was, or no contract)
     launch_unknown: str = ""
+    # the launch dry run against the cuTile reference (bot/dryrun); None: not run
+    dry_run: DryRun | None = None

@@ -95,15 +95,18 @@ def test_all_five_generate_build_export_and_smoke(five, cargo_target_dir, capsys
     assert all(f"mod {op} {{" in lib_rs for op in OPS)
 
 
-def test_missing_contract_is_blocked_host_with_a_draft(five, capsys):
+def test_missing_contract_is_blocked_host_with_a_draft(five, capsys, cargo_target_dir):
     # bmm is read from its cuTile reference since 091e233: without that reference, only a
     # contract can say what it said
     (five / "src/tilegym/ops/cutile_rs/bmm_kernel/host_contract.yaml").unlink()
     (five / "src/tilegym/ops/cutile/bmm.py").write_text('"""No reference here."""\n')
-    code = main(["port", "--repo", str(five), "--kernel", "bmm"])
+    code = main(["port", "--repo", str(five), "--kernel", "bmm", "--cargo-target-dir", str(cargo_target_dir)])
     out = capsys.readouterr().err
     assert code == 3
     assert "BLOCKED (block_class: host): cannot infer: python.alloc" in out
+    assert (
+        "kernel.rs compiles (cargo build, without a launcher)" in out
+    )  # compiled before the porter is asked
     draft = (five / "src/tilegym/ops/cutile_rs/bmm_kernel/host_contract.draft.yaml").read_text()
     assert "python.alloc: null  # MISSING" in draft and "python.args.num_programs: null  # MISSING" in draft
 

@@ -31,6 +31,13 @@ def lib_rs(text: str, op: str) -> str:
     return text.rstrip("\n") + "\n\n" + block
 
 
+def lib_rs_kernel_only(text: str, op: str) -> str:
+    """``lib.rs`` whose ``mod <op>`` block includes the kernel alone (no launcher): what compiles
+    ``kernel.rs`` before its launcher can be generated (facts are missing)."""
+    block = f'mod {op} {{\n    include!("../../{op}_kernel/kernel.rs");\n}}\n'
+    return lib_rs_without(text, op).rstrip("\n") + "\n\n" + block
+
+
 def lib_rs_without(text: str, op: str) -> str:
     """``lib.rs`` with ``op``'s ``mod <op> { ... }`` block taken out (a kernel left out of one build);
     unchanged when there is none."""

@@ -69,6 +69,7 @@ _VERDICT_SCHEMA = {
         "klass": {"type": "string", "maxLength": 40},
         "reason": {"type": "string", "maxLength": MAX_REASON},
         "validator_block": {"type": "string", "maxLength": MAX_VALIDATOR_BLOCK},
+        "withheld": {"type": "boolean"},
     },
 }
 RESULT_SCHEMA = {
@@ -122,6 +123,7 @@ class KernelVerdict:
     klass: str  # fail_class / block_class, "" for ALL_PASS
     reason: str
     validator_block: str = ""
+    withheld: bool = False  # agent-d's own bug: its generated files were not applied (finalize skips them)
 
 
 @dataclass

@@ -207,7 +207,8 @@ class Finalizer:
                     "the kernels were ported in separate jobs and their patches conflict (set `matrix: single` "
                     f"in .github/agent-d.yml to port them in one tree): {exc.stderr[-300:]}"
                 ) from None
-        ops = sorted({op for a in artifacts for op in a.ops})
+        # a kernel whose generated code faulted (agent-d's own bug) was tested without its files
+        ops = sorted({op for a in artifacts for op in a.ops if not a.verdicts[op].withheld})
         try:
             ours, notes = regenerate.regenerated_tree(gitdir, self.req.head_sha, ops, self.generate)
         except (StageStop, regenerate.RegenerationError) as exc:

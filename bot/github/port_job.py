@@ -32,7 +32,7 @@ from bot.targets import check_name
 
 log = logging.getLogger(__name__)
 
-# port_fn(repo, op) -> (verdict kind, klass, reason, validator block). A port function that also
+# port_fn(repo, op) -> (verdict kind, klass, reason, validator block[, withheld]). A port function that also
 # has ``port_all(repo, ops) -> {op: that tuple}`` gets every kernel of the change in one call, so
 # the crate is built once for the pull request (bot/pipeline.py ``port_all``).
 PortFn = Callable[[Path, str], tuple[str, str, str, str]]
@@ -110,7 +110,7 @@ def snapshot(repo: Path, ops: list[str]) -> tuple[str, str, list[str], list[str]
 
 
 def _normalise(result: tuple) -> KernelVerdict:
-    kind, klass, reason, block = result
+    kind, klass, reason, block, *rest = result  # a fifth: the kernel's generated files were withheld
     kind = getattr(kind, "value", kind)
     if kind not in VERDICT_KINDS:
         raise PortJobError(f"port_fn returned an unknown verdict kind {kind!r}")
@@ -119,6 +119,7 @@ def _normalise(result: tuple) -> KernelVerdict:
         klass=str(klass or ""),
         reason=REDACTOR.redact(str(reason))[:MAX_REASON],
         validator_block=REDACTOR.redact(str(block or ""))[:MAX_VALIDATOR_BLOCK],
+        withheld=bool(rest and rest[0]),
     )
 
 

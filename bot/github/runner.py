@@ -60,12 +60,18 @@ class PipelinePort:
         self.cargo_cache = cargo_cache
         self.options = options
 
-    def __call__(self, repo: Path, op: str) -> tuple[str, str, str, str]:
+    def __call__(self, repo: Path, op: str) -> tuple[str, str, str, str, bool]:
         return self.port_all(repo, [op])[op]
 
-    def port_all(self, repo: Path, ops: list[str]) -> dict[str, tuple[str, str, str, str]]:
+    def port_all(self, repo: Path, ops: list[str]) -> dict[str, tuple[str, str, str, str, bool]]:
         return {
-            r.target.op: (r.verdict.kind.value, r.verdict.klass, r.verdict.reason, r.validator_block)
+            r.target.op: (
+                r.verdict.kind.value,
+                r.verdict.klass,
+                r.verdict.reason,
+                r.validator_block,
+                r.verdict.withheld,
+            )
             for r in self.results(repo, ops)
         }
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from bot.checkout import Checkout
 from bot.errors import Failed
 from bot.infer.facts import Facts
-from bot.plan import common, launch
+from bot.plan import closure, common, launch
 from bot.types import Entry, KernelSignature, LaunchPlan, MissingFact, Target
 
 
@@ -40,6 +40,7 @@ def build_plan(target: Target, signature: KernelSignature, facts: Facts, checkou
     plan = launch.plan(target, signature, facts, checkout)
     plan.more_tests = common.test_wirings(checkout)[1:]
     plan.missing += _unbound(plan, facts)
+    closure.drop_unread_lets(plan)  # a reference's own `grid = ...` the FFI computes: an unused local
     return plan
 
 

@@ -1,0 +1,131 @@
+"""Stage "check": nothing agent-d generates leaves it unchecked.
+
+Before anything is rendered, the plan must be closed: every name a wrapper value reads is bound
+(``bot/plan/closure.py``). Before anything is applied, each generated Python file must pass
+ruff's pyflakes rules (F: undefined names, unused locals and imports, redefinitions), run with
+agent-d's own settings rather than the checkout's; an existing file agent-d only wires is held to
+the findings its edit adds. The launcher and the crate wiring are checked by the build (a cargo
+error in a generated file, ``bot/build.py``).
+
+Each finding is ``OwnBug``: BLOCKED (host) naming agent-d's bug, the file and the line, and the
+kernel's generated files are withheld.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.errors import Blocked, OwnBug
+from bot.plan import closure
+from bot.types import GeneratedFiles, LaunchPlan
+
+RUFF_RULES = "F"
+MAX_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: str  # relative to the checkout
+    line: int
+    code: str  # ruff's rule code ("F821")
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.code} {self.message}"
+
+
+def check_plan(plan: LaunchPlan, contract_name: str = "host_contract.yaml") -> None:
+    """Raise ``OwnBug`` when a wrapper value reads a name nothing binds before it."""
+    open_names = closure.unbound(plan)
+    if not open_names:
+        return
+    first = open_names[0]
+    shown = "; ".join(
+        f"{u.key} = `{u.value}` reads `{u.name}`" + (f" ({u.source})" if u.source else "")
+        for u in open_names[:MAX_SHOWN]
+    )
+    more = f" (+{len(open_names) - MAX_SHOWN} more)" if len(open_names) > MAX_SHOWN else ""
+    raise OwnBug(
+        f"the planned wrapper reads names it never binds: {shown}{more}; nothing was generated",
+        host_fix=f"until agent-d is fixed, give {first.key} in {contract_name} a value over the op's "
+        f"parameters; report the bug to agent-d's maintainers",
+    )
+
+
+def check_files(files: GeneratedFiles, repo: Path) -> None:
+    """Raise ``OwnBug`` when a generated or wired Python file gets a pyflakes finding from agent-d."""
+    found: list[Finding] = []
+    for f in files.files:
+        if not f.path.endswith(".py"):
+            continue
+        after = lint_python(f.content, f.path)
+        if f.kind == "edit":
+            path = repo / f.path
+            before = lint_python(path.read_text(encoding="utf-8"), f.path) if path.is_file() else []
+            after = _added(before, after)
+        found += after
+    if found:
+        shown = "; ".join(str(x) for x in found[:MAX_SHOWN])
+        more = f" (+{len(found) - MAX_SHOWN} more)" if len(found) > MAX_SHOWN else ""
+        raise OwnBug(
+            f"ruff check --select {RUFF_RULES} faults generated code: {shown}{more}; nothing was applied"
+        )
+
+
+def lint_python(text: str, rel_path: str) -> list[Finding]:
+    """ruff's pyflakes findings for ``text`` as if it were ``rel_path`` (agent-d's settings, not the checkout's)."""
+    ruff = shutil.which("ruff")
+    cmd = [ruff] if ruff else [sys.executable, "-m", "ruff"]
+    proc = subprocess.run(
+        [
+            *cmd,
+            "check",
+            "--isolated",
+            "--select",
+            RUFF_RULES,
+            "--output-format",
+            "json",
+            "--stdin-filename",
+            rel_path,
+            "-",
+        ],
+        input=text,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode not in (0, 1):
+        raise Blocked(
+            "env" if "No module named" in proc.stderr else "host",
+            f"ruff check could not run on {rel_path}: {(proc.stderr.strip().splitlines() or ['(no message)'])[0]}",
+        )
+    try:
+        items = json.loads(proc.stdout or "[]")
+    except json.JSONDecodeError:
+        raise Blocked("host", f"ruff check gave unreadable output on {rel_path}") from None
+    out = []
+    for item in items:
+        code = item.get("code") or ""
+        if code == "F401" and Path(rel_path).name == "__init__.py":
+            continue  # a package's imports are its exports
+        out.append(
+            Finding(rel_path, int(item.get("location", {}).get("row", 0)), code, item.get("message", ""))
+        )
+    return out
+
+
+def _added(before: list[Finding], after: list[Finding]) -> list[Finding]:
+    """The findings of ``after`` beyond those ``before`` already had (compared without line numbers)."""
+    left = Counter((f.code, f.message) for f in before)
+    out = []
+    for f in after:
+        if left[(f.code, f.message)] > 0:
+            left[(f.code, f.message)] -= 1
+        else:
+            out.append(f)
+    return out
