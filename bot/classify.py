@@ -34,6 +34,8 @@ class _Launch:
 
     differences: list[str]
     unknown: str  # why it could not be compared although a contract is in use; empty otherwise
+    # the dry run launched the reference and the port side by side and found every value equal
+    identical: bool = False
 
 
 PER_TEST_TIMEOUT_S = 60.0  # the run's --timeout=60 (domain.md section 7)
@@ -78,6 +80,9 @@ _DEVICE_CRASH = re.compile(
     r"panicked at|has overflowed its stack|CUDA error|CUDA_ERROR|illegal memory access|tileiras", re.I
 )
 _FORWARD_ONLY = re.compile(r"backward", re.I)
+# a test's own check of the outputs failed (any helper's wording: assert_close, allclose, a banner)
+_ASSERTION = re.compile(r"AssertionError|\bassert\b|DID NOT MATCH|allclose", re.I)
+_NAN = re.compile(r"\bnan\b", re.I)
 _BACKEND_MISSING = re.compile(r"backend .*not (available|supported)|not available", re.I)
 
 
@@ -91,11 +96,14 @@ def classify(
     test_skips: list[str] | None = None,
     launch_differences: list[str] | None = None,
     launch_unknown: str = "",
+    dry_run_identical: bool = False,
 ) -> Verdict:
     """``test_skips``: the skip reasons the op's test file itself raises (``testrun.read_test_file``);
     ``launch_differences``: how the porter's contract changes the launch (``bot/launch_diff.py``);
-    ``launch_unknown``: why that could not be read although a contract is in use."""
-    launch = _Launch(launch_differences or [], launch_unknown)
+    ``launch_unknown``: why that could not be read although a contract is in use;
+    ``dry_run_identical``: the launch dry run found the port's launch equal to the reference's
+    (``bot/dryrun``): a device fault, or the tests' own assertion on the outputs, is the kernel's."""
+    launch = _Launch(launch_differences or [], launch_unknown, dry_run_identical)
     if result.env_problem:
         detail = f"; pytest exit={result.exit_code}" if result.ran else ""
         return Verdict(
@@ -236,6 +244,11 @@ def _failure(
             what == "illegal memory access" and any(pattern.search(p) for p in panics or [])
         ):
             return _device_fault(what, where, short, nodeid, panics or [], launch)
+    if launch.identical and _ASSERTION.search(text):
+        # the test's own comparison failed after a launch equal to the reference's: whatever its
+        # helper prints, the outputs are the kernel's
+        what = "NaN outputs" if _NAN.search(text) else "numeric mismatch"
+        return _device_fault(what, where, short, nodeid, panics or [], launch)
     return Verdict(VerdictKind.FAIL, "host", f"{where}{short}", host_fix="inspect the pytest log")
 
 
@@ -245,8 +258,8 @@ def _device_fault(
     """A fault the device showed after the ABI smoke passed: the kernel's when the host launched it as
     the reference does; the host's when the porter's contract launches it otherwise, or when a
     contract is in use and agent-d could not compare its launch."""
-    differences = launch.differences
-    if not differences and launch.unknown:
+    differences = [] if launch.identical else launch.differences  # the dry run saw the launch itself
+    if not differences and launch.unknown and not launch.identical:
         return Verdict(
             VerdictKind.FAIL,
             "host",
@@ -269,10 +282,15 @@ def _device_fault(
     why = " ".join(panics[0].split()) if panics else ""
     source = "the stream said" if "failed on the stream" in why else "the JIT said"
     said = f"; {source}: {why[:240]}" if panics else ""
+    launched = (
+        "the dry run found the launch equal to the cuTile reference's"
+        if launch.identical
+        else "the host launched it as the reference does"
+    )
     followup = f"kernel.rs: {what} in {nodeid or 'the correctness test'}; " + (
         f"{source}: {why[:200]}"
         if panics
-        else "the ABI checks passed and the host launched it as the reference does, so check the device code"
+        else f"the ABI checks passed and {launched}, so check the device code"
     )
     return Verdict(VerdictKind.FAIL, "kernel", f"{where}{what} ({short}){said}", followup=followup)
 

@@ -2,7 +2,8 @@
 The only module that knows the order.
 
 targets -> kernel signature -> checkout -> facts -> launch plan -> check plan -> generated files
--> check generated -> apply -> toolchain -> build (+ ELF export) -> ABI smoke -> test -> classify -> reports + validator.
+-> check generated -> apply -> toolchain -> build (+ ELF export) -> ABI smoke -> dry run -> test -> classify
+-> reports + validator.
 
 The kernels of one change go through it side by side: every kernel up to apply
 (``bot/stage_generate.py``; ``verify``: ``bot/stage_verify.py``), then one shared build

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bot import classify, progress, rerun, smoke, testlog, testrun
+from bot.dryrun import run as dryrun
 from bot.errors import Blocked, Failed
 from bot.infer import analysis
 from bot.job import Job, PortOptions
@@ -33,6 +34,7 @@ def smoke_and_test(
         run.echo(f"[agent-d]   fix: {problem.fix}")
     assert job.found is not None
     test_file = _test_files(target, job.found, interp)  # parsed once: selection, skips
+    launch_dry_run(job, python, interp, test_file)
     if not interp.env_problems():
         run.stage("registration", lambda: registered(target, job.found, python), lambda b: ", ".join(b or []))
     junit_xml = testrun.junit_arg(job.out_dir / testrun.JUNIT_NAME, target.repo)
@@ -51,9 +53,41 @@ def smoke_and_test(
     differences, unknown = job.result.launch_differences, job.result.launch_unknown
     job.result.verdict = run.stage(
         "classify",
-        lambda: classify.classify(tests, gaps, list(test_file.skips), differences, unknown),
+        lambda: classify.classify(
+            tests, gaps, list(test_file.skips), differences, unknown, dry_run_identical=_identical(job)
+        ),
         lambda v: v.kind.value,
     )
+
+
+def launch_dry_run(job: Job, python: str, interp: testrun.Interpreter, test_file: testrun.TestFile) -> None:
+    """The reference and the wrapper launched on the CPU, side by side, before any GPU time: a
+    difference is the host's fault, with both values. Without torch it says so and goes on."""
+    plan, signature = job.result.plan, job.signature
+    if plan is None or signature is None:
+        job.run.record("dry run", 0.0, "ok", "not run: no launch plan to read the C call through")
+        return
+    if not interp.torch:
+        job.run.record("dry run", 0.0, "ok", f"not run: torch is not importable by {python}")
+        return
+
+    def compared() -> dryrun.DryRun:
+        found = dryrun.dry_run(job.target, plan, signature, python, test_file, job.out_dir)
+        job.result.dry_run = found
+        reports = job.out_dir / "reports"
+        reports.mkdir(parents=True, exist_ok=True)
+        (reports / dryrun.TABLE_NAME).write_text(dryrun.table(found, job.target.op), encoding="utf-8")
+        if found.differences:  # before any GPU time: the host launches otherwise than the reference
+            raise Failed(
+                "host", found.headline(), host_fix=dryrun.host_fix(found, job.result.launch_differences)
+            )
+        return found
+
+    job.run.stage("dry run", compared, lambda r: r.headline())
+
+
+def _identical(job: Job) -> bool:
+    return job.result.dry_run is not None and job.result.dry_run.identical
 
 
 def registered(target: Target, found: Discovery, python: str) -> list[str] | None:

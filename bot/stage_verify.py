@@ -37,6 +37,7 @@ def verified_differences(job: Job) -> tuple[list[str], str]:
         co = checkout.inspect(target, found)
         facts = stage_generate.gather_facts(target, found, job.out_dir, signature)
         plan = build_plan(target, signature, facts, co)
+        job.signature, job.result.plan = signature, plan  # the dry run reads the launch through them
         return stage_generate.contract_differences(target, found, job.out_dir, signature, co, facts, plan), ""
     except Exception as exc:  # the tests still run; the classifier then has no contract evidence
         why = f"{type(exc).__name__}: {exc}"

@@ -3,7 +3,8 @@
 # all install through this script. Idempotent; safe to run again.
 #
 #   scripts/setup.sh                agent-d from this checkout (editable), the kernel reader in crate/target
-#   scripts/setup.sh --test         and the test dependencies (pytest, the linters, actionlint)
+#   scripts/setup.sh --test         and the test dependencies (pytest, the linters, actionlint; torch and
+#                                   cuda-tile in $AGENT_D_CACHE/dry-run-venv for the dry run's tests)
 #   scripts/setup.sh --no-editable  agent-d copied into the active Python (a venv, the image), the kernel
 #                                   reader installed beside the `agent-d` script
 #   scripts/setup.sh --gpu          and torch for CUDA 13.0, pytest, and the CUDA tile toolchain from PyPI
@@ -21,7 +22,7 @@ for arg in "$@"; do
     --gpu) want_gpu=1 ;;
     --no-editable) editable=0 ;;
     -h | --help)
-      sed -n '2,11p' "$0" | cut -c3-
+      sed -n '2,12p' "$0" | cut -c3-
       exit 0
       ;;
     *)
@@ -92,6 +93,16 @@ else
 fi
 
 if [ "$want_tests" = 1 ]; then
+  # The launch dry run's tests (tests/test_dry_run.py) need torch and cuda.tile, which import and record
+  # launches on a CPU. They go into a venv of their own so the suite's interpreter stays torch-free
+  # (its tests of "torch missing" must stay true). PyPI's torch brings its CUDA libraries (~5 GB).
+  dry_venv="${AGENT_D_DRYRUN_VENV:-${AGENT_D_CACHE:-$HOME/.cache/agent-d}/dry-run-venv}"
+  if ! "$dry_venv/bin/python" -c 'import torch, cuda.tile, pytest, cffi' 2>/dev/null; then
+    echo "[setup] torch and cuda-tile for the dry run's tests in $dry_venv"
+    python3 -m venv "$dry_venv"
+    "$dry_venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+      "$TORCH_SPEC" "cuda-tile==1.7.0" "numpy>=2" "pytest>=8" "pytest-timeout>=2.3" "cffi>=1.17"
+  fi
   # actionlint comes from the Go module proxy (its PyPI wrapper downloads from GitHub).
   if ! command -v actionlint >/dev/null && [ ! -x "$(go env GOPATH 2>/dev/null)/bin/actionlint" ]; then
     command -v go >/dev/null || { echo "[setup] go not found: needed to install actionlint" >&2; exit 1; }

@@ -1,0 +1,474 @@
+"""Compare what the kernel would receive from the cuTile reference and from agent-d's port.
+
+The plugin (``plugin.py``) recorded, per test case, the reference's ``ct.launch`` calls (the grid,
+each argument by position) and the C call of the generated wrapper (descriptors and scalars). Here
+the C call is taken through the launch plan as ``ffi.rs`` would take it (checks, derived values,
+the variant, each kernel.rs argument, generic and grid term), and set beside the reference's
+launch of the same case:
+
+- the grid, term by term;
+- tensors: each kernel.rs tensor matched to the reference's argument holding the same data (an
+  input: the tests seed their inputs, so both runs hold equal bytes), the rest (outputs) in order;
+  then the dtype, and the shape and strides (same rank) or the element count;
+- scalars and const generics: each must equal one and the same quantity of the reference's launch
+  in every case (a scalar argument, a tensor's dimension, stride or size, a grid term): which one
+  is learned from the cases, so no name of kernel.rs needs to match the reference's.
+
+A difference carries both values. Nothing here knows an op by name.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import math
+from dataclasses import dataclass, field
+
+from bot.types import FfiPlan, KernelSignature, LaunchPlan, Variant
+
+
+@dataclass(frozen=True)
+class Row:
+    """One compared value of one case."""
+
+    case: str
+    param: str  # the kernel.rs parameter ("grid", "out_ptr", "BLOCK_SIZE")
+    what: str  # grid | dtype | shape | strides | numel | value | launch
+    reference: str
+    cutile_rs: str
+    same: bool
+
+
+@dataclass
+class DryRun:
+    status: str  # compared | not run | not compared
+    why: str = ""  # not run / not compared: the reason; compared: the cases' summary
+    cases: list[str] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # cases not compared, with why
+
+    @property
+    def differences(self) -> list[Row]:
+        return [r for r in self.rows if not r.same]
+
+    @property
+    def identical(self) -> bool:
+        return self.status == "compared" and not self.differences
+
+    def headline(self) -> str:
+        if self.status != "compared":
+            return f"dry run {self.status}: {self.why}"
+        if self.differences:
+            first = self.differences[0]
+            return (
+                f"the launch differs from the cuTile reference's in {len({r.case for r in self.differences})} of "
+                f"{len(self.cases)} case(s): {describe_row(first)}"
+            )
+        return (
+            f"the launch equals the cuTile reference's in {len(self.cases)} case(s) ({len(self.rows)} values)"
+        )
+
+
+def describe_row(row: Row) -> str:
+    return f"{row.param} {row.what}: reference {row.reference}, cutile-rs {row.cutile_rs} ({row.case})"
+
+
+class EvalError(ValueError):
+    pass
+
+
+# --------------------------------------------------------------------------------- the port's side
+
+
+@dataclass
+class PortLaunch:
+    entry: str
+    grid: list[int]
+    values: dict[str, object]  # kernel.rs parameter or generic -> a tensor description or a number
+    kinds: dict[str, str]  # name -> "ten" | "ptr" | "scalar" | "generic"
+
+
+def port_launches(plan: LaunchPlan, signature: KernelSignature, call: list) -> list[PortLaunch] | str:
+    """The kernel launches ``ffi.rs`` makes for one recorded C call; a string: the launcher's refusal."""
+    ffi = plan.ffi
+    names = [n for n, _ in ffi.c_params()]
+    if len(call) != len(names):
+        raise EvalError(f"the wrapper passed {len(call)} arguments to a {len(names)}-parameter launcher")
+    env: dict[str, object] = dict(zip(names, call))
+    env["dtype"] = _dtype_of(env.get(ffi.dtype_from)) if ffi.dtype_from else ""
+    for d in ffi.derived:
+        env[d.name] = evaluate(d.expr, env)
+    for check in ffi.checks:
+        if _truthy(evaluate(check["when"], env)):
+            return f"the launcher returns {check['rc']} (its check `{check['when']}`)"
+    chosen = ffi.variants if ffi.sequence else [_chosen(ffi, env)]
+    entries = {e.name: e for e in signature.entries}
+    out = []
+    for v in chosen:
+        entry = entries[v.entry]
+        values: dict[str, object] = {}
+        kinds: dict[str, str] = {}
+        for param, expr in zip(entry.params, v.args):
+            values[param.name] = evaluate(expr, env)
+            kinds[param.name] = expr.split("(", 1)[0] if expr.startswith(("ten(", "ptr(")) else "scalar"
+        for generic, expr in zip(entry.generics, v.generics):
+            if generic.kind == "const":
+                values[generic.name] = evaluate(expr, env)
+                kinds[generic.name] = "generic"
+        out.append(PortLaunch(v.entry, [int(_number(evaluate(g, env))) for g in v.grid], values, kinds))
+    return out
+
+
+def _chosen(ffi: FfiPlan, env: dict) -> Variant:
+    for v in ffi.variants:
+        if v.when in ("always", "else") or _truthy(evaluate(v.when, env)):
+            return v
+    raise EvalError("no launch variant applies to this call")
+
+
+def evaluate(expr: str, env: dict[str, object]):
+    """A plan expression (``bot/emit/rustexpr.py``'s language) over the recorded C call, as Rust
+    computes it: integer division truncates."""
+    try:
+        tree = ast.parse(expr.strip(), mode="eval").body
+    except SyntaxError:
+        raise EvalError(f"not a plan expression: {expr!r}") from None
+    return _eval(tree, env)
+
+
+def _eval(node: ast.AST, env: dict):
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id in env:
+            return env[node.id]
+        if node.id in ("true", "True"):
+            return True
+        if node.id in ("false", "False"):
+            return False
+        raise EvalError(f"unknown name {node.id!r}")
+    if isinstance(node, ast.UnaryOp):
+        v = _eval(node.operand, env)
+        if isinstance(node.op, ast.USub):
+            return -_number(v)
+        if isinstance(node.op, ast.Not):
+            return not _truthy(v)
+        return v
+    if isinstance(node, ast.BoolOp):
+        values = [_truthy(_eval(v, env)) for v in node.values]
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.BinOp):
+        a, b = _number(_eval(node.left, env)), _number(_eval(node.right, env))
+        if isinstance(node.op, ast.Add):
+            return a + b
+        if isinstance(node.op, ast.Sub):
+            return a - b
+        if isinstance(node.op, ast.Mult):
+            return a * b
+        if isinstance(node.op, (ast.Div, ast.FloorDiv)):
+            if isinstance(a, int) and isinstance(b, int):
+                if b == 0:
+                    raise EvalError(f"division by zero in {ast.unparse(node)}")
+                return (
+                    int(a / b) if abs(a) < 2**52 else (abs(a) // abs(b)) * (1 if (a >= 0) == (b > 0) else -1)
+                )
+            return a / b
+        if isinstance(node.op, ast.Mod):
+            return int(math.fmod(a, b)) if isinstance(a, int) and isinstance(b, int) else math.fmod(a, b)
+        raise EvalError(f"unsupported operator in {ast.unparse(node)}")
+    if isinstance(node, ast.Compare):
+        left = _eval(node.left, env)
+        for op, right_node in zip(node.ops, node.comparators):
+            right = _eval(right_node, env)
+            ok = {
+                ast.Eq: lambda x, y: x == y,
+                ast.NotEq: lambda x, y: x != y,
+                ast.Lt: lambda x, y: x < y,
+                ast.LtE: lambda x, y: x <= y,
+                ast.Gt: lambda x, y: x > y,
+                ast.GtE: lambda x, y: x >= y,
+            }[type(op)](left, right)
+            if not ok:
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.IfExp):
+        return _eval(node.body if _truthy(_eval(node.test, env)) else node.orelse, env)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        fn, args = node.func.id, node.args
+        if fn in ("dim", "stride"):
+            desc = _tensor(_eval(args[0], env))
+            axis = int(_number(_eval(args[1], env)))
+            key = "shape" if fn == "dim" else "strides"
+            if axis >= len(desc[key]):
+                raise EvalError(f"{ast.unparse(node)}: the tensor has rank {len(desc[key])}")
+            return int(desc[key][axis])
+        if fn in ("ptr", "ten", "cast_tf32"):
+            return (
+                _tensor(_eval(args[0], env))
+                if fn != "cast_tf32"
+                else int(_dtype_of(_eval(args[0], env)) == "f32")
+            )
+        if fn == "cdiv":
+            a, b = int(_number(_eval(args[0], env))), int(_number(_eval(args[1], env)))
+            if b == 0:
+                raise EvalError(f"division by zero in {ast.unparse(node)}")
+            return -(-a // b)
+        if fn == "sel":
+            return _eval(args[1] if _truthy(_eval(args[0], env)) else args[2], env)
+        if fn in ("min", "max"):
+            values = [_number(_eval(a, env)) for a in args]
+            return min(values) if fn == "min" else max(values)
+        if fn in ("i32", "i64", "u32", "u64", "usize", "int"):
+            return int(_number(_eval(args[0], env)))
+        if fn in ("f32", "float"):
+            return float(_number(_eval(args[0], env)))
+    raise EvalError(f"cannot evaluate {ast.unparse(node)}")
+
+
+def _tensor(value) -> dict:
+    if isinstance(value, dict) and value.get("kind") == "tensor":
+        return value
+    raise EvalError(f"not a tensor descriptor: {value!r}")
+
+
+def _number(value):
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)):
+        return value
+    raise EvalError(f"not a number: {value!r}")
+
+
+def _truthy(value) -> bool:
+    return bool(_number(value)) if not isinstance(value, str) else bool(value)
+
+
+_RUST_DTYPES = {
+    "float32": "f32",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "int32": "i32",
+    "int64": "i64",
+    "float8_e5m2": "f8e5m2",
+    "float8_e4m3fn": "f8e4m3fn",
+    "uint8": "f4e2m1fnx2",
+}
+
+
+def _dtype_of(desc) -> str:
+    return _RUST_DTYPES.get(desc.get("dtype", ""), desc.get("dtype", "")) if isinstance(desc, dict) else ""
+
+
+# --------------------------------------------------------------------------------- side by side
+
+
+def compare(plan: LaunchPlan, signature: KernelSignature, cases: dict[str, dict]) -> DryRun:
+    """``cases``: the plugin's records, nodeid -> {backend, case, launches, error}."""
+    pairs: dict[str, dict[str, dict]] = {}
+    for nodeid, record in cases.items():
+        pairs.setdefault(record["case"], {})[record["backend"]] = {**record, "nodeid": nodeid}
+    run = DryRun("compared")
+    learned: list[tuple[str, list[tuple[PortLaunch, dict]]]] = []
+    for _case, sides in sorted(pairs.items()):
+        ref, port = sides.get("cutile"), sides.get("cutile-rs")
+        if ref is None or port is None:
+            continue
+        label = port["nodeid"].rsplit("::", 1)[-1]  # the cutile-rs test as pytest names it
+        if not ref["launches"]:
+            run.skipped.append(
+                f"{label}: the reference did not launch on the CPU ({ref['error'] or 'no launch'})"
+            )
+            continue
+        calls = [x for x in port["launches"] if x.get("side") == "cutile-rs"]
+        if not calls:
+            run.cases.append(label)
+            run.rows.append(
+                Row(
+                    label,
+                    "wrapper",
+                    "launch",
+                    f"{len(ref['launches'])} launch(es)",
+                    f"no launch: {port['error']}",
+                    False,
+                )
+            )
+            continue
+        try:
+            launched = port_launches(plan, signature, calls[0]["args"])
+        except EvalError as exc:
+            run.skipped.append(f"{label}: the C call could not be read through the plan ({exc})")
+            continue
+        run.cases.append(label)
+        if isinstance(launched, str):
+            run.rows.append(Row(label, "launcher", "launch", "launches", launched, False))
+            continue
+        refs = ref["launches"]
+        if len(refs) != len(launched):
+            run.rows.append(Row(label, "launches", "count", str(len(refs)), str(len(launched)), False))
+            continue
+        pairs_here = list(zip(launched, refs))
+        learned.append((label, pairs_here))
+        for mine, theirs in pairs_here:
+            run.rows += _grid_rows(label, mine, theirs) + _tensor_rows(label, mine, theirs)
+    run.rows += _scalar_rows(learned)
+    if not run.cases:
+        run.status = "not compared"
+        run.why = "; ".join(run.skipped) or "no test case runs both the cuTile and the cutile-rs backend"
+    return run
+
+
+def _grid_rows(case: str, mine: PortLaunch, theirs: dict) -> list[Row]:
+    ref = (list(theirs["grid"]) + [1, 1, 1])[:3]
+    return [Row(case, f"{mine.entry} grid", "grid", str(tuple(ref)), str(tuple(mine.grid)), ref == mine.grid)]
+
+
+def _tensor_rows(case: str, mine: PortLaunch, theirs: dict) -> list[Row]:
+    ref_tensors = [(i, a) for i, a in enumerate(theirs["args"]) if a.get("kind") == "tensor"]
+    names = [n for n, k in mine.kinds.items() if k in ("ten", "ptr")]
+    taken: set[int] = set()
+    matched: dict[str, tuple[int, dict]] = {}
+    for name in names:  # an input: the same bytes on both sides
+        digest = mine.values[name].get("digest")
+        hit = next(
+            (p for p in ref_tensors if p[0] not in taken and digest and p[1].get("digest") == digest), None
+        )
+        if hit:
+            matched[name] = hit
+            taken.add(hit[0])
+    for name in names:  # the rest (outputs, fresh memory) in order
+        if name not in matched:
+            hit = next((p for p in ref_tensors if p[0] not in taken), None)
+            if hit:
+                matched[name] = hit
+                taken.add(hit[0])
+    rows = []
+    params = theirs.get("params") or []
+    for name in names:
+        desc = mine.values[name]
+        if name not in matched:
+            rows.append(Row(case, name, "tensor", "no tensor argument left", _tensor_text(desc), False))
+            continue
+        index, ref = matched[name]
+        ref_name = params[index] if index < len(params) else f"argument {index}"
+        rows.append(
+            Row(
+                case,
+                name,
+                "dtype",
+                f"{ref_name}: {ref['dtype']}",
+                desc["dtype"],
+                ref["dtype"] == desc["dtype"],
+            )
+        )
+        if mine.kinds[name] == "ten" and len(ref["shape"]) == len(desc["shape"]):
+            rows.append(
+                Row(
+                    case,
+                    name,
+                    "shape",
+                    f"{ref_name}: {ref['shape']}",
+                    str(desc["shape"]),
+                    ref["shape"] == desc["shape"],
+                )
+            )
+            rows.append(
+                Row(
+                    case,
+                    name,
+                    "strides",
+                    f"{ref_name}: {ref['strides']}",
+                    str(desc["strides"]),
+                    ref["strides"] == desc["strides"],
+                )
+            )
+        else:
+            rows.append(
+                Row(
+                    case,
+                    name,
+                    "numel",
+                    f"{ref_name}: {ref['numel']}",
+                    str(desc["numel"]),
+                    ref["numel"] == desc["numel"],
+                )
+            )
+    return rows
+
+
+def _tensor_text(desc: dict) -> str:
+    return f"{desc['dtype']} {desc['shape']}"
+
+
+def reference_quantities(theirs: dict) -> dict[str, float]:
+    """Every number the reference's launch hands the kernel, by name."""
+    params = theirs.get("params") or []
+    out: dict[str, float] = {}
+    for i, arg in enumerate(theirs["args"]):
+        name = params[i] if i < len(params) else f"arg{i}"
+        if arg.get("kind") == "scalar" and isinstance(arg.get("value"), (int, float)):
+            out[name] = arg["value"]
+        elif arg.get("kind") == "tensor":
+            for d, n in enumerate(arg["shape"]):
+                out[f"{name}.shape[{d}]"] = n
+            for d, s in enumerate(arg["strides"]):
+                out[f"{name}.stride({d})"] = s
+            out[f"{name}.numel()"] = arg["numel"]
+    for d, g in enumerate(theirs["grid"]):
+        out[f"grid[{d}]"] = g
+    return out
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        a, b = int(a), int(b)
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    try:
+        return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-12)
+    except (TypeError, ValueError):
+        return False
+
+
+def _scalar_rows(learned: list[tuple[str, list[tuple[PortLaunch, dict]]]]) -> list[Row]:
+    """Each kernel.rs scalar and const generic against one and the same reference quantity in
+    every case; a row per case for a match, a difference where no quantity fits every case."""
+    rows: list[Row] = []
+    if not learned:
+        return rows
+    launches = len(learned[0][1])
+    for k in range(launches):
+        first = learned[0][1][k][0]
+        for name, kind in first.kinds.items():
+            if kind not in ("scalar", "generic"):
+                continue
+            values = [
+                (case, pairs[k][0].values.get(name), reference_quantities(pairs[k][1]))
+                for case, pairs in learned
+                if pairs[k][0].entry == first.entry  # the same variant launched in these cases
+            ]
+            fits = set.intersection(
+                *[{q for q, v in pool.items() if _close(v, mine)} for _, mine, pool in values]
+            )
+            if fits:
+                best = _nearest(name, fits)
+                rows += [
+                    Row(case, name, "value", f"{best} = {pool[best]}", str(mine), True)
+                    for case, mine, pool in values
+                ]
+                continue
+            # the case where the most likely counterpart differs, with both values
+            best = _nearest(name, set.union(*[set(pool) for _, _, pool in values]))
+            for case, mine, pool in values:
+                same = best in pool and _close(pool[best], mine)
+                rows.append(Row(case, name, "value", f"{best} = {pool.get(best, '?')}", str(mine), same))
+    return rows
+
+
+def _nearest(name: str, candidates: set[str]) -> str:
+    """The candidate whose name is closest to ``name`` (ties: the shortest, then by name)."""
+    key = name.lower().removesuffix("_ptr")
+    return min(
+        candidates,
+        key=lambda q: (-difflib.SequenceMatcher(None, key, q.lower()).ratio(), len(q), q),
+    )

@@ -1,0 +1,373 @@
+"""pytest plugin of the launch dry run: the op's own test cases run on a CPU, every launch recorded.
+
+Loaded with ``-p bot.dryrun.plugin`` into the checkout's pytest, in a Python that has torch (a CPU
+build does) and, for the cuTile side, ``cuda.tile`` (it imports and defines kernels without a GPU).
+Nothing is launched: ``cuda.tile.launch`` and the cutile-rs wrapper's cffi call are replaced by
+recorders that write down what the kernel would have received (the grid; each argument's shape,
+strides and dtype, or its value). The tests themselves fail afterwards (their outputs were never
+computed); only the launches count.
+
+The plugin keeps the first ``AGENT_D_DRYRUN_CASES`` test cases that exist for both backends
+(``cutile`` and ``cutile-rs``, the same other parameters) and deselects the rest. It writes
+``AGENT_D_DRYRUN_OUT`` (JSON) at the end of the session. Standard library and torch only: it
+runs in the checkout's interpreter, not agent-d's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import types
+
+RECORDS: dict[str, dict] = {}  # nodeid -> {"backend", "case", "launches", "error"}
+_CURRENT: list[str] = []
+_CUTILE_RS = re.compile(r"^cutile[-_]rs$")
+_CALL_PREFIX = "cutile_"
+
+
+# --------------------------------------------------------------------------------- CUDA on a CPU
+
+
+def _install_torch_shim() -> None:
+    """Tensors asked for on "cuda" are made on the CPU; torch.cuda answers as one sm_90 device."""
+    import torch
+
+    def to_cpu(device):
+        if device is None:
+            return None
+        if isinstance(device, int):
+            return torch.device("cpu")
+        try:
+            parsed = torch.device(device)
+        except (RuntimeError, TypeError):
+            return device
+        return torch.device("cpu") if parsed.type == "cuda" else parsed
+
+    def factory(fn):
+        def wrapped(*args, **kwargs):
+            if "device" in kwargs:
+                kwargs["device"] = to_cpu(kwargs["device"])
+            kwargs.pop("pin_memory", None)
+            return fn(*args, **kwargs)
+
+        wrapped.__wrapped__ = fn
+        return wrapped
+
+    names = [
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "full",
+        "full_like",
+        "rand",
+        "rand_like",
+        "randn",
+        "randn_like",
+        "randint",
+        "randint_like",
+        "randperm",
+        "arange",
+        "linspace",
+        "logspace",
+        "eye",
+        "tensor",
+        "as_tensor",
+        "normal",
+    ]
+    for name in names:
+        if hasattr(torch, name):
+            setattr(torch, name, factory(getattr(torch, name)))
+    generator = torch.Generator
+    torch.Generator = lambda device="cpu": generator(device=to_cpu(device) or "cpu")  # type: ignore[assignment]
+
+    original_to = torch.Tensor.to
+
+    def to(self, *args, **kwargs):
+        args = tuple(to_cpu(a) if _names_cuda(a) else a for a in args)
+        if "device" in kwargs:
+            kwargs["device"] = to_cpu(kwargs["device"])
+        return original_to(self, *args, **kwargs)
+
+    torch.Tensor.to = to  # type: ignore[method-assign]
+    torch.Tensor.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
+    torch.Tensor.is_cuda = property(lambda self: True)  # type: ignore[assignment]
+
+    stream = types.SimpleNamespace(cuda_stream=0, synchronize=lambda: None, wait_stream=lambda *_: None)
+    props = types.SimpleNamespace(
+        name="dry run (CPU)", major=9, minor=0, multi_processor_count=132, total_memory=141 * 2**30
+    )
+
+    class Event:
+        def __init__(self, *a, **k):
+            pass
+
+        def record(self, *a, **k):
+            pass
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return 1.0
+
+    class DeviceContext:
+        def __init__(self, *a, **k):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    cuda = torch.cuda
+    for name, value in {
+        "is_available": lambda: True,
+        "device_count": lambda: 1,
+        "current_device": lambda: 0,
+        "set_device": lambda *_: None,
+        "get_device_capability": lambda *_: (9, 0),
+        "get_device_properties": lambda *_: props,
+        "get_device_name": lambda *_: props.name,
+        "current_stream": lambda *a, **k: stream,
+        "default_stream": lambda *a, **k: stream,
+        "synchronize": lambda *a, **k: None,
+        "manual_seed": lambda *_: None,
+        "manual_seed_all": lambda *_: None,
+        "empty_cache": lambda: None,
+        "is_bf16_supported": lambda *a, **k: True,
+        "Event": Event,
+        "device": DeviceContext,
+        "stream": DeviceContext,
+    }.items():
+        setattr(cuda, name, value)
+
+
+def _names_cuda(value) -> bool:
+    import torch
+
+    if isinstance(value, str):
+        return value.startswith("cuda")
+    return isinstance(value, torch.device) and value.type == "cuda"
+
+
+# --------------------------------------------------------------------------------- the recorders
+
+
+def describe(value) -> dict:
+    """What a kernel receives for one argument."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return {
+            "kind": "tensor",
+            "shape": list(value.shape),
+            "strides": list(value.stride()),
+            "dtype": str(value.dtype).replace("torch.", ""),
+            "numel": value.numel(),
+            "digest": _digest(value),
+        }
+    if isinstance(value, bool):
+        return {"kind": "scalar", "value": int(value)}
+    if isinstance(value, (int, float)):
+        return {"kind": "scalar", "value": value}
+    if hasattr(value, "item") and callable(value.item):
+        try:
+            return {"kind": "scalar", "value": value.item()}
+        except (RuntimeError, ValueError):
+            pass
+    return {"kind": "other", "value": repr(value)[:80]}
+
+
+def _digest(tensor) -> str:
+    """The tensor's bytes in element order (views of one input agree): matches an input across runs."""
+    import torch
+
+    try:
+        flat = tensor.detach().contiguous().reshape(-1)
+        if flat.numel() > 1 << 20:  # a sample is enough to tell inputs apart
+            flat = torch.cat([flat[: 1 << 16], flat[-(1 << 16) :]])
+        data = flat.view(torch.uint8)
+        return hashlib.sha1(bytes(data.numpy())).hexdigest()[:16] + f":{tensor.numel()}"
+    except (RuntimeError, TypeError, ValueError):
+        return ""
+
+
+def _record(launch: dict) -> None:
+    if _CURRENT:
+        RECORDS[_CURRENT[-1]]["launches"].append(launch)
+
+
+def _patch_cuda_tile() -> None:
+    """``ct.launch`` records the reference kernel's name, parameters, grid and arguments."""
+    try:
+        import cuda.tile as ct
+    except ImportError:
+        return
+
+    def launch(stream, grid, kernel, args, *rest, **kwargs):
+        fn = getattr(kernel, "_pyfunc", kernel)
+        code = getattr(fn, "__code__", None)
+        params = list(code.co_varnames[: code.co_argcount]) if code else []
+        _record(
+            {
+                "side": "cutile",
+                "kernel": getattr(fn, "__name__", repr(kernel)),
+                "params": params,
+                "grid": [int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,))],
+                "args": [describe(a) for a in args],
+            }
+        )
+
+    def exhaustive_search(search_space, stream, grid_fn, kernel, args_fn, hints_fn=None, **_):
+        """Autotuning chooses nothing here: the first config, as with autotuning switched off."""
+        configs = list(search_space)
+        if not configs:
+            raise ValueError("the dry run was given an empty search space")
+        best = types.SimpleNamespace(config=configs[0], time_us=1.0)
+        return types.SimpleNamespace(best=best, results=[best])
+
+    ct.launch = launch
+    try:
+        import cuda.tile.tune as tune
+
+        tune.exhaustive_search = exhaustive_search
+    except ImportError:
+        pass
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("tilegym."):
+            continue
+        if getattr(module, "launch", None) is not None and hasattr(module, "ct"):
+            module.launch = launch  # `from cuda.tile import launch`
+        if callable(getattr(module, "exhaustive_search", None)):
+            module.exhaustive_search = exhaustive_search  # `from cuda.tile.tune import exhaustive_search`
+
+
+class _RecordingLib:
+    """The cffi library of the dry run: each ``cutile_<op>`` call is recorded and returns 0."""
+
+    def __getattr__(self, symbol: str):
+        if not symbol.startswith(_CALL_PREFIX):
+            raise AttributeError(symbol)
+
+        def call(*args):
+            _record({"side": "cutile-rs", "symbol": symbol, "args": [a for a in args]})
+            return 0
+
+        return call
+
+
+def _patch_wrappers() -> None:
+    """Every imported cutile-rs wrapper calls the recorder instead of its library."""
+    lib = _RecordingLib()
+    ffi = types.SimpleNamespace()
+
+    def bind(_kernel, _cdef):
+        return ffi, lib
+
+    def make_tensor_desc(_ffi, tensor):
+        return describe(tensor)
+
+    def autotune_launch(kernel_fn, configs, key=None, kernel_name="", **_):
+        return types.SimpleNamespace(output=kernel_fn(configs[0]), config=configs[0])
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("tilegym.ops.cutile_rs.") and hasattr(module, "_FFI_CDEF"):
+            module.bind_kernel_function_cffi = bind
+            module.make_tensor_desc = make_tensor_desc
+            module.check_rc = lambda rc, name: None
+            if hasattr(module, "autotune_launch"):
+                module.autotune_launch = autotune_launch
+
+
+# --------------------------------------------------------------------------------- pytest hooks
+
+
+def _backend(item) -> str:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    backend = params.get("backend")
+    if isinstance(backend, str):
+        return "cutile-rs" if _CUTILE_RS.match(backend) else backend
+    return ""
+
+
+def _case(item) -> str:
+    """The test case with its backend taken out: a cuTile case and its cutile-rs twin share it."""
+    params = dict(getattr(getattr(item, "callspec", None), "params", {}))
+    params.pop("backend", None)
+    return f"{item.nodeid.split('[', 1)[0]}[{sorted((k, repr(v)) for k, v in params.items())}]"
+
+
+UNAVAILABLE: list[str] = []  # why nothing can be recorded in this interpreter
+
+
+def pytest_configure(config):
+    os.environ.setdefault("TILEGYM_DISABLE_AUTOTUNE", "1")
+    try:
+        _install_torch_shim()
+    except ImportError as exc:
+        UNAVAILABLE.append(f"torch is not importable ({exc})")
+        return
+    try:
+        import cuda.tile  # noqa: F401
+    except ImportError as exc:
+        UNAVAILABLE.append(f"cuda.tile is not importable, so the reference cannot be recorded ({exc})")
+    _patch_cuda_tile()
+
+
+def pytest_collection_modifyitems(session, config, items):
+    if UNAVAILABLE:
+        config.hook.pytest_deselected(items=list(items))
+        items[:] = []
+        return
+    wanted = int(os.environ.get("AGENT_D_DRYRUN_CASES", "3"))
+    by_case: dict[str, dict[str, object]] = {}
+    for item in items:
+        backend = _backend(item)
+        if backend in ("cutile", "cutile-rs"):
+            by_case.setdefault(_case(item), {})[backend] = item
+    pairs = [case for case, sides in by_case.items() if len(sides) == 2][:wanted]
+    keep = {id(by_case[c][side]) for c in pairs for side in ("cutile", "cutile-rs")}
+    deselected = [i for i in items if id(i) not in keep]
+    items[:] = [i for i in items if id(i) in keep]
+    config.hook.pytest_deselected(items=deselected)
+    for item in items:
+        RECORDS[item.nodeid] = {"backend": _backend(item), "case": _case(item), "launches": [], "error": ""}
+
+
+def pytest_runtest_setup(item):
+    import torch  # present: pytest_configure installed the shim
+
+    _patch_cuda_tile()
+    _patch_wrappers()
+    torch.manual_seed(0)  # both backends' runs of a case draw the same inputs
+    _CURRENT.append(item.nodeid)
+
+
+def pytest_runtest_teardown(item):
+    if _CURRENT:
+        _CURRENT.pop()
+
+
+def pytest_runtest_logreport(report):
+    record = RECORDS.get(report.nodeid)
+    if record is not None and report.failed and not record["error"]:
+        text = str(report.longrepr).strip().splitlines()
+        errors = [x for x in text if x.startswith("E ")]
+        record["error"] = (errors[0] if errors else (text[-1] if text else "failed"))[:300]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    out = os.environ.get("AGENT_D_DRYRUN_OUT")
+    if out:
+        with open(out, "w", encoding="utf-8") as fh:
+            json.dump(
+                {"cases": RECORDS, "unavailable": UNAVAILABLE}, fh, indent=1, sort_keys=True, default=repr
+            )

@@ -1,0 +1,122 @@
+"""Stage "dry run": a few of the op's own test cases, run on a CPU for the cuTile reference and for
+the generated wrapper, every launch recorded instead of run, then compared (``compare.py``).
+
+It needs torch (a CPU build does) and ``cuda.tile`` in the interpreter that runs the tests; where
+they are missing it says so in one line and the port goes on. One pytest process records both
+backends (``plugin.py``); the records and the compared table are written into the reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from bot import testrun
+from bot.dryrun.compare import DryRun, Row, compare, describe_row
+
+__all__ = ["DryRun", "dry_run", "host_fix", "table"]
+from bot.types import KernelSignature, LaunchPlan, Target
+
+CASES = 3  # test cases compared: enough to tell one quantity from a coincidence
+TIMEOUT_S = 300.0
+RECORDS_NAME = "dry_run.json"
+TABLE_NAME = "dry_run.md"
+AGENT_D_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `bot` package
+
+
+def dry_run(
+    target: Target,
+    plan: LaunchPlan,
+    signature: KernelSignature,
+    python: str,
+    tests: testrun.TestFile,
+    out_dir: Path,
+    cases: int = CASES,
+    timeout: float = TIMEOUT_S,
+) -> DryRun:
+    records = out_dir / RECORDS_NAME
+    records.unlink(missing_ok=True)
+    missing = _missing_modules(python)
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        return DryRun("not run", f"{', '.join(missing)} {verb} not importable by {python}")
+    argv, selection = testrun.command(python, tests, backend="cutile")  # both cutile and cutile_rs ids
+    argv = [python, "-m", "pytest", "-p", "bot.dryrun.plugin", "-p", "no:cacheprovider", *tests.paths]
+    argv += ["-k", selection, "-q", "--tb=line", "-o", "addopts="]
+    env = dict(os.environ)
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join(x for x in (str(AGENT_D_ROOT), env.get("PYTHONPATH", "")) if x),
+            "AGENT_D_DRYRUN_OUT": str(records),
+            "AGENT_D_DRYRUN_CASES": str(cases),
+            "TILEGYM_DISABLE_AUTOTUNE": "1",  # both sides launch their first config
+        }
+    )
+    try:
+        proc = subprocess.run(
+            argv, cwd=target.repo, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return DryRun("not run", f"the dry run outlasted {timeout:.0f} s")
+    except OSError as exc:
+        return DryRun("not run", f"{python} could not be started ({exc})")
+    if not records.is_file():
+        tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
+        return DryRun("not run", f"pytest wrote no records (exit {proc.returncode}: {tail[0][:200]})")
+    data = json.loads(records.read_text(encoding="utf-8"))
+    if data.get("unavailable"):
+        return DryRun("not run", "; ".join(data["unavailable"]))
+    return compare(plan, signature, data.get("cases", {}))
+
+
+_PROBE = (
+    "import importlib.util as u\n"
+    "for name in ('torch', 'cuda.tile', 'pytest'):\n"
+    "    try:\n"
+    "        found = u.find_spec(name)\n"
+    "    except ImportError:\n"
+    "        found = None\n"
+    "    if found is None:\n"
+    "        print(name)\n"
+)
+
+
+def _missing_modules(python: str) -> list[str]:
+    """What the dry run needs and ``python`` lacks, found without importing torch (seconds)."""
+    try:
+        proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [f"anything ({exc})"]
+    if proc.returncode != 0:
+        return [f"anything (exit {proc.returncode})"]
+    return proc.stdout.split()
+
+
+def table(run: DryRun, op: str) -> str:
+    """The dry run as a report: its verdict line, each compared value, each case not compared."""
+    lines = [f"# Launch dry run: {op}", "", run.headline(), ""]
+    if run.rows:
+        lines += [
+            "| Case | Parameter | What | cuTile reference | cutile-rs | Same |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [_row(r) for r in run.rows]
+        lines.append("")
+    lines += [f"- not compared: {why}" for why in run.skipped]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _row(r: Row) -> str:
+    cells = [r.case, r.param, r.what, r.reference, r.cutile_rs, "yes" if r.same else "**no**"]
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def host_fix(run: DryRun, contract_differences: list[str]) -> str:
+    """The fix line of a dry-run difference: the contract key when the porter's contract changed the
+    launch, else what agent-d launched otherwise."""
+    first = run.differences[0]
+    if contract_differences:
+        return f"host_contract.yaml: {contract_differences[0]}: launch as the reference does ({describe_row(first)})"
+    return f"launch {first.param} as the reference does: {describe_row(first)}"

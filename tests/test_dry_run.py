@@ -1,0 +1,203 @@
+"""The launch dry run (bot/dryrun): the cuTile reference and agent-d's wrapper launched on a CPU, side
+by side, for a few of the op's own test cases.
+
+The recordings need torch and cuda.tile: ``scripts/setup.sh --test`` puts them in a venv of their
+own ($AGENT_D_CACHE/dry-run-venv), so the suite's interpreter stays torch-free. Without it these
+tests skip and say why, except under CI, where setup installs it and a missing venv is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot import apply, classify, generate
+from bot.demo import assemble_checkout
+from bot.discover import discover
+from bot.dryrun import compare as dry_compare
+from bot.dryrun import run as dry
+from bot.job import PortOptions
+from bot.pipeline import make_plan, port
+from bot.reader import read_kernel
+from bot.testrun import read_test_files
+from bot.types import Target, TestCase, TestResult, VerdictKind
+from bot.wheel import default_cache_dir
+
+FAULTS = Path(__file__).parent / "fixtures" / "faults"
+CONTRACTS = Path(__file__).parent / "fixtures" / "contracts"
+WHEEL_OPS = ["silu_and_mul", "swiglu", "matmul", "bmm", "attention_sink"]
+NEEDS_CONTRACT = {"attention_sink"}  # bmm and the others are read from their references alone
+
+
+def _dry_python() -> str:
+    path = Path(
+        os.environ.get("AGENT_D_DRYRUN_PYTHON") or default_cache_dir() / "dry-run-venv" / "bin" / "python"
+    )
+    if path.is_file():
+        return str(path)
+    why = f"no interpreter with torch and cuda.tile at {path} (scripts/setup.sh --test installs it)"
+    if os.environ.get("CI"):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def python() -> str:
+    return _dry_python()
+
+
+def _generated(dest: Path, wheel: Path, ops: list[str], contracts: dict[str, Path] | None = None) -> Path:
+    """A demo checkout with each op's host files generated and applied (nothing built)."""
+    repo = assemble_checkout(dest, wheel, ops, ops).repo
+    for op, contract in (contracts or {}).items():
+        shutil.copy(contract, Target(repo, op).kernel_dir / "host_contract.yaml")
+    for op in ops:
+        target = Target(repo, op)
+        plan, _facts, co = make_plan(target, dest / "plan" / op)
+        assert not plan.missing, (op, plan.missing)
+        apply.apply(apply.formatted(generate.generate(target, plan, co), repo), repo)
+    return repo
+
+
+def _dry_run(repo: Path, op: str, python: str, out: Path) -> dry_compare.DryRun:
+    target = Target(repo, op)
+    plan, _facts, _co = make_plan(target, out / "plan")
+    tests = read_test_files(repo, discover(target).test_sites)
+    out.mkdir(parents=True, exist_ok=True)
+    return dry.dry_run(target, plan, read_kernel(target.kernel_rs), python, tests, out)
+
+
+@pytest.mark.slow
+def test_the_clean_ports_of_the_wheel_ops_launch_as_their_references(tmp_path, tilegym_wheel, python):
+    contracts = {op: CONTRACTS / f"{op}.yaml" for op in NEEDS_CONTRACT}
+    repo = _generated(tmp_path / "tg", tilegym_wheel, WHEEL_OPS, contracts)
+    for op in WHEEL_OPS:
+        found = _dry_run(repo, op, python, tmp_path / "out" / op)
+        assert found.status == "compared", (op, found.why)
+        assert found.identical, (op, [dry_compare.describe_row(r) for r in found.differences])
+        assert len(found.cases) == dry.CASES, op
+        whats = {r.what for r in found.rows}
+        assert {"grid", "dtype", "value"} <= whats, (op, whats)
+
+
+# Each host fault of the corpus that changes the launch, with what the table must show.
+LAUNCH_FAULTS = {
+    "host_contract_wrong_grid": ("silu_and_mul_kernel grid", "grid", "(256, 1, 1)", "(128, 1, 1)"),
+    "host_contract_wrong_scalar": ("hidden_size", "value", "TOTAL_HIDDEN_SIZE = 512", "256"),
+    "host_contract_wrong_stride": ("in_row_stride", "value", "input.stride(0) = 1024", "2048"),
+    "host_ffi_return_code": ("launcher", "launch", "launches", "INVALID_ARGS"),
+    "host_wrong_output_dtype": ("out_ptr", "dtype", "output: float16", "float32"),
+    "host_wrong_output_shape": ("out_ptr", "numel", "output: 131072", "262144"),
+}
+
+
+@pytest.fixture(scope="module")
+def silu_checkout(tmp_path_factory, tilegym_wheel) -> Path:
+    return _generated(tmp_path_factory.mktemp("silu") / "tg", tilegym_wheel, ["silu_and_mul"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(LAUNCH_FAULTS))
+def test_each_launch_changing_host_fault_of_the_corpus_is_found_with_both_values(
+    case, silu_checkout, tmp_path, tilegym_wheel, python
+):
+    repo = _generated(
+        tmp_path / "tg",
+        tilegym_wheel,
+        ["silu_and_mul"],
+        {"silu_and_mul": FAULTS / case / "host_contract.yaml"},
+    )
+    found = _dry_run(repo, "silu_and_mul", python, tmp_path / "out")
+    assert found.status == "compared", found.why
+    param, what, reference, cutile_rs = LAUNCH_FAULTS[case]
+    first = found.differences[0]
+    assert (first.param, first.what) == (param, what), dry_compare.describe_row(first)
+    assert reference in first.reference and cutile_rs in first.cutile_rs, dry_compare.describe_row(first)
+    assert (
+        first.case == "test_op[cutile_rs-4-64-512-torch.float16]"
+    )  # the test's own case, as pytest names it
+
+
+@pytest.mark.slow
+def test_a_port_stops_at_the_dry_run_with_both_values_before_any_gpu_time(
+    tmp_path, tilegym_wheel, python, cargo_target_dir
+):
+    repo = assemble_checkout(tmp_path / "tg", tilegym_wheel, ["silu_and_mul"], ["silu_and_mul"]).repo
+    shutil.copy(
+        FAULTS / "host_contract_wrong_grid" / "host_contract.yaml", Target(repo, "silu_and_mul").kernel_dir
+    )
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "a contract"], cwd=repo, check=True)
+    out = tmp_path / "out"
+    options = PortOptions(
+        repo=repo,
+        kernel="silu_and_mul",
+        out_root=out,
+        python=python,
+        cargo_target_dir=cargo_target_dir,
+        echo=lambda _: None,
+    )
+    (result,) = port(options)
+    verdict = result.verdict
+    assert (verdict.kind, verdict.klass) == (VerdictKind.FAIL, "host"), verdict
+    assert "grid: reference (256, 1, 1), cutile-rs (128, 1, 1)" in verdict.reason
+    assert verdict.host_fix.startswith("host_contract.yaml: silu_and_mul_kernel grid")
+    assert [s.name for s in result.stages][-1] == "dry run" and result.tests is None  # pytest never ran
+    table = (out / "silu_and_mul" / "reports" / dry.TABLE_NAME).read_text()
+    assert "| **no** |" in table and "(128, 1, 1)" in table
+    records = json.loads((out / "silu_and_mul" / dry.RECORDS_NAME).read_text())
+    assert {r["backend"] for r in records["cases"].values()} == {"cutile", "cutile-rs"}
+
+
+def test_without_torch_the_dry_run_says_so(silu_checkout, tmp_path):
+    if subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0:
+        pytest.skip("this interpreter has torch")
+    found = _dry_run(silu_checkout, "silu_and_mul", sys.executable, tmp_path / "out")
+    assert found.status == "not run" and found.why.startswith("torch")
+    assert f"not importable by {sys.executable}" in found.why
+    assert found.headline().startswith("dry run not run: torch")
+
+
+# --------------------------------------------------------------------------------- the classifier
+
+
+# TileGym main's test helper reports a mismatch in its own words, which no text rule knows.
+MAIN_HELPER = (
+    "AssertionError: *** OUTPUT 0 DID NOT MATCH THE REFERENCE *** allclose: False test range: {lo} : {hi}"
+)
+
+
+def _failed(message: str) -> TestResult:
+    case = TestCase("tests/ops/test_x.py::test_op[cutile_rs-1]", "failed", message)
+    return TestResult(ran=True, command="pytest", exit_code=1, log_path="", failed=1, cases=[case], gpu=True)
+
+
+@pytest.mark.parametrize(
+    ("message", "what"),
+    [
+        (MAIN_HELPER.format(lo="-3.1", hi="2.9"), "numeric mismatch"),
+        (MAIN_HELPER.format(lo="nan", hi="nan"), "NaN outputs"),
+    ],
+)
+def test_after_an_identical_dry_run_the_tests_own_mismatch_is_the_kernels(message, what):
+    verdict = classify.classify(_failed(message), [], dry_run_identical=True)
+    assert (verdict.kind, verdict.klass) == (VerdictKind.FAIL, "kernel"), verdict
+    assert what in verdict.reason
+    assert "dry run found the launch equal" in verdict.followup
+    # without that evidence the same text is not called the kernel's
+    assert classify.classify(_failed(message), []).klass == "host"
+
+
+def test_an_identical_dry_run_outweighs_a_contract_that_changes_the_launch_on_paper():
+    failed = _failed("AssertionError: Tensor-likes are not close!")
+    contract = ["ffi hidden_size: `dim(out,1) / 2` where the reference gives `dim(out,1)`"]
+    assert classify.classify(failed, [], launch_differences=contract).klass == "host"
+    assert (
+        classify.classify(failed, [], launch_differences=contract, dry_run_identical=True).klass == "kernel"
+    )
