@@ -356,3 +356,71 @@ def test_byte_element_types_of_fixed_type_tensors_are_imported():
     )  # fmt: skip
     lines, _spelled = ffi_rs._imports(ffi, True)
     assert "use cuda_core::{Device, Stream, f4e2m1fnx2, f8e4m3fn};" in lines
+
+
+# --------------------------------------------------------------------------- a second type generic (rule 31)
+
+
+def test_second_type_generic_is_an_f32_accumulator_slot(silu):
+    """TileGym coding rule 31: `E2` beside the data generic `E` gets "f32"; `E` follows the tensors."""
+    target = _fixture_op(silu, "acc_matmul")
+    (entry,) = read_kernel(target.kernel_rs).entries
+    assert [(g.name, g.kind) for g in entry.generics][:2] == [("E", "type"), ("E2", "type")]
+    plan, _ = _plan(target)
+    assert plan.missing == []
+    (variant,) = plan.ffi.variants
+    assert variant.generics == ["dtype", '"f32"', "bm", "bn", "bk"]
+    assert (plan.ffi.dtype_generic, plan.ffi.dtypes) == ("E", ["f32", "f16", "bf16"])
+    (slot,) = plan.ffi.type_slots
+    assert (slot.generic, slot.dtype, slot.source.kind) == ("E2", "f32", "policy")
+    assert "rule 31" in slot.source.detail
+    from bot.plan.show import render_plan
+
+    assert f'  type generic E2 = "f32" (not the element generic)  [{slot.source}]' in render_plan(plan)
+    text = ffi_rs.render(plan)
+    generics = (
+        '.generics(vec![dty.to_string(), "f32".to_string(), bm.to_string(), bn.to_string(), bk.to_string()])'
+    )
+    assert generics in text
+    assert f'//   E2: "f32"  [{slot.source}]' in text
+    assert "crate::dispatch_by_dtype!(dty, dispatch, f32, f16, bf16)" in text  # E is still dispatched
+    assert cdef.cross_check(text, cdef.render(plan.ffi)) == []
+
+
+def test_contract_names_the_dtype_of_a_type_slot(silu):
+    target = _fixture_op(silu, "acc_matmul")
+    contract = target.kernel_dir / "host_contract.yaml"
+    contract.write_text(contract.read_text() + "ffi.type_generics.E2: dtype\n")
+    plan, _ = _plan(target)
+    assert plan.ffi.variants[0].generics[:2] == ["dtype", "dtype"]
+    assert plan.ffi.type_slots[0].source.kind == "contract"
+    contract.write_text(contract.read_text().replace("E2: dtype", "E2: f16"))
+    plan, _ = _plan(target)
+    assert plan.ffi.variants[0].generics[:2] == ["dtype", '"f16"']
+    assert '"f16".to_string()' in ffi_rs.render(plan)
+
+
+def test_type_slot_typing_a_tensor_is_asked_for_and_a_scalar_crosses_as_f32(silu):
+    """Rule 31 covers accumulators only: a tensor typed `E2` needs a source for its dtype. A scalar typed
+    `E2` (an accumulator's zero, as in TileGym's transpose example) is an f32 C argument."""
+    kernel = (FIXTURES / "ops" / "acc_matmul_kernel" / "kernel.rs").read_text()
+    kernel = kernel.replace(
+        "b: &Tensor<E, { [-1, -1] }>,\n", "b: &Tensor<E, { [-1, -1] }>,\n        acc_zero: E2,\n"
+    )
+    target = _fixture_op(silu, "acc_matmul", kernel)
+    contract = target.kernel_dir / "host_contract.yaml"
+    contract.write_text(contract.read_text() + "    acc_zero: 0.0\n")
+    plan, _ = _plan(target)
+    assert plan.missing == []
+    assert {s.name: s.ctype for s in plan.ffi.scalars}["acc_zero"] == "f32"
+    assert "    acc_zero: f32," in ffi_rs.render(plan)
+
+    target.kernel_rs.write_text(kernel.replace("c: &Tensor<E, {", "c: &Tensor<E2, {"))
+    plan, _ = _plan(target)
+    assert [m.key for m in plan.missing] == ["ffi.type_generics.E2"]
+    assert "types tensor `c`" in plan.missing[0].question
+    contract.write_text(contract.read_text() + "ffi.type_generics.E2: f32\n")
+    plan, _ = _plan(target)
+    assert plan.missing == []
+    text = ffi_rs.render(plan)
+    assert "borrow_tensor::<f32>(c_d)" in text and "    if c_d.dtype != 0 {" in text

@@ -64,6 +64,10 @@ def _sources_comment(plan: LaunchPlan) -> list[str]:
     else:
         rows = [("element type", f"{_fixed_elem(ffi)}, fixed by the kernel", ffi.sources.get("dtype_from"))]
     rows += [
+        (s.generic, f"dtype of {ffi.dtype_from}" if s.dtype == "dtype" else f'"{s.dtype}"', s.source)
+        for s in ffi.type_slots
+    ]
+    rows += [
         (s.feeds or s.name, f"C argument {s.name}", s.source)
         for s in ffi.scalars
         if s.role != "compile_option"
@@ -437,8 +441,11 @@ def _launch_block(ffi: FfiPlan, v: Variant, rust) -> list[str]:
 
 
 def _atom(rust: str) -> str:
-    """Parenthesise a rendered expression unless it already is a name, a number or parenthesised."""
+    """Parenthesise a rendered expression unless it already is a name, a number, a string literal
+    or parenthesised."""
     if rust.replace("_", "a").isalnum() or (rust.startswith("(") and rust.endswith(")")):
+        return rust
+    if rust.startswith('"') and rust.endswith('"') and rust[1:-1].isalnum():
         return rust
     return f"({rust})"
 
