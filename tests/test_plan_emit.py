@@ -63,7 +63,7 @@ def test_silu_rendered_files_follow_the_abi(silu):
     text = ffi_rs.render(plan)
     assert "#[unsafe(no_mangle)]" in text and 'pub unsafe extern "C" fn cutile_silu_and_mul(' in text
     assert "crate::deref_descs!(out, inp)" in text  # the wheel's ffi_util.rs has the macros
-    assert "Device::new(device_id as usize)" in text
+    assert "Device::new(device_id.max(0) as usize)" in text
     assert "catch_unwind" in text and "rc::LAUNCH_FAILED" in text
     assert "let out_dp: DevicePointer<$E> = unsafe { DevicePointer::from_cu_deviceptr(out_d.ptr) };" in text
     assert not re.search(r"from_raw_parts|mem::forget|transmute", text)
@@ -110,6 +110,36 @@ def test_checkout_without_macros_gets_explicit_style(silu):
     assert not re.search(r"crate::\w+!", rendered)
     assert 'match dty {\n        "f32" => dispatch!(f32),' in rendered
     assert "if out.is_null() || inp.is_null()" in rendered
+
+
+def test_device_comes_from_the_argument_clamped_in_both_styles(silu):
+    """TileGym coding rule 32: `Device::new(device_id.max(0) as usize)`; a negative id is device 0, not -4."""
+    from bot import validator
+
+    device = (
+        "    let device = match Device::new(device_id.max(0) as usize) {\n"
+        "        Ok(d) => d,\n"
+        "        Err(e) => {\n"
+        '            eprintln!("cutile_silu_and_mul: Device::new({device_id}) failed: {e:?}");\n'
+        "            return rc::DEVICE_INIT_FAILED;\n"
+        "        }\n"
+        "    };\n"
+        "    let stream = unsafe { Stream::borrow_raw(raw_stream as *mut c_void, &device) };\n"
+    )
+    macros = ffi_rs.render(_plan(silu)[0])
+    util = silu.ops_dir / "ffi_util.rs"
+    util.write_text(
+        util.read_text().replace("macro_rules! dispatch_by_dtype", "macro_rules! dispatch_by_dtype_gone")
+    )
+    co = checkout.inspect(silu, discover(silu))
+    explicit = ffi_rs.render(_plan(silu)[0], has_rc_module=co.has_rc_module)
+    assert (
+        co.style == "explicit" and "crate::deref_descs!" in macros and "crate::deref_descs!" not in explicit
+    )
+    for text in (macros, explicit):
+        assert device in text
+        assert "device_id < 0" not in text and "setup_device_stream!" not in text
+        assert validator.device_from_argument(text)  # the upstream script's `Device::new(device_id` grep too
 
 
 def test_checkout_without_runtime_is_blocked_host(silu):
@@ -303,7 +333,7 @@ def test_colliding_names_are_spelled_in_full_outside_strings(silu):
     assert "    out: *const crate::ffi_util::TensorDesc," in text
     assert "fn agent_d_desc_ok(d: &crate::ffi_util::TensorDesc, rank: i32, exact: bool)" in text
     assert "return crate::ffi_util::rc::INVALID_ARGS;" in text and " rc::" not in text
-    assert "cuda_core::Device::new(device_id as usize)" in text
+    assert "cuda_core::Device::new(device_id.max(0) as usize)" in text
     assert "cuda_core::Stream::borrow_raw(raw_stream as *mut core::ffi::c_void, &device)" in text
     assert "crate::ffi_util::borrow_tensor::<$E>(out_d)" in text
     assert "unsafe { tile_copy_module::tile_copy_kernel(&*out_t, &*x_t) }" in text
