@@ -79,6 +79,9 @@ class TestSite:
     how: str  # how it reaches the op ("line 71: tilegym.ops.fmha_decode")
     direct: bool = True  # False: only its file name says it tests the op
     functional: tuple[str, ...] = ()  # its correctness tests (test_op*) that call the op
+    # its backward tests (every test of a backward-only file): cutile-rs is forward-only, so wiring
+    # makes each skip its cutile-rs case with a citation
+    backward: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,37 @@ def test_generation_is_deterministic(silu):
     assert [(f.path, f.content) for f in first.files] == [(f.path, f.content) for f in second.files]
 
 
+def test_backward_tests_of_a_wired_file_skip_their_cutile_rs_case(silu):
+    """Discovery names the backward tests, generation wires their forward-only skip; applied, a second
+    generation leaves the test file as it is."""
+    from bot import apply
+    from bot.emit import wiring
+
+    test_file = silu.repo / "tests/ops/test_silu_and_mul.py"
+    test_file.write_text(
+        test_file.read_text()
+        + "\n"
+        + '    @pytest.mark.parametrize("backend", _backends)\n'
+        + "    def test_op_backward(self, backend, arch):\n"
+        + "        self.setUp()\n"
+        + "        assert backend\n"
+    )
+    (site,) = discover(silu).test_sites
+    assert site.backward == ("test_op_backward",) and "test_op_backward" not in site.functional
+    files = generate.generate(silu, _plan(silu)[0], checkout.inspect(silu, discover(silu)))
+    wired = next(f.content for f in files.files if f.path == "tests/ops/test_silu_and_mul.py")
+    skip = f'        if backend == "cutile-rs":\n            pytest.skip("{wiring.FORWARD_ONLY_SKIP}")\n'
+    assert wired.count(skip) == 1
+    assert wired.endswith(
+        "    def test_op_backward(self, backend, arch):\n"
+        + skip
+        + "        self.setUp()\n        assert backend\n"
+    )
+    apply.apply(files, silu.repo)
+    again = generate.generate(silu, _plan(silu)[0], checkout.inspect(silu, discover(silu)))
+    assert next(f.content for f in again.files if f.path == "tests/ops/test_silu_and_mul.py") == wired
+
+
 def test_checkout_without_macros_gets_explicit_style(silu):
     util = silu.ops_dir / "ffi_util.rs"
     text = util.read_text()
