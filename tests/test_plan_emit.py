@@ -476,12 +476,16 @@ def test_type_slot_typing_a_tensor_is_asked_for_and_a_scalar_crosses_as_f32(silu
     assert {s.name: s.ctype for s in plan.ffi.scalars}["acc_zero"] == "f32"
     assert "    acc_zero: f32," in ffi_rs.render(plan)
 
-    target.kernel_rs.write_text(kernel.replace("c: &Tensor<E, {", "c: &Tensor<E2, {"))
+    typed = kernel.replace("c: &Tensor<E, {", "c: &Tensor<E2, {").replace(
+        "a: &Tensor<E, {", "a: &Tensor<E2, {"
+    )
+    target.kernel_rs.write_text(typed)
     plan, _ = _plan(target)
-    assert [m.key for m in plan.missing] == ["ffi.type_generics.E2"]
+    assert [m.key for m in plan.missing] == ["ffi.type_generics.E2"]  # asked once for both tensors
     assert "types tensor `c`" in plan.missing[0].question
     contract.write_text(contract.read_text() + "ffi.type_generics.E2: f32\n")
     plan, _ = _plan(target)
     assert plan.missing == []
     text = ffi_rs.render(plan)
     assert "borrow_tensor::<f32>(c_d)" in text and "    if c_d.dtype != 0 {" in text
+    assert "borrow_tensor::<f32>(a_d)" in text and plan.ffi.dtype_from == "b"  # E: b's dtype

@@ -220,9 +220,10 @@ def _slot_tensors(
         slot = slots.get(t.elem)
         if slot is None:
             continue
-        if slot.source.kind == "policy":  # rule 31's default, not a source that names it
+        key = f"ffi.type_generics.{slot.generic}"
+        if slot.source.kind == "policy" and not _asked(missing, key):  # rule 31's default: no source named it
             missing.add(
-                f"ffi.type_generics.{slot.generic}",
+                key,
                 f"the dtype the FFI passes for type generic {slot.generic}: it types tensor `{t.param}`, so it "
                 f"is no accumulator slot ({', '.join(common.SLOT_DTYPES[:-1])}, or dtype: the element generic's)",
             )
@@ -235,6 +236,8 @@ def _slot_scalar_type(name: str, ty: str, slots: dict[str, TypeSlot], missing: c
     if slot is None:
         return ty
     if slot.dtype not in common.SCALAR_SLOT_TYPES:
+        if _asked(missing, f"ffi.type_generics.{slot.generic}"):
+            return "f32"
         missing.add(
             f"ffi.type_generics.{slot.generic}",
             f"scalar `{name}: {ty}` crosses the C ABI only as "
@@ -242,6 +245,10 @@ def _slot_scalar_type(name: str, ty: str, slots: dict[str, TypeSlot], missing: c
         )
         return "f32"
     return slot.dtype
+
+
+def _asked(missing: common.Missing, key: str) -> bool:
+    return any(m.key == key for m in missing.items)
 
 
 def _has(entry: Entry, name: str) -> bool:
