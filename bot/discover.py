@@ -344,14 +344,27 @@ def _tests(repo: Path, op: str, name: str, public: Found | None, tried: list[str
         refs = _op_references(tree, _aliases(tree), reach)
         rel = path.relative_to(repo).as_posix()
         line, scope = _backends_line(text)
+        backward = _backward_tests(tree, path.name)
         if not refs:
             if by_name:
-                named.append(TestSite(rel, line, scope, f"named test_{op}.py", direct=False))
+                named.append(
+                    TestSite(rel, line, scope, f"named test_{op}.py", direct=False, backward=backward)
+                )
             continue
         # a backward-only test file exercises the op's gradient, which a forward port does not have
         functional = () if "backward" in path.name else _functional_tests(tree, refs)
         through_helper = all("->" in how for _, how in refs)
-        sites.append(TestSite(rel, line, scope, refs[0][1], direct=not through_helper, functional=functional))
+        sites.append(
+            TestSite(
+                rel,
+                line,
+                scope,
+                refs[0][1],
+                direct=not through_helper,
+                functional=functional,
+                backward=backward,
+            )
+        )
         if functional:  # keywords of the correctness tests, not of benchmarks
             for kw in _call_keywords(tree, refs, functional):
                 if kw not in keywords:
@@ -369,6 +382,24 @@ def _tests(repo: Path, op: str, name: str, public: Found | None, tried: list[str
 def is_functional(name: str) -> bool:
     """The correctness surface (domain.md section 7): ``test_op*`` / ``test_autotune_op*``, forward only."""
     return name.startswith(("test_op", "test_autotune_op")) and "backward" not in name
+
+
+def is_backward(name: str) -> bool:
+    """A test of the gradient: its name says ``backward`` (``test_op_backward``, ``test_backward_*``)."""
+    return name.startswith("test") and "backward" in name
+
+
+def _backward_tests(tree: ast.Module, file_name: str) -> tuple[str, ...]:
+    """The file's backward test functions, in file order: every test of a file named ``*backward*``
+    (its ``test_op`` is a gradient test), else those whose own name says so."""
+    tests = [
+        fn
+        for fn in ast.walk(tree)
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and fn.name.startswith("test")
+        and ("backward" in file_name or is_backward(fn.name))
+    ]
+    return tuple(dict.fromkeys(fn.name for fn in sorted(tests, key=lambda fn: fn.lineno)))
 
 
 def _functional_tests(tree: ast.Module, refs) -> tuple[str, ...]:

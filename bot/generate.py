@@ -31,7 +31,10 @@ def generate(target: Target, plan: LaunchPlan, checkout: Checkout) -> GeneratedF
         (repo / OPS_INIT, wiring.ops_init),
         (repo / SELECTOR, wiring.selector),
     ]
-    edits += [(repo / site.path, wiring.test_backends) for site in checkout.test_sites]
+    edits += [
+        (repo / site.path, lambda t, backward=site.backward: wiring.test_backends(t, backward))
+        for site in checkout.test_sites
+    ]
     for path, edit in edits:
         current = path.read_text(encoding="utf-8") if path.is_file() else None
         if current is None and path.name != "__init__.py":

@@ -32,6 +32,7 @@ raise on missing pieces (a None plan, build or test result); a report is always 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -49,6 +50,9 @@ _RESULT_WORD = {
     "xpassed": "XPASS",
 }
 FIRST_TIME_LINE = "first build and first pytest passed"
+FORWARD_ONLY_CITATION = "coding-rules: forward-only port"
+# a backend that could not be set up is no citation, whatever else the reason says (classify.py alike)
+_BACKEND_MISSING = re.compile(r"backend .*not (available|supported)|not available", re.I)
 
 
 # --------------------------------------------------------------------------- small pieces
@@ -115,7 +119,9 @@ def cite_skip(reason: str, known_gaps: list[str]) -> str:
     """The citation that justifies a skip, or ``""`` when the skip is uncited.
 
     A skip is cited when its reason names a ``known_gaps`` entry (the entry's text, or its
-    name before ``:``, appears in the reason, or the whole reason appears in the entry), or
+    name before ``:``, appears in the reason, or the whole reason appears in the entry), when
+    it is the forward-only skip of a backward test (the coding rules' forward-only port: our
+    wiring's ``cutile-rs is forward-only ...``, or a test's own skip of the backward pass), or
     when it cites the coding rules (``coding-rules``). Comparison ignores case and spacing.
     """
     r = _one_line(reason).lower()
@@ -126,6 +132,8 @@ def cite_skip(reason: str, known_gaps: list[str]) -> str:
         name = g.split(":", 1)[0].strip()
         if g in r or (len(name) >= 4 and name in r) or (len(r) >= 8 and r in g):
             return f"known_gaps: {gap}"
+    if ("forward-only" in r or "backward" in r) and not _BACKEND_MISSING.search(r):
+        return FORWARD_ONLY_CITATION
     if "coding-rules" in r or "coding rules" in r or "coding rule" in r:
         return "coding-rules"
     return ""

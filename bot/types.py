@@ -83,6 +83,9 @@ class TestSite:
     how: str  # how it reaches the op ("line 71: tilegym.ops.fmha_decode")
     direct: bool = True  # False: only its file name says it tests the op
     functional: tuple[str, ...] = ()  # its correctness tests (test_op*) that call the op
+    # its backward tests (every test of a backward-only file): cutile-rs is forward-only, so wiring
+    # makes each skip its cutile-rs case with a citation
+    backward: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -229,9 +232,21 @@ class Derived:
 
 
 @dataclass
+class TypeSlot:
+    """A type generic beside the element generic (an accumulator dtype such as ``E2``): what the FFI
+    passes for it in ``.generics()``, fixed rather than dispatched."""
+
+    generic: str  # "E2"
+    dtype: str  # the dtype string passed ("f32"), or "dtype": the element generic's dtype
+    source: Source
+
+
+@dataclass
 class Variant:
     when: str  # "always" | "else" | an expression over C scalars
     entry: str
+    # one per declared generic, in order: "dtype" (the element generic), a quoted dtype string for a
+    # fixed type slot ('"f32"'), or a plan expression for a const generic
     generics: list[str]
     args: list[str]
     grid: list[str]
@@ -258,6 +273,8 @@ class FfiPlan:
     file_uses: list[FileUse] = field(default_factory=list)
     # True: the variants are steps launched one after the other (each "always"), not alternatives
     sequence: bool = False
+    # type generics other than the element generic, in declared order (accumulator slots: "f32")
+    type_slots: list[TypeSlot] = field(default_factory=list)
 
     def c_params(self) -> list[tuple[str, str]]:
         """(name, C type) for every parameter in ABI order, trailer included."""

@@ -72,7 +72,8 @@ def test_inline_test_contracts_validate(text, tmp_path):
 def test_known_keys_are_those_of_contract_v1():
     """Draft contracts list the facts whose keys are known: the schema must know the same ones."""
     assert set(known_keys()) == {
-        *(f"ffi.{k}" for k in ("scalars.*", "generics.*", "derived_generics.*", "dtype_from", "dtypes")),
+        *(f"ffi.{k}" for k in ("scalars.*", "generics.*", "derived_generics.*", "type_generics.*")),
+        *(f"ffi.{k}" for k in ("dtype_from", "dtypes")),
         *(f"ffi.{k}" for k in ("grid.*", "variants", "sequence", "selector", "dispatch_key", "checks")),
         *(f"python.{k}" for k in ("register.name", "register.kind", "signature", "tensor_params")),
         *(f"python.{k}" for k in ("inner_name", "inner_signature", "out_cols", "out_param", "generics.*")),

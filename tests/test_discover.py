@@ -125,6 +125,9 @@ def _tree(repo: Path) -> Path:
 
             def test_perf(self, backend):
                 tilegym.ops.activation.squash(x, unused_perf_flag=True)
+
+            def test_op_backward(self, backend):
+                tilegym.ops.activation.squash(x).sum().backward()
         """,
     )
     _write(
@@ -181,6 +184,7 @@ def test_subpackage_reference_public_outside_ops_py_and_keyword_names(tmp_path):
     assert [t.path for t in found.tests] == ["tests/ops/activation/test_squash.py"]
     site = found.tests[0]
     assert (site.backends_line, site.scope, site.functional) == (6, "class", ("test_op",))
+    assert site.backward == ("test_op_backward",)  # wiring makes its cutile-rs case skip, cited
     assert "tilegym.ops.activation.squash" in site.how
     # keywords of the correctness test, through its local dict; the benchmark's are not taken
     assert found.call_keywords == ("input", "slope")
@@ -214,6 +218,8 @@ def test_registry_name_differs_from_the_file_and_helpers_reach_it(tmp_path):
     by_path = {t.path: t for t in found.tests}
     # the backward-only file calls the op directly but is not the correctness surface
     assert by_path["tests/ops/experimental/test_blend_backward.py"].functional == ()
+    # ... and every test in it is a backward test, whatever its name
+    assert by_path["tests/ops/experimental/test_blend_backward.py"].backward == ("test_op",)
     # the direct caller keeps the helper-only file out
     assert "tests/ops/test_blend.py" not in by_path
     assert [t.path for t in found.test_sites] == ["tests/ops/experimental/test_blend_backward.py"]

@@ -1,6 +1,6 @@
 """Our own fixture kernels for the host patterns TileGym 1.5.1 does not cover (issue 3).
 
-Five ops written by us (tests/fixtures/ops/<op>_kernel: kernel.rs + host_contract.yaml):
+Six ops written by us (tests/fixtures/ops/<op>_kernel: kernel.rs + host_contract.yaml):
 
 - ``row_softmax``: raw ``*mut E`` pointers rebuilt as tensor views inside the kernel
   (make_tensor_view / partition / partition_mut); m, n, s_m, s_n come from the naming rule over
@@ -13,6 +13,8 @@ Five ops written by us (tests/fixtures/ops/<op>_kernel: kernel.rs + host_contrac
   declared const generic, and the FFI checks for f32 instead of dispatching over dtypes.
 - ``tile_copy``: top-level ``use`` items in kernel.rs (``cuda_core::{Device, Stream}`` and others),
   which share ``mod tile_copy`` with ffi.rs: the generated imports must not name them again.
+- ``acc_matmul``: a second element-type generic ``E2`` (the MMA accumulator) beside the data generic
+  ``E``: the launch passes ``"f32"`` for it (TileGym coding rule 31) and dispatches ``E``.
 
 agent-d generates ffi.rs and the wrapper for each, the aggregated crate compiles against the
 real cutile 0.2.0 crates, each symbol is exported and the ABI smoke check passes. The verdict
@@ -33,7 +35,7 @@ from bot.reader import read_kernel
 from bot.types import Target
 
 pytestmark = pytest.mark.slow
-OPS = ["row_softmax", "head_norm", "gather_rows", "square_rows", "tile_copy"]
+OPS = ["row_softmax", "head_norm", "gather_rows", "square_rows", "tile_copy", "acc_matmul"]
 FIXTURES = Path(__file__).parent / "fixtures" / "ops"
 
 
@@ -88,6 +90,11 @@ def _check_plans(repo: Path) -> None:
     assert [v.generics for v in square.variants] == [["block_size"]]
     assert (square.dtype_generic, square.dtypes) == ("", ["f32"])
 
+    # A second type generic is an accumulator slot: "f32", whatever dtype E is dispatched as.
+    acc = plans["acc_matmul"].ffi
+    assert [v.generics for v in acc.variants] == [["dtype", '"f32"', "bm", "bn", "bk"]]
+    assert [(s.generic, s.dtype) for s in acc.type_slots] == [("E2", "f32")]
+
     # kernel.rs's top-level imports travel with the plan to the emitter.
     copy = plans["tile_copy"].ffi
     assert {u.name for u in copy.file_uses if not u.glob} >= {"Device", "Stream", "CompileOptions", "c_void"}
@@ -122,6 +129,16 @@ def _check_generated(repo: Path) -> None:
     imported = re.findall(rf"^use [^;]*\b({'|'.join(theirs)})\b", copy, re.M)
     assert imported == [], imported  # each one already comes from kernel.rs
     assert "*mut core::ffi::c_void" in copy  # kernel.rs has std::ffi::c_void: ours is spelled in full
+
+    acc = ffi_rs("acc_matmul")
+    generics = re.search(r"\.generics\(vec!\[(.*?)\]\)", acc, re.S).group(1)  # rustfmt wraps the list
+    assert [g.strip() for g in generics.split(",") if g.strip()][:3] == [
+        "dty.to_string()",
+        '"f32".to_string()',
+        "bm.to_string()",
+    ]
+    assert "crate::dispatch_by_dtype!(dty, dispatch, f32, f16, bf16)" in acc
+    assert all("Device::new(device_id.max(0) as usize)" in ffi_rs(op) for op in OPS)  # rule 32
 
     wrapper = (repo / OPS_DIR / "gather_rows.py").read_text()
     assert '@register_impl("gather_rows", backend="cutile-rs")' in wrapper

@@ -63,7 +63,7 @@ def test_silu_rendered_files_follow_the_abi(silu):
     text = ffi_rs.render(plan)
     assert "#[unsafe(no_mangle)]" in text and 'pub unsafe extern "C" fn cutile_silu_and_mul(' in text
     assert "crate::deref_descs!(out, inp)" in text  # the wheel's ffi_util.rs has the macros
-    assert "Device::new(device_id as usize)" in text
+    assert "Device::new(device_id.max(0) as usize)" in text
     assert "catch_unwind" in text and "rc::LAUNCH_FAILED" in text
     assert "let out_dp: DevicePointer<$E> = unsafe { DevicePointer::from_cu_deviceptr(out_d.ptr) };" in text
     assert not re.search(r"from_raw_parts|mem::forget|transmute", text)
@@ -98,6 +98,37 @@ def test_generation_is_deterministic(silu):
     assert [(f.path, f.content) for f in first.files] == [(f.path, f.content) for f in second.files]
 
 
+def test_backward_tests_of_a_wired_file_skip_their_cutile_rs_case(silu):
+    """Discovery names the backward tests, generation wires their forward-only skip; applied, a second
+    generation leaves the test file as it is."""
+    from bot import apply
+    from bot.emit import wiring
+
+    test_file = silu.repo / "tests/ops/test_silu_and_mul.py"
+    test_file.write_text(
+        test_file.read_text()
+        + "\n"
+        + '    @pytest.mark.parametrize("backend", _backends)\n'
+        + "    def test_op_backward(self, backend, arch):\n"
+        + "        self.setUp()\n"
+        + "        assert backend\n"
+    )
+    (site,) = discover(silu).test_sites
+    assert site.backward == ("test_op_backward",) and "test_op_backward" not in site.functional
+    files = generate.generate(silu, _plan(silu)[0], checkout.inspect(silu, discover(silu)))
+    wired = next(f.content for f in files.files if f.path == "tests/ops/test_silu_and_mul.py")
+    skip = f'        if backend == "cutile-rs":\n            pytest.skip("{wiring.FORWARD_ONLY_SKIP}")\n'
+    assert wired.count(skip) == 1
+    assert wired.endswith(
+        "    def test_op_backward(self, backend, arch):\n"
+        + skip
+        + "        self.setUp()\n        assert backend\n"
+    )
+    apply.apply(files, silu.repo)
+    again = generate.generate(silu, _plan(silu)[0], checkout.inspect(silu, discover(silu)))
+    assert next(f.content for f in again.files if f.path == "tests/ops/test_silu_and_mul.py") == wired
+
+
 def test_checkout_without_macros_gets_explicit_style(silu):
     util = silu.ops_dir / "ffi_util.rs"
     text = util.read_text()
@@ -110,6 +141,36 @@ def test_checkout_without_macros_gets_explicit_style(silu):
     assert not re.search(r"crate::\w+!", rendered)
     assert 'match dty {\n        "f32" => dispatch!(f32),' in rendered
     assert "if out.is_null() || inp.is_null()" in rendered
+
+
+def test_device_comes_from_the_argument_clamped_in_both_styles(silu):
+    """TileGym coding rule 32: `Device::new(device_id.max(0) as usize)`; a negative id is device 0, not -4."""
+    from bot import validator
+
+    device = (
+        "    let device = match Device::new(device_id.max(0) as usize) {\n"
+        "        Ok(d) => d,\n"
+        "        Err(e) => {\n"
+        '            eprintln!("cutile_silu_and_mul: Device::new({device_id}) failed: {e:?}");\n'
+        "            return rc::DEVICE_INIT_FAILED;\n"
+        "        }\n"
+        "    };\n"
+        "    let stream = unsafe { Stream::borrow_raw(raw_stream as *mut c_void, &device) };\n"
+    )
+    macros = ffi_rs.render(_plan(silu)[0])
+    util = silu.ops_dir / "ffi_util.rs"
+    util.write_text(
+        util.read_text().replace("macro_rules! dispatch_by_dtype", "macro_rules! dispatch_by_dtype_gone")
+    )
+    co = checkout.inspect(silu, discover(silu))
+    explicit = ffi_rs.render(_plan(silu)[0], has_rc_module=co.has_rc_module)
+    assert (
+        co.style == "explicit" and "crate::deref_descs!" in macros and "crate::deref_descs!" not in explicit
+    )
+    for text in (macros, explicit):
+        assert device in text
+        assert "device_id < 0" not in text and "setup_device_stream!" not in text
+        assert validator.device_from_argument(text)  # the upstream script's `Device::new(device_id` grep too
 
 
 def test_checkout_without_runtime_is_blocked_host(silu):
@@ -303,7 +364,7 @@ def test_colliding_names_are_spelled_in_full_outside_strings(silu):
     assert "    out: *const crate::ffi_util::TensorDesc," in text
     assert "fn agent_d_desc_ok(d: &crate::ffi_util::TensorDesc, rank: i32, exact: bool)" in text
     assert "return crate::ffi_util::rc::INVALID_ARGS;" in text and " rc::" not in text
-    assert "cuda_core::Device::new(device_id as usize)" in text
+    assert "cuda_core::Device::new(device_id.max(0) as usize)" in text
     assert "cuda_core::Stream::borrow_raw(raw_stream as *mut core::ffi::c_void, &device)" in text
     assert "crate::ffi_util::borrow_tensor::<$E>(out_d)" in text
     assert "unsafe { tile_copy_module::tile_copy_kernel(&*out_t, &*x_t) }" in text
@@ -356,3 +417,75 @@ def test_byte_element_types_of_fixed_type_tensors_are_imported():
     )  # fmt: skip
     lines, _spelled = ffi_rs._imports(ffi, True)
     assert "use cuda_core::{Device, Stream, f4e2m1fnx2, f8e4m3fn};" in lines
+
+
+# --------------------------------------------------------------------------- a second type generic (rule 31)
+
+
+def test_second_type_generic_is_an_f32_accumulator_slot(silu):
+    """TileGym coding rule 31: `E2` beside the data generic `E` gets "f32"; `E` follows the tensors."""
+    target = _fixture_op(silu, "acc_matmul")
+    (entry,) = read_kernel(target.kernel_rs).entries
+    assert [(g.name, g.kind) for g in entry.generics][:2] == [("E", "type"), ("E2", "type")]
+    plan, _ = _plan(target)
+    assert plan.missing == []
+    (variant,) = plan.ffi.variants
+    assert variant.generics == ["dtype", '"f32"', "bm", "bn", "bk"]
+    assert (plan.ffi.dtype_generic, plan.ffi.dtypes) == ("E", ["f32", "f16", "bf16"])
+    (slot,) = plan.ffi.type_slots
+    assert (slot.generic, slot.dtype, slot.source.kind) == ("E2", "f32", "policy")
+    assert "rule 31" in slot.source.detail
+    from bot.plan.show import render_plan
+
+    assert f'  type generic E2 = "f32" (not the element generic)  [{slot.source}]' in render_plan(plan)
+    text = ffi_rs.render(plan)
+    generics = (
+        '.generics(vec![dty.to_string(), "f32".to_string(), bm.to_string(), bn.to_string(), bk.to_string()])'
+    )
+    assert generics in text
+    assert f'//   E2: "f32"  [{slot.source}]' in text
+    assert "crate::dispatch_by_dtype!(dty, dispatch, f32, f16, bf16)" in text  # E is still dispatched
+    assert cdef.cross_check(text, cdef.render(plan.ffi)) == []
+
+
+def test_contract_names_the_dtype_of_a_type_slot(silu):
+    target = _fixture_op(silu, "acc_matmul")
+    contract = target.kernel_dir / "host_contract.yaml"
+    contract.write_text(contract.read_text() + "ffi.type_generics.E2: dtype\n")
+    plan, _ = _plan(target)
+    assert plan.ffi.variants[0].generics[:2] == ["dtype", "dtype"]
+    assert plan.ffi.type_slots[0].source.kind == "contract"
+    contract.write_text(contract.read_text().replace("E2: dtype", "E2: f16"))
+    plan, _ = _plan(target)
+    assert plan.ffi.variants[0].generics[:2] == ["dtype", '"f16"']
+    assert '"f16".to_string()' in ffi_rs.render(plan)
+
+
+def test_type_slot_typing_a_tensor_is_asked_for_and_a_scalar_crosses_as_f32(silu):
+    """Rule 31 covers accumulators only: a tensor typed `E2` needs a source for its dtype. A scalar typed
+    `E2` (an accumulator's zero, as in TileGym's transpose example) is an f32 C argument."""
+    kernel = (FIXTURES / "ops" / "acc_matmul_kernel" / "kernel.rs").read_text()
+    kernel = kernel.replace(
+        "b: &Tensor<E, { [-1, -1] }>,\n", "b: &Tensor<E, { [-1, -1] }>,\n        acc_zero: E2,\n"
+    )
+    target = _fixture_op(silu, "acc_matmul", kernel)
+    contract = target.kernel_dir / "host_contract.yaml"
+    contract.write_text(contract.read_text() + "    acc_zero: 0.0\n")
+    plan, _ = _plan(target)
+    assert plan.missing == []
+    assert {s.name: s.ctype for s in plan.ffi.scalars}["acc_zero"] == "f32"
+    assert "    acc_zero: f32," in ffi_rs.render(plan)
+
+    typed = kernel.replace("c: &Tensor<E, {", "c: &Tensor<E2, {").replace(
+        "a: &Tensor<E, {", "a: &Tensor<E2, {"
+    )
+    target.kernel_rs.write_text(typed)
+    plan, _ = _plan(target)
+    assert [m.key for m in plan.missing] == ["ffi.type_generics.E2"]  # asked once for both tensors
+    assert "types tensor `c`" in plan.missing[0].question
+    contract.write_text(contract.read_text() + "ffi.type_generics.E2: f32\n")
+    plan, _ = _plan(target)
+    assert plan.missing == []
+    text = ffi_rs.render(plan)
+    assert "borrow_tensor::<f32>(c_d)" in text and "    if c_d.dtype != 0 {" in text
+    assert "borrow_tensor::<f32>(a_d)" in text and plan.ffi.dtype_from == "b"  # E: b's dtype

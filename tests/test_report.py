@@ -266,6 +266,18 @@ def test_skips_cited_and_uncited(tmp_path):
     assert "- `t.py::test_op[big-cutile_rs]`: too slow -> UNCITED" in log
 
 
+def test_forward_only_skip_of_a_backward_test_is_listed_as_cited(tmp_path):
+    """The skip wiring puts in each backward test (a run of every cutile-rs case reaches them)."""
+    from bot.emit.wiring import FORWARD_ONLY_SKIP
+
+    case = T.TestCase("t.py::Test_X::test_op_backward[cutile-rs]", "skipped", FORWARD_ONLY_SKIP)
+    out = write(tmp_path, result(tmp_path, cases=[*CASES, case]))
+    row = next(ln for ln in read(out, "reports/correctness.md").splitlines() if "test_op_backward" in ln)
+    assert row.endswith(f"| SKIP | {FORWARD_ONLY_SKIP} | {R.FORWARD_ONLY_CITATION} |")
+    log = read(out, "reports/agent_d.md")
+    assert f"- `{case.nodeid}`: {FORWARD_ONLY_SKIP} -> cited ({R.FORWARD_ONLY_CITATION})" in log
+
+
 def test_reports_are_deterministic(tmp_path):
     out = write(tmp_path, result(tmp_path))
     first = {p: p.read_bytes() for p in sorted(out.rglob("*.md"))}
@@ -411,6 +423,9 @@ def test_cite_skip():
     assert R.cite_skip("descriptors unsupported", gaps) == f"known_gaps: {gaps[1]}"
     assert R.cite_skip("see references/coding-rules.md rule 4", gaps) == "coding-rules"
     assert R.cite_skip("too slow", gaps) == ""
+    # the forward-only rule, in our wiring's words or a test's own; never a backend that failed to set up
+    assert R.cite_skip("cutile-rs backend does not support the backward pass", []) == R.FORWARD_ONLY_CITATION
+    assert R.cite_skip("Backend is not supported: backward", []) == ""
     assert R.cite_skip("", gaps) == ""
 
 

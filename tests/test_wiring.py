@@ -149,3 +149,166 @@ def test_a_qualified_call_in_a_test_body_does_not_count_as_the_guard_s_import():
     assert not wiring.test_backends(bound).startswith(
         "from tilegym.backend import is_backend_available\nfrom"
     )
+
+
+# --------------------------------------------------------------------------- forward-only skips
+
+# Written here in the shape of TileGym's op tests: a class-level `_backends` with the tilecpp block, a
+# forward test, backward tests (one with a docstring, one parametrized under another name over a list
+# derived from `_backends`), one that already skips cutile-rs in its own words, and a benchmark.
+CLASS_BACKWARD = '''import pytest
+import torch
+
+from tilegym.backend import is_backend_available
+
+
+class Test_Blend:
+    _backends = ["cutile"]
+    if is_backend_available("tilecpp"):
+        _backends = _backends + ["tilecpp"]
+    _perf_backends = _backends + ["pytorch"]
+
+    @pytest.mark.parametrize("backend", _backends)
+    def test_op(self, backend):
+        self.setUp()
+        torch.testing.assert_close(blend(x), ref(x))
+
+    @pytest.mark.parametrize("dtype", [torch.float32])
+    @pytest.mark.parametrize("backend", _backends)
+    def test_op_backward(self, dtype, backend):
+        """Gradient of blend."""
+        # inputs with grad
+        self.setUp()
+        out = blend(x)
+        out.backward(g)
+        torch.testing.assert_close(x.grad, ref_grad(x))
+
+    @pytest.mark.parametrize("framework", _perf_backends)
+    def test_backward_timing(self, framework):
+        assert bench(framework) > 0
+
+    @pytest.mark.parametrize("backend", _backends)
+    def test_op_backward_odd(self, backend):
+        if backend == "cutile-rs":
+            pytest.skip(f"{backend} has no gradient here")
+        assert odd(backend)
+
+    def test_perf(self, backend):
+        assert bench(backend) > 0
+'''
+
+# Module-level `_backends`, test functions outside any class, and no `import pytest` of its own (the
+# backend comes from a fixture).
+MODULE_BACKWARD = '''"""Blend tests."""
+
+from __future__ import annotations
+
+from tilegym.backend import is_backend_available
+
+_backends = ["cutile"]
+
+
+def test_op(backend):
+    assert blend(x, backend) is not None
+
+
+def test_op_backward(backend):
+    grad = blend_grad(x, backend)
+    assert grad is not None
+'''
+
+BACKWARD = ("test_op_backward", "test_backward_timing", "test_op_backward_odd")
+SKIP = f'pytest.skip("{wiring.FORWARD_ONLY_SKIP}")'
+
+
+def _without_skips(text: str) -> str:
+    """The wired text with our two-line skips taken out (and the cutile-rs block and imports it needs)."""
+    lines = text.splitlines()
+    kept = []
+    for i, line in enumerate(lines):
+        if SKIP in line or (i + 1 < len(lines) and SKIP in lines[i + 1]):
+            continue
+        kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+class _Out:
+    grad = 1
+
+    def backward(self, g):
+        pass
+
+
+class _Torch:
+    float32 = 0
+
+    class testing:
+        @staticmethod
+        def assert_close(*args):
+            pass
+
+
+def _run(text: str, cls: str | None, test: str, **kwargs):
+    """Call one test of the wired ``text`` with stand-ins for tilegym, torch and what the tests use;
+    the ``Skipped`` it raises, or None when it ran to the end."""
+    text = text.replace("import torch\n", "").replace(
+        "from tilegym.backend import is_backend_available\n", ""
+    )
+    namespace: dict = {
+        "torch": _Torch,
+        "is_backend_available": lambda name: name == "cutile-rs",
+        "x": _Out(),
+        "g": 1,
+        "blend": lambda *a: _Out(),
+        "ref": lambda *a: _Out(),
+        "ref_grad": lambda *a: 1,
+        "blend_grad": lambda *a: 1,
+        "bench": lambda *a: 1,
+        "odd": lambda *a: 1,
+    }
+    exec(compile(text, "test_blend.py", "exec"), namespace)
+    fn = getattr(namespace[cls](), test) if cls else namespace[test]
+    if cls:
+        fn.__self__.setUp = lambda: None
+    try:
+        fn(**kwargs)
+    except pytest.skip.Exception as skipped:
+        return skipped
+    return None
+
+
+def test_backward_tests_skip_their_cutile_rs_case_with_the_citation_class_level():
+    out = wiring.test_backends(CLASS_BACKWARD, BACKWARD)
+    assert wiring.test_backends(out, BACKWARD) == out  # idempotent
+    assert out.count(SKIP) == 2  # test_op_backward, test_backward_timing; _odd skips in its own words
+    i = out.index('        """Gradient of blend."""\n')
+    assert out[i:].startswith(
+        '        """Gradient of blend."""\n        if backend == "cutile-rs":\n            ' + SKIP + "\n"
+    )  # after the docstring, above the comment that opens the body
+    assert '        if framework == "cutile-rs":\n            ' + SKIP + "\n" in out
+    # nothing else changed: no assertion, no other test; only the cutile-rs backend block is added
+    assert _without_skips(out) == wiring.test_backends(CLASS_BACKWARD)
+    assert wiring.test_backends(CLASS_BACKWARD, ()) == wiring.test_backends(CLASS_BACKWARD)
+
+    assert _run(out, "Test_Blend", "test_op_backward", dtype=0, backend="cutile") is None  # others run on
+    skipped = _run(out, "Test_Blend", "test_op_backward", dtype=0, backend="cutile-rs")
+    assert skipped is not None and skipped.msg == wiring.FORWARD_ONLY_SKIP
+    timing = _run(out, "Test_Blend", "test_backward_timing", framework="cutile-rs")
+    assert timing is not None and timing.msg == wiring.FORWARD_ONLY_SKIP
+    assert _run(out, "Test_Blend", "test_op", backend="cutile-rs") is None  # forward tests are not touched
+    assert (
+        _run(out, "Test_Blend", "test_op_backward_odd", backend="cutile-rs").msg
+        == "cutile-rs has no gradient here"
+    )
+
+
+def test_backward_tests_skip_their_cutile_rs_case_module_level():
+    out = wiring.test_backends(MODULE_BACKWARD, ("test_op_backward",))
+    assert wiring.test_backends(out, ("test_op_backward",)) == out
+    assert '\ndef test_op_backward(backend):\n    if backend == "cutile-rs":\n        ' + SKIP + "\n" in out
+    # pytest is imported for the skip, below the docstring and the __future__ import
+    assert out.startswith('"""Blend tests."""\n\nfrom __future__ import annotations\nimport pytest\n')
+    assert _without_skips(out).replace("import pytest\n", "") == wiring.test_backends(MODULE_BACKWARD)
+    assert _run(out, None, "test_op_backward", backend="cutile-rs").msg == wiring.FORWARD_ONLY_SKIP
+    assert _run(out, None, "test_op_backward", backend="cutile") is None
+    assert _run(out, None, "test_op", backend="cutile-rs") is None

@@ -2,13 +2,14 @@
 
 Plan expressions use Python syntax so they parse with ``ast``:
 ``dim(t,i)``, ``stride(t,i)``, ``ptr(t)``, ``ten(t)``, ``cdiv(x,y)``, ``sel(c,x,y)``,
-``cast_tf32(t)``, ``dtype``, names of C scalars or derived values, integers, and the
-operators ``+ - * / % == != < <= > >= and or not``.
+``cast_tf32(t)``, ``dtype``, names of C scalars or derived values, integers, a quoted dtype
+name (``"f32"``, a fixed type generic such as an accumulator slot), and the operators ``+ - * / % == != < <= > >= and or not``.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/", ast.Div: "/", ast.Mod: "%"}
@@ -58,6 +59,7 @@ def tensors(expr: str) -> set[str]:
 
 
 _TENSOR_FUNCS = {"dim", "stride", "ptr", "ten", "cast_tf32"}
+_DTYPE_NAME = re.compile(r"[a-z][a-z0-9]*")  # "f32": the one kind of string a plan expression holds
 
 
 def to_rust(expr: str, bind: Callable[[str], str], elem: Callable[[str], str]) -> str:
@@ -88,6 +90,10 @@ class _Render:
             return "true" if node.value else "false"
         if isinstance(node, ast.Constant) and isinstance(node.value, int):
             return str(node.value)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if not _DTYPE_NAME.fullmatch(node.value):
+                raise ExprError(f"a string in a plan expression names a dtype: {node.value!r}")
+            return f'"{node.value}"'
         if isinstance(node, ast.Name):
             return node.id
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):

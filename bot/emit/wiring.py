@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 
 
 class WiringError(ValueError):
@@ -132,8 +133,13 @@ def selector(text: str) -> str:
     return text[: anchor.start()].rstrip("\n") + probe + "\n\n" + text[anchor.start() :]
 
 
-def test_backends(text: str) -> str:
-    """Add ``"cutile-rs"`` to ``_backends`` right after the tilecpp block, at ``_backends``' indentation."""
+def test_backends(text: str, backward: Iterable[str] = ()) -> str:
+    """Add ``"cutile-rs"`` to ``_backends`` right after the tilecpp block, at ``_backends``' indentation;
+    then make each test named in ``backward`` skip its cutile-rs case (:func:`forward_only_skips`)."""
+    return forward_only_skips(_add_backend(text), backward)
+
+
+def _add_backend(text: str) -> str:
     if re.search(r"""_backends\s*(=|\+=).*["']cutile-rs["']""", text):
         return text
     lines = text.splitlines()
@@ -161,6 +167,130 @@ def test_backends(text: str) -> str:
         # `tilegym.is_backend_available(...)` in a test body does not bind the bare name the guard uses
         new = "from tilegym.backend import is_backend_available\n" + new
     return new
+
+
+# The cited skip of a backward test's cutile-rs case: the port is forward-only (TileGym's coding rules,
+# "forward-only port"); the reports cite it (report.cite_skip) and so does the classifier.
+FORWARD_ONLY_SKIP = "cutile-rs is forward-only: backward is not ported (coding-rules: forward-only port)"
+
+
+def forward_only_skips(text: str, backward: Iterable[str]) -> str:
+    """Make each test function named in ``backward`` skip when it runs with the cutile-rs backend.
+
+    The body (after a docstring, before any comment that opens it) starts with
+    ``if <backend> == "cutile-rs": pytest.skip(FORWARD_ONLY_SKIP)``, where ``<backend>`` is the
+    parameter parametrized over a ``*backends`` list (else one named ``backend``). Nothing else in the
+    file changes. A test that already skips its cutile-rs case (any message, TileGym's own included),
+    or has no backend parameter, is left as it is, so wiring twice changes nothing.
+    """
+    names = set(backward)
+    if not names:
+        return text
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text  # discovery found no test in a file it cannot parse
+    lines = text.splitlines(keepends=True)
+    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    inserts: list[tuple[int, list[str]]] = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name not in names:
+            continue
+        arg = _backend_param(fn)
+        if arg is None or _skips_cutile_rs(fn, arg):
+            continue
+        body = fn.body
+        docstring = ast.get_docstring(fn, clean=False) is not None
+        anchor = body[1] if docstring and len(body) > 1 else body[0]
+        if anchor.lineno == fn.lineno:
+            continue  # a one-line def: no line of its own to put the skip on
+        def_indent = lines[fn.lineno - 1][: fn.col_offset]
+        if docstring and anchor is body[0]:  # the body is only a docstring: the skip follows it
+            at, indent = body[0].end_lineno, lines[body[0].lineno - 1][: body[0].col_offset]
+        else:
+            at = min([anchor.lineno] + [d.lineno for d in getattr(anchor, "decorator_list", [])]) - 1
+            indent = lines[anchor.lineno - 1][: anchor.col_offset]
+            # above the comments and blank lines that open the body, so each comment keeps its statement
+            floor = body[0].end_lineno if docstring else fn.lineno
+            while at > floor and (not lines[at - 1].strip() or lines[at - 1].lstrip().startswith("#")):
+                at -= 1
+        step = indent[len(def_indent) :] or "    "
+        inserts.append(
+            (
+                at,
+                [
+                    f'{indent}if {arg} == "cutile-rs":{newline}',
+                    f'{indent}{step}pytest.skip("{FORWARD_ONLY_SKIP}"){newline}',
+                ],
+            )
+        )
+    if not inserts:
+        return text
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += newline
+    for at, block in sorted(inserts, key=lambda x: x[0], reverse=True):
+        lines[at:at] = block
+    out = "".join(lines)
+    if not _binds(text, "pytest"):
+        out = _after_header(out, tree, f"import pytest{newline}")
+    return out
+
+
+def _backend_param(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """The parameter that carries the backend: parametrized over a ``*backends`` list, else ``backend``."""
+    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    for dec in fn.decorator_list:
+        if not (
+            isinstance(dec, ast.Call)
+            and getattr(dec.func, "attr", "") == "parametrize"
+            and len(dec.args) >= 2
+        ):
+            continue
+        names, values = dec.args[0], dec.args[1]
+        if not (isinstance(names, ast.Constant) and isinstance(names.value, str)):
+            continue
+        values_name = values.id if isinstance(values, ast.Name) else getattr(values, "attr", "")
+        name = names.value.strip()
+        if values_name.endswith("backends") and name.isidentifier() and name in params:
+            return name
+    return "backend" if "backend" in params else None
+
+
+def _skips_cutile_rs(fn: ast.FunctionDef | ast.AsyncFunctionDef, arg: str) -> bool:
+    """Whether the function already has ``if <arg> == "cutile-rs": ... pytest.skip(...)``."""
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1):
+            continue
+        sides = [node.test.left, node.test.comparators[0]]
+        names_arg = any(isinstance(x, ast.Name) and x.id == arg for x in sides)
+        texts = {
+            c.value
+            for x in sides
+            for c in ([x] if isinstance(x, ast.Constant) else getattr(x, "elts", []))
+            if isinstance(c, ast.Constant)
+        }
+        if not (names_arg and "cutile-rs" in texts and isinstance(node.test.ops[0], (ast.Eq, ast.In))):
+            continue
+        if any(
+            isinstance(c, ast.Call) and getattr(c.func, "attr", "") == "skip"
+            for stmt in node.body
+            for c in ast.walk(stmt)
+        ):
+            return True
+    return False
+
+
+def _after_header(text: str, tree: ast.Module, line: str) -> str:
+    """``text`` with ``line`` after the module docstring and ``from __future__`` imports."""
+    end = 0
+    for i, node in enumerate(tree.body):
+        doc = i == 0 and isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant)
+        future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
+        if not (doc or future):
+            break
+        end = node.end_lineno
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[:end] + [line] + lines[end:])
 
 
 def _binds(text: str, name: str) -> bool:

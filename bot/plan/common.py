@@ -32,10 +32,30 @@ class Missing:
 
 
 def element_generic(entry: Entry) -> str:
-    for g in entry.generics:
-        if g.kind == "type":
-            return g.name
-    return ""
+    """The data dtype generic: the first type generic a tensor or pointer is typed with, else the
+    first type generic ("" when the entry declares none)."""
+    types = [g.name for g in entry.generics if g.kind == "type"]
+    used = {p.elem for p in entry.params if p.kind in ("tensor", "ptr")}
+    return next((name for name in types if name in used), types[0] if types else "")
+
+
+# The dtypes a type slot may be given (the contract's ``ffi.type_generics.<G>``), and the ones a
+# scalar typed by the slot can cross the C ABI as.
+SLOT_DTYPES = ("f32", "f16", "bf16", "i32", "i64", "f8e5m2", "f8e4m3fn", "dtype")
+SCALAR_SLOT_TYPES = ("f32", "i32")
+
+
+def type_slot(generic: str, facts: Facts) -> tuple[str, Source]:
+    """(dtype string, source) for a type generic that is not the element generic: the contract's
+    ``ffi.type_generics.<G>``, else "f32" by rule 31 (the only "policy" source it gives)."""
+    explicit = facts.get(f"ffi.type_generics.{generic}")
+    if isinstance(explicit, str):
+        return explicit, facts.source(f"ffi.type_generics.{generic}")
+    return "f32", Source(
+        "policy",
+        f"TileGym coding rule 31: {generic}, a second element-type generic, is an accumulator slot; "
+        f'the FFI passes "f32" for it unless the contract (ffi.type_generics.{generic}) says otherwise',
+    )
 
 
 def c_tensors(entry: Entry) -> list[CTensor]:

@@ -11,8 +11,9 @@ The cases differ in a few decisions, each made here from the kernel's shape and 
   grid terms are C arguments (``num_programs`` or ``grid_x/y/z``) the wrapper computes.
 - kernel scalars: descriptor fields by naming or the contract, GEMM letters, else C arguments of
   their own (runtime scalars such as ``eps``) whose Python value the wrapper side finds;
-- generics: the entry's own, in declared order (type generic -> the dtype, const -> a C argument
-  or a derived FFI value such as ``CAST_TF32``);
+- generics: the entry's own, in declared order (the element generic -> the dtype, a second type
+  generic -> an accumulator slot, "f32" by TileGym's rule 31 unless the contract names its dtype,
+  const -> a C argument or a derived FFI value such as ``CAST_TF32``);
 - variants: ``static_persistent_*`` / ``non_persistent_*`` by a selector, literal-specialised
   entries by a dispatch key, or the contract's conditions;
 - a *sequence* (``ffi.sequence``: the reference launches the entries one after the other, as
@@ -38,6 +39,7 @@ from bot.types import (
     LaunchPlan,
     Source,
     Target,
+    TypeSlot,
     Variant,
 )
 
@@ -75,7 +77,9 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
     renames = naming.sequence_names(entries) if order is not None else [{} for _ in entries]
     first = entries[0]
     elem = common.element_generic(first)
+    slots = _type_slots(entries, facts)
     tensors = _tensors(entries)
+    _slot_tensors(tensors, slots, elem, missing)
     rows = row_layout(entries)
     if rows:
         for t in tensors:
@@ -111,9 +115,11 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
     variants: list[Variant] = []
     for entry, rename in zip(entries, renames, strict=True):
         generics = []
+        data_generic = common.element_generic(entry)
         for g in entry.generics:
             if g.kind == "type":
-                generics.append("dtype")
+                slot = slots.get(g.name) if g.name != data_generic else None
+                generics.append("dtype" if slot is None or slot.dtype == "dtype" else f'"{slot.dtype}"')
                 continue
             value, source, derived_expr = _generic_value(g.name, dtype_from, facts)
             value = rename.get(value, value)
@@ -130,14 +136,15 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
                 args.append(f"ptr({_c_name(tensors, p.name)})")
             else:
                 name = rename.get(p.name, p.name)
-                expr, source = _scalar_value(p.name, p.ty, entry, bases, tensors, facts)
+                ty = _slot_scalar_type(p.name, p.ty, slots, missing)
+                expr, source = _scalar_value(p.name, ty, entry, bases, tensors, facts)
                 if expr is None and rows:
                     expr, source = _row_columns(p.name, row_out.name, facts) or (expr, source)
                 if expr is None:
                     add(
                         runtime,
                         CScalar(
-                            name, "f32" if p.ty.startswith("f") else "i32", "runtime_scalar", p.name, source
+                            name, "f32" if ty.startswith("f") else "i32", "runtime_scalar", p.name, source
                         ),
                     )
                 else:
@@ -173,6 +180,7 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
         variants=variants,
         checks=common.contract_checks(facts),
         sequence=order is not None,
+        type_slots=list(slots.values()),
         sources={
             "style": checkout.style_source,
             "dtype_from": dtype_src,
@@ -188,6 +196,59 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
     python = (row_wrapper.plan if rows else python_side.plan)(target, ffi, facts, missing)
     tests = common.test_wiring(target, checkout)
     return LaunchPlan(target.op, ffi, python, tests, missing.items, int(facts.get("contract.lines", 0) or 0))
+
+
+def _type_slots(entries: list[Entry], facts: Facts) -> dict[str, TypeSlot]:
+    """Every type generic that is not its entry's element generic (an accumulator dtype such as
+    ``E2``): the dtype the FFI passes for it, by name, in declared order."""
+    slots: dict[str, TypeSlot] = {}
+    for entry in entries:
+        data = common.element_generic(entry)
+        for g in entry.generics:
+            if g.kind == "type" and g.name != data and g.name not in slots:
+                dtype, source = common.type_slot(g.name, facts)
+                slots[g.name] = TypeSlot(g.name, dtype, source)
+    return slots
+
+
+def _slot_tensors(
+    tensors: list[CTensor], slots: dict[str, TypeSlot], elem: str, missing: common.Missing
+) -> None:
+    """A tensor typed by a slot generic takes the slot's dtype. Such a generic is no accumulator (rule 31
+    does not decide it), so only a source that names its dtype may: otherwise it is asked for."""
+    for t in tensors:
+        slot = slots.get(t.elem)
+        if slot is None:
+            continue
+        key = f"ffi.type_generics.{slot.generic}"
+        if slot.source.kind == "policy" and not _asked(missing, key):  # rule 31's default: no source named it
+            missing.add(
+                key,
+                f"the dtype the FFI passes for type generic {slot.generic}: it types tensor `{t.param}`, so it "
+                f"is no accumulator slot ({', '.join(common.SLOT_DTYPES[:-1])}, or dtype: the element generic's)",
+            )
+        t.elem = elem if slot.dtype == "dtype" else slot.dtype
+
+
+def _slot_scalar_type(name: str, ty: str, slots: dict[str, TypeSlot], missing: common.Missing) -> str:
+    """A scalar typed by a slot generic (``acc_zero: E2``) crosses the C ABI as the slot's dtype."""
+    slot = slots.get(ty)
+    if slot is None:
+        return ty
+    if slot.dtype not in common.SCALAR_SLOT_TYPES:
+        if _asked(missing, f"ffi.type_generics.{slot.generic}"):
+            return "f32"
+        missing.add(
+            f"ffi.type_generics.{slot.generic}",
+            f"scalar `{name}: {ty}` crosses the C ABI only as "
+            f"{' or '.join(common.SCALAR_SLOT_TYPES)}; {slot.generic} is {slot.dtype} ({slot.source})",
+        )
+        return "f32"
+    return slot.dtype
+
+
+def _asked(missing: common.Missing, key: str) -> bool:
+    return any(m.key == key for m in missing.items)
 
 
 def _has(entry: Entry, name: str) -> bool:

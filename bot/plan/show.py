@@ -16,6 +16,9 @@ def render_plan(plan: LaunchPlan) -> str:
         )
     element = f"element generic {ffi.dtype_generic}" if ffi.dtype_generic else "element type (fixed)"
     out.append(f"  {element} from {ffi.dtype_from} in {ffi.dtypes}  [{ffi.sources.get('dtype_from')}]")
+    for slot in ffi.type_slots:
+        value = f"the dtype of {ffi.dtype_from}" if slot.dtype == "dtype" else f'"{slot.dtype}"'
+        out.append(f"  type generic {slot.generic} = {value} (not the element generic)  [{slot.source}]")
     out.append("scalars:")
     for s in ffi.scalars:
         feeds = f" -> {s.feeds}" if s.feeds else ""
