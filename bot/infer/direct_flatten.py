@@ -29,8 +29,10 @@ from bot.infer.launch_ast import (
     assert_step,
     bind,
     ceil_to_cdiv,
+    ct_cdiv,
     none_default,
     num_sms,
+    products,
     substitute,
 )
 
@@ -376,6 +378,7 @@ def _renamed(fn: ast.FunctionDef, bound: set[str], keep: set[str]) -> tuple[ast.
 
 
 def _wrapper_expr(node: ast.expr) -> ast.expr:
-    """The reference's spelling turned into the wrapper's: ``math.ceil(a / b)`` -> ``cdiv(a, b)``,
-    the SM count query -> ``get_num_sm()``."""
-    return num_sms(ceil_to_cdiv(copy.deepcopy(node)))
+    """The reference's spelling turned into the wrapper's: ``math.ceil(a / b)`` and ``ct.cdiv(a, b)``
+    -> ``cdiv(a, b)``, the SM count query -> ``get_num_sm()``, ``functools.reduce(operator.mul, xs,
+    1)`` -> ``math.prod(xs)``."""
+    return products(ct_cdiv(num_sms(ceil_to_cdiv(copy.deepcopy(node)))))
