@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from bot.infer import naming
 from bot.infer.direct_autotune import CONFIGS_CALL
 from bot.infer.direct_flatten import Flattener, Launch
-from bot.infer.direct_statements import plain_assign
+from bot.infer.direct_statements import message_names, plain_assign
 from bot.infer.launch_ast import (
     NotThisShape,
     bool_params,
@@ -49,6 +49,7 @@ _BUILTINS = {
     "range",
     "round",
     "isinstance",
+    "enumerate",
 }
 
 
@@ -321,6 +322,7 @@ def _check_names(
             for n in ast.walk(ast.parse(text, mode="eval"))
             if isinstance(n, ast.Name) and n.id not in known and n.id not in _comprehension_names(text)
         }
+        | {n for step in flat.steps for n in message_names(step.get("message", "")) if n not in known}
     )
     if unknown:
         raise NotThisShape(f"the wrapper would need {', '.join(unknown)} of the reference module")
