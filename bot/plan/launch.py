@@ -8,7 +8,10 @@ The cases differ in a few decisions, each made here from the kernel's shape and 
   TileGym's silu_and_mul / swiglu) is launched with one block per output row: its descriptors are
   rows x columns (the wrapper flattens leading dims), the grid is ``dim(out,0)`` computed in the
   FFI, and the reference op names the output's column count. Every other kernel is *tiled*: its
-  grid terms are C arguments (``num_programs`` or ``grid_x/y/z``) the wrapper computes.
+  grid terms are C arguments (``num_programs`` or ``grid_x/y/z``) the wrapper computes. So is a
+  kernel of the row shape whose directly launched reference was read (``reference_direct``): the
+  reference states its descriptors, grid and arguments (an elementwise kernel over raw pointers
+  launches over elements, not rows), and its wrapper steps bind every name those arguments read.
 - kernel scalars: descriptor fields by naming or the contract, GEMM letters, else C arguments of
   their own (runtime scalars such as ``eps``) whose Python value the wrapper side finds;
 - generics: the entry's own, in declared order (type generic -> the dtype, const -> a C argument
@@ -52,9 +55,11 @@ TILED = Source("kernel", "not a row kernel: the wrapper computes the grid terms"
 ROW_SHAPE = Source("kernel", "raw pointers, one block-id axis, no grid-stride loop: one block per row")
 
 
-def row_layout(entries: list[Entry]) -> bool:
-    """One entry whose tensors are all raw pointers, one block-id axis, no grid-stride loop."""
-    if len(entries) != 1:
+def row_layout(entries: list[Entry], facts: Facts | None = None) -> bool:
+    """One entry whose tensors are all raw pointers, one block-id axis, no grid-stride loop, and no
+    launch read from the cuTile reference: what the reference states it launches (its descriptors,
+    grid and arguments, ``reference_direct``) outranks a guess from the kernel's shape."""
+    if len(entries) != 1 or (facts is not None and reference_launch_read(facts)):
         return False
     entry = entries[0]
     tensors = [p for p in entry.params if p.kind in ("tensor", "ptr")]
@@ -64,6 +69,12 @@ def row_layout(entries: list[Entry]) -> bool:
         and entry.block.axes == 1
         and not entry.block.grid_stride
     )
+
+
+def reference_launch_read(facts: Facts) -> bool:
+    """Whether the reader of a directly launched reference mapped its launch onto kernel.rs."""
+    source = facts.source("python.tensors")
+    return source is not None and source.kind == "reference"
 
 
 def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Checkout) -> LaunchPlan:
@@ -76,7 +87,7 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
     first = entries[0]
     elem = common.element_generic(first)
     tensors = _tensors(entries)
-    rows = row_layout(entries)
+    rows = row_layout(entries, facts)
     if rows:
         for t in tensors:
             t.rank = 2  # rows x columns: the wrapper flattens leading dims
@@ -178,7 +189,7 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
             "dtype_from": dtype_src,
             "dtypes": dtypes_src,
             "order": POLICY_ORDER,
-            "layout": ROW_SHAPE if rows else TILED,
+            "layout": _layout_source(entries, rows, facts),
             **({"sequence": facts.source("ffi.sequence")} if order is not None else {}),
         },
         file_uses=list(signature.file_uses),
@@ -188,6 +199,15 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
     python = (row_wrapper.plan if rows else python_side.plan)(target, ffi, facts, missing)
     tests = common.test_wiring(target, checkout)
     return LaunchPlan(target.op, ffi, python, tests, missing.items, int(facts.get("contract.lines", 0) or 0))
+
+
+def _layout_source(entries: list[Entry], rows: bool, facts: Facts) -> Source:
+    if rows:
+        return ROW_SHAPE
+    if row_layout(entries):  # the shape of a row kernel, launched as its reference launches it
+        read = facts.source("python.tensors")
+        return Source("reference", f"{read.detail}: a row kernel's shape, launched as the reference does")
+    return TILED
 
 
 def _has(entry: Entry, name: str) -> bool:
