@@ -12,8 +12,10 @@ The cases differ in a few decisions, each made here from the kernel's shape and 
   kernel of the row shape whose directly launched reference was read (``reference_direct``): the
   reference states its descriptors, grid and arguments (an elementwise kernel over raw pointers
   launches over elements, not rows), and its wrapper steps bind every name those arguments read.
-- kernel scalars: descriptor fields by naming or the contract, GEMM letters, else C arguments of
-  their own (runtime scalars such as ``eps``) whose Python value the wrapper side finds;
+- kernel scalars: descriptor fields by naming or the contract, GEMM letters (unless the reference
+  passes the scalar: kernel.rs's ``n`` beside a flat input is its ``x.numel()``, not ``dim(x,1)``),
+  else C arguments of their own (runtime scalars such as ``eps``) whose Python value the wrapper
+  side finds;
 - generics: the entry's own, in declared order (type generic -> the dtype, const -> a C argument
   or a derived FFI value such as ``CAST_TF32``);
 - variants: ``static_persistent_*`` / ``non_persistent_*`` by a selector, literal-specialised
@@ -141,7 +143,7 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
                 args.append(f"ptr({_c_name(tensors, p.name)})")
             else:
                 name = rename.get(p.name, p.name)
-                expr, source = _scalar_value(p.name, p.ty, entry, bases, tensors, facts)
+                expr, source = _scalar_value(p.name, p.ty, entry, bases, tensors, facts, name)
                 if expr is None and rows:
                     expr, source = _row_columns(p.name, row_out.name, facts) or (expr, source)
                 if expr is None:
@@ -304,7 +306,7 @@ def _generic_value(name: str, dtype_from: str, facts: Facts) -> tuple[str, Sourc
     return arg, src, None
 
 
-def _scalar_value(name, ty, entry, bases, tensors, facts) -> tuple[str | None, Source]:
+def _scalar_value(name, ty, entry, bases, tensors, facts, c_name="") -> tuple[str | None, Source]:
     """FFI expression for a kernel scalar, or (None, source) when it is a C argument of its own."""
     known = common.known_scalar(name, bases, facts)
     if known:
@@ -312,6 +314,10 @@ def _scalar_value(name, ty, entry, bases, tensors, facts) -> tuple[str | None, S
         return (None, src) if expr == "arg" else (expr, src)  # "arg": the contract keeps it a C argument
     gemm = naming.gemm_dim(name, entry, tensors)
     if gemm:
+        read = facts.source(f"python.args.{c_name or name}")
+        if read is not None and read.kind == "reference":
+            # what the reference passes (`n = x.numel()`) outranks a guess from the letter alone
+            return None, Source("reference", f"{read.detail}: a C argument the wrapper passes")
         return gemm
     return None, Source(
         "policy", f"`{name}: {ty}` has no descriptor meaning: a C argument the wrapper passes"
