@@ -16,8 +16,11 @@ kernel's parameters by position and from there onto kernel.rs by name:
 - the grid gives ``num_programs`` or ``grid_x/y/z``; the returned expression the result.
 
 Control flow the wrapper can say too is kept: ``if not training: return x`` (an early return),
-``if inplace: a = x else: a = ...`` (a conditional value), ``if x is None: x = c``, asserts. A
-small pure helper of the module (``_mix_seed``) is inlined into the expression that calls it.
+``if inplace: a = x else: a = ...`` (a conditional value), ``if dim == 0: .. elif ..: .. else:
+raise ..`` (strides and counts chosen by an argument), ``if x is None: x = c``, asserts,
+``shape[dim] = v`` on a list built there. A small pure helper of the module (``_mix_seed``) is
+inlined into the expression that calls it. A kernel.rs parameter named after the variable the launch
+passes (``n_elements``, handed to the reference kernel's ``N``) is matched through that name.
 Anything else is not guessed: the reader stops and says which line.
 
 This module picks the case (one launch, or a sequence) and offers the facts; the pieces are
