@@ -17,11 +17,15 @@ from bot.infer.direct_statements import (
     conditional_value,
     early_return,
     first_line,
+    if_chain,
     inlinable_call,
     is_ctx,
+    item_assignment,
     plain_assign,
     post_branch,
     raise_check,
+    raised,
+    replaced_item,
     same_names,
 )
 from bot.infer.launch_ast import (
@@ -29,8 +33,10 @@ from bot.infer.launch_ast import (
     assert_step,
     bind,
     ceil_to_cdiv,
+    ct_cdiv,
     none_default,
     num_sms,
+    products,
     substitute,
 )
 
@@ -70,6 +76,7 @@ class Flattener:
         self.per_config: dict[str, ast.expr] = {}
         self.key = ""
         self.switches: dict[str, str] = {}  # `enable = is_autotune_enabled()`: name -> that switch
+        self.lists: set[str] = set()  # names bound to a list here (`shape = list(x.shape)`)
 
     def walk(self, fn: ast.FunctionDef, depth: int) -> ast.expr | None:
         """Steps for ``fn``'s body; returns what ``fn`` returns after its launches.
@@ -191,6 +198,19 @@ class Flattener:
             self.module, self.kernel_vars = caller, kernel_vars
 
     def _statement(self, stmt: ast.stmt) -> None:
+        item = item_assignment(stmt)
+        if item is not None:  # `shape[dim] = shape[dim] // 2` on a list: the list with that item
+            self._set_item(stmt, *item)
+            return
+        if (
+            isinstance(stmt, ast.AugAssign)
+            and isinstance(stmt.target, ast.Name)
+            and stmt.target.id in self.bound
+        ):
+            name = stmt.target.id  # `n *= k`: n = n * k
+            value = ast.BinOp(left=ast.Name(name, ast.Load()), op=stmt.op, right=stmt.value)
+            self._let(ast.Name(name, ast.Store()), ast.copy_location(value, stmt))
+            return
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             if "current_stream" in ast.unparse(stmt.value):
                 return  # the wrapper launches on the stream of the tensors' device itself
@@ -232,9 +252,46 @@ class Flattener:
                 value = ast.IfExp(test=stmt.test, body=yes, orelse=no)
                 self._let(ast.Name(target, ast.Store()), value)
                 return
-            if self._guarded_block(stmt):
+            if self._guarded_block(stmt) or self._if_chain(stmt):
                 return
         raise NotThisShape(f"line {stmt.lineno}: cannot follow `{first_line(stmt)}`")
+
+    def _set_item(self, stmt: ast.stmt, name: str, index: ast.expr, item: ast.expr) -> None:
+        """``name[index] = item`` on a list the steps built (``shape = list(x.shape)``)."""
+        if name not in self.lists:
+            raise NotThisShape(
+                f"line {stmt.lineno}: cannot assign to `{first_line(stmt)}` (not a list built here)"
+            )
+        self._let(ast.Name(name, ast.Store()), ast.copy_location(replaced_item(name, index, item), stmt))
+        self.lists.add(name)
+
+    def _if_chain(self, stmt: ast.If) -> bool:
+        """``if a: .. elif b: .. else: ..`` whose branches assign (as a guarded block's do) or raise:
+        each test is read once, in order, and only when no earlier one held (a flag per test); a
+        raising branch is the same check, an assignment keeps its name's value when its branch is
+        not taken."""
+        branches = if_chain(stmt)
+        if not all(block and (raised(block) or _simple(block)) for _, block in branches):
+            return False
+        flags: list[ast.expr] = []
+        conditions: list[ast.expr] = []
+        for node, _ in branches:
+            earlier = _none_of(flags)
+            if node is None:
+                conditions.append(earlier)
+                continue
+            test = node.test if earlier is None else ast.BoolOp(op=ast.And(), values=[earlier, node.test])
+            flag = f"_branch_{node.lineno}"
+            self._let(ast.Name(flag, ast.Store()), ast.copy_location(test, node))
+            flags.append(ast.Name(flag, ast.Load()))
+            conditions.append(ast.Name(flag, ast.Load()))
+        for (_, block), condition in zip(branches, conditions, strict=True):
+            error = raised(block)
+            if error is not None:
+                self.steps.append({"check": self.expr(condition), "raise": error[0], "message": error[1]})
+            else:
+                self._branch(block, condition)
+        return True
 
     def _guarded_block(self, stmt: ast.If) -> bool:
         """``if c: ... [else: ...]`` over plain assignments and asserts: each assignment keeps the
@@ -242,16 +299,7 @@ class Flattener:
         assert holds under its branch's condition."""
         body = [s for s in stmt.body if not is_ctx(s)]
         orelse = [s for s in stmt.orelse if not is_ctx(s)]
-
-        def simple(block: list[ast.stmt]) -> bool:
-            return all(
-                (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name))
-                or isinstance(s, ast.Assert)
-                or (isinstance(s, ast.If) and not s.orelse and simple(s.body))  # `if c: x = f(x)` inside
-                for s in block
-            )
-
-        if not body or not simple(body) or not simple(orelse):
+        if not body or not _simple(body) or not _simple(orelse):
             return False
         test = stmt.test
         if sum(isinstance(s, (ast.Assign, ast.If)) for s in body + orelse) > 1:
@@ -311,6 +359,8 @@ class Flattener:
             return
         value = self._inline_helpers(value)
         bind(target, value, self.local)
+        if isinstance(target, ast.Name):
+            (self.lists.add if _is_list(value) else self.lists.discard)(target.id)
         names = target.elts if isinstance(target, ast.Tuple) else [target]
         self.bound |= {ast.unparse(n) for n in names}
         self.steps.append({"let": ", ".join(ast.unparse(n) for n in names), "expr": self.expr(value)})
@@ -338,6 +388,31 @@ class Flattener:
                 raise NotThisShape(f"configs of two generators: {self.generator.name}, {generator.name}")
             self.generator = generator
         return ast.unparse(_wrapper_expr(self._inline_helpers(node)))
+
+
+def _simple(block: list[ast.stmt]) -> bool:
+    """Plain assignments, asserts and ``if c: x = f(x)`` inside: what a guarded branch may hold."""
+    return all(
+        (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name))
+        or isinstance(s, ast.Assert)
+        or (isinstance(s, ast.If) and not s.orelse and _simple(s.body))  # `if c: x = f(x)` inside
+        for s in block
+    )
+
+
+def _none_of(flags: list[ast.expr]) -> ast.expr | None:
+    """``not f`` / ``not (f or g)``: none of the earlier branches was taken (None: no earlier one)."""
+    if not flags:
+        return None
+    held = flags[0] if len(flags) == 1 else ast.BoolOp(op=ast.Or(), values=list(flags))
+    return ast.UnaryOp(op=ast.Not(), operand=held)
+
+
+def _is_list(value: ast.expr) -> bool:
+    """``list(...)``, ``[...]`` or a list comprehension: a value whose items may be assigned."""
+    return isinstance(value, (ast.List, ast.ListComp)) or (
+        isinstance(value, ast.Call) and getattr(value.func, "id", "") == "list"
+    )
 
 
 def _passed_through(fn: ast.FunctionDef, call: ast.Call, skip: int) -> set[str]:
@@ -376,6 +451,7 @@ def _renamed(fn: ast.FunctionDef, bound: set[str], keep: set[str]) -> tuple[ast.
 
 
 def _wrapper_expr(node: ast.expr) -> ast.expr:
-    """The reference's spelling turned into the wrapper's: ``math.ceil(a / b)`` -> ``cdiv(a, b)``,
-    the SM count query -> ``get_num_sm()``."""
-    return num_sms(ceil_to_cdiv(copy.deepcopy(node)))
+    """The reference's spelling turned into the wrapper's: ``math.ceil(a / b)`` and ``ct.cdiv(a, b)``
+    -> ``cdiv(a, b)``, the SM count query -> ``get_num_sm()``, ``functools.reduce(operator.mul, xs,
+    1)`` -> ``math.prod(xs)``."""
+    return products(ct_cdiv(num_sms(ceil_to_cdiv(copy.deepcopy(node)))))

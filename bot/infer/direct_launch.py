@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from bot.infer import naming
 from bot.infer.direct_autotune import CONFIGS_CALL
 from bot.infer.direct_flatten import Flattener, Launch
-from bot.infer.direct_statements import plain_assign
+from bot.infer.direct_statements import message_names, plain_assign
 from bot.infer.launch_ast import (
     NotThisShape,
     bool_params,
@@ -22,7 +22,7 @@ from bot.infer.launch_ast import (
     generic_twin,
     substitute,
 )
-from bot.types import Entry
+from bot.types import Entry, Param
 
 # names a generated wrapper has without importing anything of the reference module
 _WRAPPER_NAMES = {
@@ -49,6 +49,7 @@ _BUILTINS = {
     "range",
     "round",
     "isinstance",
+    "enumerate",
 }
 
 
@@ -98,7 +99,6 @@ def map_launch(
             f"line {launch.lineno}: {len(args)} arguments for {kernel_name}'s {len(ref_params)}"
         )
     generics = {g.name for g in entry.generics if g.kind == "const"}
-    by_lower = {p.name.lower(): p for p in entry.params}
     tensors: dict[str, str] = {}
     outputs: dict[str, str] = {}
     values: dict[str, tuple[str, str]] = {}
@@ -106,10 +106,15 @@ def map_launch(
     inputs: list[str] = []  # wrapper parameters the kernel reads as tensors, in kernel order
     flags = bool_params(kernel)
     checks: list[dict[str, str]] = []  # a boolean generic's C argument is 0 or 1
+    twins = {
+        ref: generic_twin(ref, generics) or next((g for g in generics if g.lower() == ref.lower()), None)
+        for ref in ref_params
+    }
+    matched = _match_params(ref_params, args, twins, entry, flat.local)
     for ref, arg in zip(ref_params, args, strict=True):
         text = flat.expr(arg)
-        twin = generic_twin(ref, generics) or next((g for g in generics if g.lower() == ref.lower()), None)
-        param = by_lower.get(ref.lower()) or by_lower.get(f"{ref.lower()}_ptr")
+        twin = twins[ref]
+        param, how = matched.get(ref, (None, ""))
         if twin is not None:
             c_arg, _ = naming.generic_arg_name(twin)
             c_arg = rename.get(c_arg, c_arg)
@@ -127,7 +132,7 @@ def map_launch(
             if root in params and root not in inputs:  # the caller's tensor, read or written in place
                 inputs.append(root)
         elif param is not None:
-            values[rename.get(param.name, param.name)] = (text, f"argument {ref} -> scalar {param.name}")
+            values[rename.get(param.name, param.name)] = (text, f"argument {ref} -> scalar {param.name}{how}")
         else:
             unmatched.append(ref)
     by_ref = dict(zip(ref_params, args, strict=True))
@@ -161,6 +166,63 @@ def map_launch(
         key=flat.key,
         checks=checks,
     )
+
+
+def _match_params(
+    ref_params: list[str],
+    args: list[ast.expr],
+    twins: dict[str, str | None],
+    entry: Entry,
+    local: dict[str, ast.expr],
+) -> dict[str, tuple[Param, str]]:
+    """Each reference parameter's kernel.rs parameter (a generic twin aside), with how it was found
+    ("" by its own name). By the reference parameter's name (case aside, ``X`` ~ ``x_ptr``, the
+    words in any order: ``STRIDE_X`` ~ ``x_stride``), else by the name of what the launch passes at
+    its place in the tuple (``n_cols = x.shape[-1]`` handed to ``N``: kernel.rs's ``n_cols``). Never
+    by position alone: a kernel.rs parameter no name matches is asked for, not guessed."""
+    by_lower = {p.name.lower(): p for p in entry.params}
+    by_words: dict[tuple[str, ...], list[Param]] = {}
+    for p in entry.params:
+        by_words.setdefault(_words(p.name), []).append(p)
+
+    def named(name: str) -> Param | None:
+        exact = by_lower.get(name.lower()) or by_lower.get(f"{name.lower()}_ptr")
+        if exact is not None:
+            return exact
+        same = by_words.get(_words(name), []) or by_words.get(_words(f"{name}_ptr"), [])
+        return same[0] if len(same) == 1 else None
+
+    found: dict[str, tuple[Param, str]] = {}
+    for ref in ref_params:
+        if twins[ref] is None and (param := named(ref)) is not None:
+            found[ref] = (param, "")
+    claimed = {p.name for p, _ in found.values()}
+    for ref, arg in zip(ref_params, args, strict=True):
+        if twins[ref] is not None or ref in found:
+            continue
+        for name in _passed_names(arg, local):
+            param = named(name)
+            if param is not None and param.name not in claimed:
+                found[ref] = (param, f" (the launch passes `{name}` there)")
+                claimed.add(param.name)
+                break
+    return found
+
+
+def _words(name: str) -> tuple[str, ...]:
+    """A name's words, their order aside: ``STRIDE_X`` and ``x_stride`` are the same words."""
+    return tuple(sorted(w for w in name.lower().split("_") if w))
+
+
+def _passed_names(arg: ast.expr, local: dict[str, ast.expr]) -> list[str]:
+    """The names a launch argument goes by: the variable passed, then what it was bound to
+    (``x = input``: a callee's parameter that is the caller's variable)."""
+    names: list[str] = []
+    node = arg
+    while isinstance(node, ast.Name) and node.id not in names and len(names) < 8:
+        names.append(node.id)
+        node = local.get(node.id)
+    return names
 
 
 def _kernel_local(kernel: ast.FunctionDef, generic: str, by_ref: dict[str, ast.expr]) -> ast.expr | None:
@@ -200,8 +262,12 @@ _VIEWS = {"view", "reshape", "contiguous", "flatten", "view_as", "detach"}
 
 
 def _root(node: ast.expr, local: dict[str, ast.expr]) -> str:
-    """The variable behind ``out.view(-1)`` or ``out_flat = out.view(-1)``: what holds the output."""
+    """The variable behind ``out.view(-1)`` or ``out_flat = out.view(-1)``: what holds the output.
+    A view of a fresh allocation (``out = torch.empty_like(x).flatten()``) is held by its variable."""
+    held = ""  # the last variable on the way down
     for _ in range(8):
+        if isinstance(node, ast.Name):
+            held = node.id
         if isinstance(node, ast.Name) and isinstance(local.get(node.id), ast.Name):
             node = local[node.id]  # x = input: a callee's parameter bound to the caller's name
             continue
@@ -219,6 +285,8 @@ def _root(node: ast.expr, local: dict[str, ast.expr]) -> str:
         ):
             break
         node = func.value
+    if held and not isinstance(node, ast.Name):
+        return held
     return ast.unparse(node)
 
 
@@ -254,6 +322,7 @@ def _check_names(
             for n in ast.walk(ast.parse(text, mode="eval"))
             if isinstance(n, ast.Name) and n.id not in known and n.id not in _comprehension_names(text)
         }
+        | {n for step in flat.steps for n in message_names(step.get("message", "")) if n not in known}
     )
     if unknown:
         raise NotThisShape(f"the wrapper would need {', '.join(unknown)} of the reference module")

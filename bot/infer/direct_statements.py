@@ -5,6 +5,7 @@ bookkeeping to drop, plain assignments, ``if c: raise``, ``if c: return x``, a v
 from __future__ import annotations
 
 import ast
+import copy
 
 from bot.infer.launch_ast import substitute
 
@@ -58,14 +59,134 @@ def inlinable_call(stmt: ast.stmt) -> ast.Call | None:
 
 def raise_check(stmt: ast.If) -> tuple[str, str] | None:
     """``if cond: raise SomeError("text")`` with no else: (SomeError, text)."""
-    if stmt.orelse or len(stmt.body) != 1 or not isinstance(stmt.body[0], ast.Raise):
+    if stmt.orelse:
         return None
-    exc = stmt.body[0].exc
+    return raised(stmt.body)
+
+
+def raised(block: list[ast.stmt]) -> tuple[str, str] | None:
+    """A block that is one ``raise SomeError("text")``: (SomeError, text); an f-string's text keeps
+    its fields (the wrapper's message is an f-string then), anything else says the error's name."""
+    if len(block) != 1 or not isinstance(block[0], ast.Raise):
+        return None
+    exc = block[0].exc
     if not (isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name)):
         return None
     text = exc.args[0] if exc.args else None
-    message = text.value if isinstance(text, ast.Constant) and isinstance(text.value, str) else exc.func.id
-    return exc.func.id, message
+    if isinstance(text, ast.Constant) and isinstance(text.value, str):
+        return exc.func.id, text.value
+    return exc.func.id, _fstring_text(text) or exc.func.id
+
+
+def _fstring_text(node: ast.expr | None) -> str:
+    """``f"dim {dim} out of range"`` as ``dim {dim} out of range``; "" when a field has a format
+    spec, quotes or braces of its own (not safe to write into the wrapper's f-string again)."""
+    if not isinstance(node, ast.JoinedStr):
+        return ""
+    parts: list[str] = []
+    for value in node.values:
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            if any(c in value.value for c in "{}"):
+                return ""
+            parts.append(value.value)
+            continue
+        if not isinstance(value, ast.FormattedValue) or value.format_spec is not None:
+            return ""
+        field = ast.unparse(value.value)
+        if any(c in field for c in "{}'\"\\"):
+            return ""
+        conversion = {-1: "", 115: "!s", 114: "!r", 97: "!a"}[value.conversion]
+        parts.append(f"{{{field}{conversion}}}")
+    return "".join(parts)
+
+
+def message_names(message: str) -> set[str]:
+    """The names an f-string message's fields read (``got {x.dtype}``: x)."""
+    if "{" not in message:
+        return set()
+    try:
+        tree = ast.parse(f"f{message!r}", mode="eval")
+    except SyntaxError:
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+def if_chain(stmt: ast.If) -> list[tuple[ast.If | None, list[ast.stmt]]]:
+    """``if a: .. elif b: .. else: ..`` as its branches in order: (the ``if`` node testing it,
+    its block), the ``else`` block last with None."""
+    branches: list[tuple[ast.If | None, list[ast.stmt]]] = []
+    node: ast.If | None = stmt
+    while node is not None:
+        branches.append((node, [s for s in node.body if not is_ctx(s)]))
+        orelse = [s for s in node.orelse if not is_ctx(s)]
+        if len(orelse) == 1 and isinstance(orelse[0], ast.If):
+            node = orelse[0]
+            continue
+        if orelse:
+            branches.append((None, orelse))
+        node = None
+    return branches
+
+
+def item_assignment(stmt: ast.stmt) -> tuple[str, ast.expr, ast.expr] | None:
+    """``shape[i] = v`` (or ``shape[i] op= v``) on a plain name: (shape, i, the new item)."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target, value = stmt.targets[0], stmt.value
+    elif isinstance(stmt, ast.AugAssign):
+        target = stmt.target
+        value = ast.BinOp(left=copy.deepcopy(target), op=stmt.op, right=stmt.value)
+    else:
+        return None
+    if not (
+        isinstance(target, ast.Subscript)
+        and isinstance(target.value, ast.Name)
+        and not isinstance(target.slice, ast.Slice)
+    ):
+        return None
+    if isinstance(value, ast.BinOp):
+        value.left = _loaded(value.left)
+    return target.value.id, target.slice, value
+
+
+def replaced_item(name: str, index: ast.expr, item: ast.expr) -> ast.expr:
+    """The list ``name`` with its item ``index`` replaced by ``item``, as one expression: slices
+    around a constant index, else the item where ``i == index % len(name)``."""
+    seq = ast.Name(name, ast.Load())
+    if (
+        isinstance(index, ast.UnaryOp)
+        and isinstance(index.op, ast.USub)
+        and isinstance(index.operand, ast.Constant)
+    ):
+        index = ast.Constant(-index.operand.value)
+    if isinstance(index, ast.Constant) and isinstance(index.value, int) and not isinstance(index.value, bool):
+        k = index.value
+        head = ast.Subscript(value=seq, slice=ast.Slice(upper=ast.Constant(k)), ctx=ast.Load())
+        value = ast.BinOp(left=head, op=ast.Add(), right=ast.List(elts=[item], ctx=ast.Load()))
+        if k == -1:
+            return value
+        tail = ast.Subscript(
+            value=copy.deepcopy(seq), slice=ast.Slice(lower=ast.Constant(k + 1)), ctx=ast.Load()
+        )
+        return ast.BinOp(left=value, op=ast.Add(), right=tail)
+    i, d = ast.Name("_i", ast.Load()), ast.Name("_d", ast.Load())
+    length = ast.Call(func=ast.Name("len", ast.Load()), args=[copy.deepcopy(seq)], keywords=[])
+    where = ast.Compare(
+        left=i, ops=[ast.Eq()], comparators=[ast.BinOp(left=index, op=ast.Mod(), right=length)]
+    )
+    pairs = ast.Tuple(elts=[ast.Name("_i", ast.Store()), ast.Name("_d", ast.Store())], ctx=ast.Store())
+    enum = ast.Call(func=ast.Name("enumerate", ast.Load()), args=[seq], keywords=[])
+    return ast.ListComp(
+        elt=ast.IfExp(test=where, body=item, orelse=d),
+        generators=[ast.comprehension(target=pairs, iter=enum, ifs=[], is_async=0)],
+    )
+
+
+def _loaded(node: ast.expr) -> ast.expr:
+    node = copy.deepcopy(node)
+    for n in ast.walk(node):
+        if hasattr(n, "ctx"):
+            n.ctx = ast.Load()
+    return node
 
 
 def early_return(stmt: ast.If) -> ast.expr | None:

@@ -181,6 +181,50 @@ def ceil_to_cdiv(expr: ast.expr) -> ast.expr:
     return Cdiv().visit(expr)
 
 
+def ct_cdiv(expr: ast.expr) -> ast.expr:
+    """``ct.cdiv(x, y)`` (cuTile's own) -> the wrapper's ``cdiv(x, y)``."""
+
+    class Cdiv(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            if ast.unparse(node.func) == "ct.cdiv" and len(node.args) == 2 and not node.keywords:
+                return ast.Call(func=ast.Name("cdiv", ast.Load()), args=node.args, keywords=[])
+            return node
+
+    return Cdiv().visit(expr)
+
+
+def products(expr: ast.expr) -> ast.expr:
+    """``functools.reduce(operator.mul, xs, start)`` (or ``reduce`` imported, or a multiplying
+    lambda) -> ``math.prod(xs, start=start)``; a start of 1 is prod's own."""
+
+    def multiplies(fn: ast.expr) -> bool:
+        if ast.unparse(fn) in ("operator.mul", "mul", "operator.__mul__"):
+            return True
+        if isinstance(fn, ast.Lambda) and len(fn.args.args) == 2 and isinstance(fn.body, ast.BinOp):
+            a, b = (x.arg for x in fn.args.args)
+            names = {ast.unparse(fn.body.left), ast.unparse(fn.body.right)}
+            return isinstance(fn.body.op, ast.Mult) and names == {a, b}
+        return False
+
+    class Prod(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            if (
+                ast.unparse(node.func) in ("functools.reduce", "reduce")
+                and len(node.args) in (2, 3)
+                and not node.keywords
+                and multiplies(node.args[0])
+            ):
+                start = node.args[2] if len(node.args) == 3 else None
+                keywords = [] if start is None or ast.unparse(start) == "1" else [ast.keyword("start", start)]
+                prod = ast.Attribute(value=ast.Name("math", ast.Load()), attr="prod", ctx=ast.Load())
+                return ast.Call(func=prod, args=[node.args[1]], keywords=keywords)
+            return node
+
+    return Prod().visit(expr)
+
+
 def num_sms(expr: ast.expr) -> ast.expr:
     """The SM count query -> TileGym's cached ``get_num_sm()``."""
 

@@ -16,8 +16,11 @@ kernel's parameters by position and from there onto kernel.rs by name:
 - the grid gives ``num_programs`` or ``grid_x/y/z``; the returned expression the result.
 
 Control flow the wrapper can say too is kept: ``if not training: return x`` (an early return),
-``if inplace: a = x else: a = ...`` (a conditional value), ``if x is None: x = c``, asserts. A
-small pure helper of the module (``_mix_seed``) is inlined into the expression that calls it.
+``if inplace: a = x else: a = ...`` (a conditional value), ``if dim == 0: .. elif ..: .. else:
+raise ..`` (strides and counts chosen by an argument), ``if x is None: x = c``, asserts,
+``shape[dim] = v`` on a list built there. A small pure helper of the module (``_mix_seed``) is
+inlined into the expression that calls it. A kernel.rs parameter named after the variable the launch
+passes (``n_elements``, handed to the reference kernel's ``N``) is matched through that name.
 Anything else is not guessed: the reader stops and says which line.
 
 This module picks the case (one launch, or a sequence) and offers the facts; the pieces are
@@ -28,6 +31,7 @@ This module picks the case (one launch, or a sequence) and offers the facts; the
 from __future__ import annotations
 
 import ast
+import copy
 from pathlib import Path
 
 from bot.infer import naming
@@ -46,8 +50,10 @@ KEYS = ("python.steps", "python.alloc", "python.tensors", "python.result")
 def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref: ReferenceOp) -> None:
     loader = ModuleLoader(target.repo) if target is not None else None
 
+    declared = _declared_params(facts.get("python.signature"))
+
     def reader(tree: ast.Module, name: str, sig: KernelSignature) -> Direct | None:
-        return read_tree(tree, name, sig, loader, ref.rel)
+        return read_tree(tree, name, sig, loader, ref.rel, declared)
 
     written = [k for k in KEYS if (src := facts.source(k)) is not None and src.kind == "contract"]
     if written:
@@ -106,13 +112,17 @@ def read_tree(
     signature: KernelSignature,
     loader: ModuleLoader | None = None,
     rel: Path | None = None,
+    declared: list[str] | None = None,
 ) -> Direct | None:
     """The reading of a reference that reaches ``ct.launch``: one launch for a one-entry kernel, or
     launches one after the other, each of a kernel with an entry of its own name; None when the
-    reference launches nothing or one kernel for several entries (variants: another reader's)."""
+    reference launches nothing or one kernel for several entries (variants: another reader's).
+    ``declared``: the wrapper's positional parameters, when its signature is not the reference's."""
     fn = registered_function(tree, name)
     if fn is None:
         return None
+    if declared:
+        fn = _as_declared(fn, declared)
     module = ReferenceModule(tree, loader, rel)
     if not module.launches(fn):
         return None
@@ -138,6 +148,48 @@ def read_tree(
         for launch, entry, rename in zip(flat.launches, entries, naming.sequence_names(entries), strict=True)
     ]
     return _merge(steps, [e.name for e in entries])
+
+
+def _declared_params(signature: object) -> list[str]:
+    """The positional parameter names of the wrapper's signature (``x, approximate='none'``)."""
+    if not isinstance(signature, str):
+        return []
+    try:
+        args = ast.parse(f"def f({signature}): pass").body[0].args
+    except SyntaxError:
+        return []
+    return [a.arg for a in args.posonlyargs + args.args]
+
+
+def _as_declared(fn: ast.FunctionDef, declared: list[str]) -> ast.FunctionDef:
+    """``fn`` with its positional parameters named as the wrapper's, position by position: the
+    public declaration may name them otherwise (``gelu(x, ...)`` declared, the reference registers
+    ``gelu(input, ...)``), and the wrapper's steps must read the names its signature binds."""
+    every = param_names(fn)
+    own = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    # only a name the other side lacks altogether: a declaration that adds or reorders parameters
+    # (`use_tma` declared before `partial_rotary_factor`) keeps the reference's names
+    renames = {r: d for r, d in zip(own, declared, strict=False) if r not in declared and d not in every}
+    if not renames:
+        return fn
+    used = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+    taken = sorted(d for d in renames.values() if d in used)
+    if taken:
+        raise NotThisShape(
+            f"{fn.name}() names its parameters {', '.join(renames)} where the wrapper's signature has "
+            f"{', '.join(renames.values())}, and already uses {', '.join(taken)}"
+        )
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            node.id = renames.get(node.id, node.id)
+            return node
+
+        def visit_arg(self, node: ast.arg) -> ast.AST:
+            node.arg = renames.get(node.arg, node.arg)
+            return node
+
+    return Rename().visit(copy.deepcopy(fn))
 
 
 def _entry_of(launch: Launch, signature: KernelSignature) -> Entry:

@@ -8,9 +8,14 @@ The cases differ in a few decisions, each made here from the kernel's shape and 
   TileGym's silu_and_mul / swiglu) is launched with one block per output row: its descriptors are
   rows x columns (the wrapper flattens leading dims), the grid is ``dim(out,0)`` computed in the
   FFI, and the reference op names the output's column count. Every other kernel is *tiled*: its
-  grid terms are C arguments (``num_programs`` or ``grid_x/y/z``) the wrapper computes.
-- kernel scalars: descriptor fields by naming or the contract, GEMM letters, else C arguments of
-  their own (runtime scalars such as ``eps``) whose Python value the wrapper side finds;
+  grid terms are C arguments (``num_programs`` or ``grid_x/y/z``) the wrapper computes. So is a
+  kernel of the row shape whose directly launched reference was read (``reference_direct``): the
+  reference states its descriptors, grid and arguments (an elementwise kernel over raw pointers
+  launches over elements, not rows), and its wrapper steps bind every name those arguments read.
+- kernel scalars: descriptor fields by naming or the contract, GEMM letters (unless the reference
+  passes the scalar: kernel.rs's ``n`` beside a flat input is its ``x.numel()``, not ``dim(x,1)``),
+  else C arguments of their own (runtime scalars such as ``eps``) whose Python value the wrapper
+  side finds;
 - generics: the entry's own, in declared order (the element generic -> the dtype, a second type
   generic -> an accumulator slot, "f32" by TileGym's rule 31 unless the contract names its dtype,
   const -> a C argument or a derived FFI value such as ``CAST_TF32``);
@@ -54,9 +59,11 @@ TILED = Source("kernel", "not a row kernel: the wrapper computes the grid terms"
 ROW_SHAPE = Source("kernel", "raw pointers, one block-id axis, no grid-stride loop: one block per row")
 
 
-def row_layout(entries: list[Entry]) -> bool:
-    """One entry whose tensors are all raw pointers, one block-id axis, no grid-stride loop."""
-    if len(entries) != 1:
+def row_layout(entries: list[Entry], facts: Facts | None = None) -> bool:
+    """One entry whose tensors are all raw pointers, one block-id axis, no grid-stride loop, and no
+    launch read from the cuTile reference: what the reference states it launches (its descriptors,
+    grid and arguments, ``reference_direct``) outranks a guess from the kernel's shape."""
+    if len(entries) != 1 or (facts is not None and reference_launch_read(facts)):
         return False
     entry = entries[0]
     tensors = [p for p in entry.params if p.kind in ("tensor", "ptr")]
@@ -66,6 +73,12 @@ def row_layout(entries: list[Entry]) -> bool:
         and entry.block.axes == 1
         and not entry.block.grid_stride
     )
+
+
+def reference_launch_read(facts: Facts) -> bool:
+    """Whether the reader of a directly launched reference mapped its launch onto kernel.rs."""
+    source = facts.source("python.tensors")
+    return source is not None and source.kind == "reference"
 
 
 def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Checkout) -> LaunchPlan:
@@ -80,7 +93,7 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
     slots = _type_slots(entries, facts)
     tensors = _tensors(entries)
     _slot_tensors(tensors, slots, elem, missing)
-    rows = row_layout(entries)
+    rows = row_layout(entries, facts)
     if rows:
         for t in tensors:
             t.rank = 2  # rows x columns: the wrapper flattens leading dims
@@ -137,7 +150,7 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
             else:
                 name = rename.get(p.name, p.name)
                 ty = _slot_scalar_type(p.name, p.ty, slots, missing)
-                expr, source = _scalar_value(p.name, ty, entry, bases, tensors, facts)
+                expr, source = _scalar_value(p.name, ty, entry, bases, tensors, facts, name)
                 if expr is None and rows:
                     expr, source = _row_columns(p.name, row_out.name, facts) or (expr, source)
                 if expr is None:
@@ -186,7 +199,7 @@ def plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Che
             "dtype_from": dtype_src,
             "dtypes": dtypes_src,
             "order": POLICY_ORDER,
-            "layout": ROW_SHAPE if rows else TILED,
+            "layout": _layout_source(entries, rows, facts),
             **({"sequence": facts.source("ffi.sequence")} if order is not None else {}),
         },
         file_uses=list(signature.file_uses),
@@ -249,6 +262,15 @@ def _slot_scalar_type(name: str, ty: str, slots: dict[str, TypeSlot], missing: c
 
 def _asked(missing: common.Missing, key: str) -> bool:
     return any(m.key == key for m in missing.items)
+
+
+def _layout_source(entries: list[Entry], rows: bool, facts: Facts) -> Source:
+    if rows:
+        return ROW_SHAPE
+    if row_layout(entries):  # the shape of a row kernel, launched as its reference launches it
+        read = facts.source("python.tensors")
+        return Source("reference", f"{read.detail}: a row kernel's shape, launched as the reference does")
+    return TILED
 
 
 def _has(entry: Entry, name: str) -> bool:
@@ -345,7 +367,7 @@ def _generic_value(name: str, dtype_from: str, facts: Facts) -> tuple[str, Sourc
     return arg, src, None
 
 
-def _scalar_value(name, ty, entry, bases, tensors, facts) -> tuple[str | None, Source]:
+def _scalar_value(name, ty, entry, bases, tensors, facts, c_name="") -> tuple[str | None, Source]:
     """FFI expression for a kernel scalar, or (None, source) when it is a C argument of its own."""
     known = common.known_scalar(name, bases, facts)
     if known:
@@ -353,6 +375,10 @@ def _scalar_value(name, ty, entry, bases, tensors, facts) -> tuple[str | None, S
         return (None, src) if expr == "arg" else (expr, src)  # "arg": the contract keeps it a C argument
     gemm = naming.gemm_dim(name, entry, tensors)
     if gemm:
+        read = facts.source(f"python.args.{c_name or name}")
+        if read is not None and read.kind == "reference":
+            # what the reference passes (`n = x.numel()`) outranks a guess from the letter alone
+            return None, Source("reference", f"{read.detail}: a C argument the wrapper passes")
         return gemm
     return None, Source(
         "policy", f"`{name}: {ty}` has no descriptor meaning: a C argument the wrapper passes"
