@@ -306,9 +306,11 @@ def _case(item) -> str:
 
 
 UNAVAILABLE: list[str] = []  # why nothing can be recorded in this interpreter
+SKIPPED: list[str] = []  # test files pytest skipped whole, with the reason
 
 
-def pytest_configure(config):
+def _install() -> None:
+    """At import, before pytest loads the checkout's conftest (which may import tilegym and ask CUDA)."""
     os.environ.setdefault("TILEGYM_DISABLE_AUTOTUNE", "1")
     try:
         _install_torch_shim()
@@ -322,14 +324,20 @@ def pytest_configure(config):
     _patch_cuda_tile()
 
 
+_install()
+
+
 def pytest_collection_modifyitems(session, config, items):
     if UNAVAILABLE:
         config.hook.pytest_deselected(items=list(items))
         items[:] = []
         return
     wanted = int(os.environ.get("AGENT_D_DRYRUN_CASES", "3"))
+    functions = set(os.environ.get("AGENT_D_DRYRUN_TESTS", "").split())  # the tests that call the op
     by_case: dict[str, dict[str, object]] = {}
     for item in items:
+        if functions and getattr(item, "originalname", item.name.split("[", 1)[0]) not in functions:
+            continue
         backend = _backend(item)
         if backend in ("cutile", "cutile-rs"):
             by_case.setdefault(_case(item), {})[backend] = item
@@ -356,6 +364,13 @@ def pytest_runtest_teardown(item):
         _CURRENT.pop()
 
 
+def pytest_collectreport(report):
+    if report.skipped:  # a whole test file skipped (a missing optional package)
+        longrepr = report.longrepr
+        reason = longrepr[-1] if isinstance(longrepr, tuple) else str(longrepr)
+        SKIPPED.append(f"{report.nodeid}: {reason}"[:300])
+
+
 def pytest_runtest_logreport(report):
     record = RECORDS.get(report.nodeid)
     if record is not None and report.failed and not record["error"]:
@@ -369,5 +384,9 @@ def pytest_sessionfinish(session, exitstatus):
     if out:
         with open(out, "w", encoding="utf-8") as fh:
             json.dump(
-                {"cases": RECORDS, "unavailable": UNAVAILABLE}, fh, indent=1, sort_keys=True, default=repr
+                {"cases": RECORDS, "unavailable": UNAVAILABLE, "skipped_files": SKIPPED},
+                fh,
+                indent=1,
+                sort_keys=True,
+                default=repr,
             )

@@ -48,9 +48,13 @@ def dry_run(
     env = dict(os.environ)
     env.update(
         {
-            "PYTHONPATH": os.pathsep.join(x for x in (str(AGENT_D_ROOT), env.get("PYTHONPATH", "")) if x),
+            # the checkout's src/ first, as the tests run (bot/testrun.py), then the plugin's package
+            "PYTHONPATH": os.pathsep.join(
+                x for x in (str(target.repo / "src"), str(AGENT_D_ROOT), env.get("PYTHONPATH", "")) if x
+            ),
             "AGENT_D_DRYRUN_OUT": str(records),
             "AGENT_D_DRYRUN_CASES": str(cases),
+            "AGENT_D_DRYRUN_TESTS": " ".join(tests.functional),
             "TILEGYM_DISABLE_AUTOTUNE": "1",  # both sides launch their first config
         }
     )
@@ -68,7 +72,10 @@ def dry_run(
     data = json.loads(records.read_text(encoding="utf-8"))
     if data.get("unavailable"):
         return DryRun("not run", "; ".join(data["unavailable"]))
-    return compare(plan, signature, data.get("cases", {}))
+    found = compare(plan, signature, data.get("cases", {}))
+    if found.status == "not compared" and data.get("skipped_files"):
+        found.why = "pytest skipped the test file: " + "; ".join(data["skipped_files"])
+    return found
 
 
 _PROBE = (
