@@ -84,8 +84,6 @@ def _install_torch_shim() -> None:
     for name in names:
         if hasattr(torch, name):
             setattr(torch, name, factory(getattr(torch, name)))
-    generator = torch.Generator
-    torch.Generator = lambda device="cpu": generator(device=to_cpu(device) or "cpu")  # type: ignore[assignment]
 
     original_to = torch.Tensor.to
 
