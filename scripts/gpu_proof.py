@@ -51,6 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         "ported, for `run --stage faults`",
     )
     s.add_argument(
+        "--faults-tilegym",
+        type=Path,
+        help="also build each fault case on this TileGym checkout (work tree or bare git dir), the op's "
+        "host side removed and regenerated as on a pull request; those cases are named <case>@main",
+    )
+    s.add_argument(
         "--cargo-target-dir",
         type=Path,
         help="shared cargo target folder (default: cargo-target under agent-d's cache, $AGENT_D_CACHE)",
@@ -123,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             (args.cache or cache / "gpu-proof").resolve(),
             new,
             args.faults.resolve() if args.faults else None,
+            args.faults_tilegym.resolve() if args.faults_tilegym else None,
         )
         return 0
     if args.cmd == "run":

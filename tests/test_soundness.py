@@ -224,3 +224,27 @@ def test_ruff_findings_a_wired_file_already_had_are_not_agent_ds(tmp_path):
             tmp_path,
         )
     assert [f.code for f in lint_python("import os\n", "pkg/__init__.py")] == []  # a package's exports
+
+
+def test_a_withheld_verdict_travels_from_the_port_job_to_the_finalizer(tmp_path):
+    """The port job says which kernel's files were withheld; the artifact carries it to finalize."""
+    from bot.github.artifact import KernelVerdict, read_artifact, write_artifact
+    from bot.github.port_job import _normalise
+
+    bug = _normalise(("BLOCKED", "host", "agent-d's own bug: ffi.rs:3", "", True))
+    fine = _normalise(("FAIL", "kernel", "cargo error in kernel.rs", ""))  # four fields: not withheld
+    assert bug.withheld and not fine.withheld
+    sha, tree = "a" * 40, "b" * 40
+    write_artifact(
+        tmp_path,
+        repo="o/r",
+        head_sha=sha,
+        base_tree=tree,
+        tested_tree=tree,
+        verdicts={"x": bug, "y": fine},
+        patch="",
+        changed_paths=[],
+    )
+    read = read_artifact(tmp_path)
+    assert read.verdicts["x"].withheld and not read.verdicts["y"].withheld
+    assert isinstance(read.verdicts["x"], KernelVerdict)

@@ -403,12 +403,13 @@ def pack(
     cache: Path,
     new: dict[str, Path] | None = None,
     faults_dir: Path | None = None,
+    faults_tilegym: Path | None = None,
 ) -> dict:
     """``ops``: TileGym's ported ops (tree A keeps its hand-written host code, tree B is regenerated);
     ``new``: kernels of ops with no cutile-rs port (tree B gets the kernel and agent-d's host code;
     tree A runs the same test cases on the cuTile backend as the baseline); ``faults_dir``: the fault
-    corpus (scripts/gpu/faults.py), built from the tilegym wheel. Without ``tilegym``, the bundle
-    holds the fault corpus alone."""
+    corpus (scripts/gpu/faults.py), built from the tilegym wheel, and also on ``faults_tilegym`` (a
+    TileGym checkout) when given. Without ``tilegym``, the bundle holds the fault corpus alone."""
     sys.path.insert(0, str(REPO_ROOT))
     out = out.resolve()
     work = out / ".work"
@@ -424,7 +425,7 @@ def pack(
     if faults_dir is not None:
         from gpu.pack_faults import pack_faults
 
-        fault_meta = pack_faults(faults_dir, stage, cargo_target_dir, logs)
+        fault_meta = pack_faults(faults_dir, stage, cargo_target_dir, logs, faults_tilegym)
     log("downloading cp312 wheels and building the agent-d wheel")
     wheels = stage / "wheels"
     pip_download(RUNTIME_WHEELS, cache / "runtime-wheels")
