@@ -34,9 +34,9 @@ def smoke_and_test(
         run.echo(f"[agent-d]   fix: {problem.fix}")
     assert job.found is not None
     test_file = _test_files(target, job.found, interp)  # parsed once: selection, skips
-    launch_dry_run(job, python, interp, test_file)
     if not interp.env_problems():
         run.stage("registration", lambda: registered(target, job.found, python), lambda b: ", ".join(b or []))
+    launch_dry_run(job, python, interp, test_file)  # registered first: else the dispatcher falls back
     junit_xml = testrun.junit_arg(job.out_dir / testrun.JUNIT_NAME, target.repo)
     argv, _selection = testrun.command(python, test_file, junit_xml=junit_xml)
     job.pytest_cmd = testrun.shown(argv)

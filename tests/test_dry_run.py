@@ -201,3 +201,96 @@ def test_an_identical_dry_run_outweighs_a_contract_that_changes_the_launch_on_pa
     assert (
         classify.classify(failed, [], launch_differences=contract, dry_run_identical=True).klass == "kernel"
     )
+
+
+# --------------------------------------------------------------------------------- compare, no torch
+
+
+def _desc(shape: list[int], dtype: str, digest: str = "") -> dict:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.insert(0, step)
+        step *= n
+    return {
+        "kind": "tensor",
+        "shape": shape,
+        "strides": strides,
+        "dtype": dtype,
+        "numel": step,
+        "digest": digest,
+    }
+
+
+def _records(rows: int, hidden: int, c_call: list) -> dict:
+    """One case as the plugin records it: the reference's launch and the wrapper's C call."""
+    reference = {
+        "side": "cutile",
+        "kernel": "row_kernel",
+        "params": ["x", "y", "TILE", "COLUMNS"],  # none of kernel.rs's names
+        "grid": [rows],
+        "args": [
+            _desc([rows, 2 * hidden], "float16", "in"),
+            _desc([rows, hidden], "float16", "fresh-1"),
+            {"kind": "scalar", "value": 1 << (hidden - 1).bit_length()},
+            {"kind": "scalar", "value": hidden},
+        ],
+    }
+    case = f"case[{rows}-{hidden}]"
+    return {
+        f"t::test_op[cutile-{rows}-{hidden}]": {
+            "backend": "cutile",
+            "case": case,
+            "launches": [reference],
+            "error": "",
+        },
+        f"t::test_op[cutile_rs-{rows}-{hidden}]": {
+            "backend": "cutile-rs",
+            "case": case,
+            "launches": [{"side": "cutile-rs", "symbol": "cutile_silu_and_mul", "args": c_call}],
+            "error": "",
+        },
+    }
+
+
+def _c_call(plan, rows: int, hidden: int, **override) -> list:
+    values = {
+        "out": _desc([rows, hidden], "float16", "fresh-2"),
+        "inp": _desc([rows, 2 * hidden], "float16", "in"),
+        "block_size": 1 << (hidden - 1).bit_length(),
+        "num_cta_in_cga": -1,
+        "occupancy": -1,
+        "device_id": 0,
+        "raw_stream": 0,
+    }
+    values.update(override)
+    return [values[name] for name, _ in plan.ffi.c_params()]
+
+
+def test_values_are_paired_with_the_reference_by_what_they_hold_not_by_name(silu_checkout, tmp_path):
+    target = Target(silu_checkout, "silu_and_mul")
+    plan, _facts, _co = make_plan(target, tmp_path / "plan")
+    signature = read_kernel(target.kernel_rs)
+    assert [n for n, _ in plan.ffi.c_params()] == [
+        "out",
+        "inp",
+        "block_size",
+        "num_cta_in_cga",
+        "occupancy",
+        "device_id",
+        "raw_stream",
+    ]
+    cases = {}
+    for rows, hidden in ((256, 512), (4096, 1000), (33, 64)):
+        cases.update(_records(rows, hidden, _c_call(plan, rows, hidden)))
+    found = dry_compare.compare(plan, signature, cases)
+    assert found.identical, [dry_compare.describe_row(r) for r in found.differences]
+    by_param = {r.param: r.reference for r in found.rows if r.case.endswith("[cutile_rs-4096-1000]")}
+    assert by_param["hidden_size"] == "COLUMNS = 1000"  # learned from the values, not the names
+    assert by_param["in_row_stride"] == "x.stride(0) = 2000"
+    assert by_param["BLOCK_SIZE"] == "TILE = 1024"
+    # the wrapper hands the kernel a wider output: found, with both sizes
+    cases.update(_records(33, 64, _c_call(plan, 33, 64, out=_desc([33, 128], "float16", "fresh-3"))))
+    worse = dry_compare.compare(plan, signature, cases)
+    assert [(r.param, r.what, r.reference, r.cutile_rs) for r in worse.differences][:1] == [
+        ("out_ptr", "numel", "y: 2112", "4224")
+    ]

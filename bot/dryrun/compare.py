@@ -450,8 +450,8 @@ def _scalar_rows(learned: list[tuple[str, list[tuple[PortLaunch, dict]]]]) -> li
             fits = set.intersection(
                 *[{q for q, v in pool.items() if _close(v, mine)} for _, mine, pool in values]
             )
-            if fits:
-                best = _nearest(name, fits)
+            if fits:  # a scalar argument of the reference before a quantity read off a tensor or the grid
+                best = _nearest(name, {q for q in fits if _is_argument(q)} or fits)
                 rows += [
                     Row(case, name, "value", f"{best} = {pool[best]}", str(mine), True)
                     for case, mine, pool in values
@@ -463,6 +463,10 @@ def _scalar_rows(learned: list[tuple[str, list[tuple[PortLaunch, dict]]]]) -> li
                 same = best in pool and _close(pool[best], mine)
                 rows.append(Row(case, name, "value", f"{best} = {pool.get(best, '?')}", str(mine), same))
     return rows
+
+
+def _is_argument(quantity: str) -> bool:
+    return "." not in quantity and not quantity.startswith("grid[")
 
 
 def _nearest(name: str, candidates: set[str]) -> str:
