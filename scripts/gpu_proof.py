@@ -87,6 +87,18 @@ def main(argv: list[str] | None = None) -> int:
         help="ops whose C signatures agree in both trees: also time each wrapper over the other tree's library",
     )
     s.add_argument("--state", type=Path, default=Path("/tmp/agent-d-gpu"), help="kept between warm calls")
+    s.add_argument(
+        "--faults-only",
+        nargs="+",
+        metavar="GLOB",
+        help="--stage faults: only the cases whose names match (fnmatch), e.g. '*@main'",
+    )
+    s.add_argument(
+        "--bot-from-checkout",
+        action="store_true",
+        help="run this working tree's bot/ instead of the bundle's agent-d wheel (a fix made after the "
+        "pack); results.json records it, with $AGENT_D_CHECKOUT_COMMIT when set",
+    )
 
     s = sub.add_parser("table", help="render docs/gpu.md from results.json")
     s.add_argument(
@@ -144,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
             args.python,
             args.state,
             args.cross,
+            faults_only=args.faults_only,
+            bot_from_checkout=args.bot_from_checkout,
         )
     if args.cmd == "table":
         from gpu.table import table

@@ -304,9 +304,16 @@ def compare(plan: LaunchPlan, signature: KernelSignature, cases: dict[str, dict]
             run.rows.append(Row(label, "launcher", "launch", "launches", launched, False))
             continue
         refs = ref["launches"]
-        if len(refs) != len(launched):
+        if len(refs) < len(launched):
             run.rows.append(Row(label, "launches", "count", str(len(refs)), str(len(launched)), False))
             continue
+        if len(refs) > len(launched):
+            # the port is forward-only: a test that also runs the backward pass has the reference
+            # launch its backward kernels after the forward ones
+            run.skipped.append(
+                f"{label}: the reference's launches after the first {len(launched)} "
+                f"({', '.join(r['kernel'] for r in refs[len(launched) :])}) have no cutile-rs counterpart"
+            )
         pairs_here = list(zip(launched, refs))
         learned.append((label, pairs_here))
         for mine, theirs in pairs_here:

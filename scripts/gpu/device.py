@@ -107,6 +107,17 @@ def cuda_env(root: Path) -> dict[str, str]:
     }
 
 
+def overlay_bot(site: Path) -> str:
+    """This working tree's ``bot`` over the installed wheel's (a fix made after the pack); returns the
+    commit it says it is ($AGENT_D_CHECKOUT_COMMIT, set by whoever sends the tree)."""
+    checkout_bot = Path(__file__).resolve().parents[2] / "bot"
+    shutil.rmtree(site / "bot", ignore_errors=True)
+    shutil.copytree(checkout_bot, site / "bot", ignore=shutil.ignore_patterns("__pycache__"))
+    commit = os.environ.get("AGENT_D_CHECKOUT_COMMIT", "") or "unknown"
+    log(f"bot/ from the working tree ({commit}) over the bundle's agent-d wheel")
+    return commit
+
+
 def install_wheels(python: str, root: Path, site: Path) -> str:
     wheels = sorted((root / "payload" / "wheels").glob("*.whl"))
     stamp = site / ".agent-d-wheels"
@@ -394,6 +405,8 @@ def run(
     python: str,
     state: Path = STATE,
     cross: list[str] | None = None,
+    faults_only: list[str] | None = None,
+    bot_from_checkout: bool = False,
 ) -> int:
     t0 = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
@@ -441,6 +454,8 @@ def run(
         _write_out(results, out, logs, root, state)
         return 3
     log(install_wheels(python, root, site))
+    if bot_from_checkout:
+        results["agent_d_overlay"] = overlay_bot(site)
     info = probe(python, {**os.environ, **env, "PYTHONPATH": str(site)})
     results["environment"] = info
     log(f"probe: {json.dumps(info)}")
@@ -451,7 +466,7 @@ def run(
         from gpu.run_faults import run_faults
 
         results["stage"] = stage
-        results["faults"] = run_faults(manifest, root, site, python, env, state, logs)
+        results["faults"] = run_faults(manifest, root, site, python, env, state, logs, faults_only)
         _write_out(results, out, logs, root, state)
         return 0
     steps = plan(manifest, root, site, ops, python, logs, cross)

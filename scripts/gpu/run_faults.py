@@ -9,6 +9,7 @@ process and tree.
 
 from __future__ import annotations
 
+import fnmatch
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,10 +22,20 @@ GRACE_S = 120  # verify's own stages around its pytest run (probe, registration,
 
 
 def run_faults(
-    manifest: dict, root: Path, site: Path, python: str, env: dict[str, str], state: Path, logs: Path
+    manifest: dict,
+    root: Path,
+    site: Path,
+    python: str,
+    env: dict[str, str],
+    state: Path,
+    logs: Path,
+    only: list[str] | None = None,
 ) -> dict:
-    """Every case's row (faults.row) with how its verify ran: exit, seconds, first failure, logs."""
+    """Every case's row (faults.row) with how its verify ran: exit, seconds, first failure, logs.
+    ``only``: the cases whose names match one of these fnmatch patterns."""
     cases = manifest.get("faults", {}).get("cases", {})
+    if only:
+        cases = {n: c for n, c in cases.items() if any(fnmatch.fnmatch(n, pattern) for pattern in only)}
     rows = {name: dict(case["result"]) for name, case in cases.items() if case["decided"] == "pack"}
     on_gpu = [(name, case) for name, case in cases.items() if case["decided"] == "gpu"]
     log(
