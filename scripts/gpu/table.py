@@ -11,6 +11,11 @@ from gpu.device import CUTILE_BASELINE, HAND_WRITTEN, mark
 NOT_RUN = "not run"
 
 
+def ran_commit(results: dict) -> str:
+    """The agent-d that ran: the working tree's bot/ when the run put it over the bundle's wheel."""
+    return str(results.get("agent_d_overlay") or results.get("agent_d_commit", "?"))
+
+
 def _cell_counts(r: dict | None) -> str:
     if not r:
         return NOT_RUN
@@ -61,7 +66,7 @@ def merge(runs: list[dict]) -> dict:
     for r in runs:
         origin = {
             "time_utc": r.get("time_utc", "?"),
-            "agent_d_commit": r.get("agent_d_commit", "?"),
+            "agent_d_commit": ran_commit(r),
             "bundle": str(r.get("bundle", "?")),
             "stage": r.get("stage", "all"),
         }
@@ -85,7 +90,7 @@ def merge(runs: list[dict]) -> dict:
     faults = {  # a later run's row wins, and says which run it is from
         name: {
             **row,
-            "from": {"time_utc": r.get("time_utc", "?"), "agent_d_commit": r.get("agent_d_commit", "?")},
+            "from": {"time_utc": r.get("time_utc", "?"), "agent_d_commit": ran_commit(r)},
         }
         for r in runs
         for name, row in r.get("faults", {}).items()
