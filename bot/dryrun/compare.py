@@ -1,10 +1,9 @@
 """Compare what the kernel would receive from the cuTile reference and from agent-d's port.
 
 The plugin (``plugin.py``) recorded, per test case, the reference's ``ct.launch`` calls (the grid,
-each argument by position) and the C call of the generated wrapper (descriptors and scalars). Here
-the C call is taken through the launch plan as ``ffi.rs`` would take it (checks, derived values,
-the variant, each kernel.rs argument, generic and grid term), and set beside the reference's
-launch of the same case:
+each argument by position) and the C call of the generated wrapper (descriptors and scalars). The
+C call is taken through the launch plan as ``ffi.rs`` would take it (``port_side.py``) and set
+beside the reference's launch of the same case:
 
 - the grid, term by term;
 - tensors: each kernel.rs tensor matched to the reference's argument holding the same data (an
@@ -19,12 +18,12 @@ A difference carries both values. Nothing here knows an op by name.
 
 from __future__ import annotations
 
-import ast
 import difflib
 import math
 from dataclasses import dataclass, field
 
-from bot.types import FfiPlan, KernelSignature, LaunchPlan, Variant
+from bot.dryrun.port_side import EvalError, PortLaunch, port_launches
+from bot.types import KernelSignature, LaunchPlan
 
 
 @dataclass(frozen=True)
@@ -71,196 +70,6 @@ class DryRun:
 
 def describe_row(row: Row) -> str:
     return f"{row.param} {row.what}: reference {row.reference}, cutile-rs {row.cutile_rs} ({row.case})"
-
-
-class EvalError(ValueError):
-    pass
-
-
-# --------------------------------------------------------------------------------- the port's side
-
-
-@dataclass
-class PortLaunch:
-    entry: str
-    grid: list[int]
-    values: dict[str, object]  # kernel.rs parameter or generic -> a tensor description or a number
-    kinds: dict[str, str]  # name -> "ten" | "ptr" | "scalar" | "generic"
-
-
-def port_launches(plan: LaunchPlan, signature: KernelSignature, call: list) -> list[PortLaunch] | str:
-    """The kernel launches ``ffi.rs`` makes for one recorded C call; a string: the launcher's refusal."""
-    ffi = plan.ffi
-    names = [n for n, _ in ffi.c_params()]
-    if len(call) != len(names):
-        raise EvalError(f"the wrapper passed {len(call)} arguments to a {len(names)}-parameter launcher")
-    env: dict[str, object] = dict(zip(names, call))
-    env["dtype"] = _dtype_of(env.get(ffi.dtype_from)) if ffi.dtype_from else ""
-    for d in ffi.derived:
-        env[d.name] = evaluate(d.expr, env)
-    for check in ffi.checks:
-        if _truthy(evaluate(check["when"], env)):
-            return f"the launcher returns {check['rc']} (its check `{check['when']}`)"
-    chosen = ffi.variants if ffi.sequence else [_chosen(ffi, env)]
-    entries = {e.name: e for e in signature.entries}
-    out = []
-    for v in chosen:
-        entry = entries[v.entry]
-        values: dict[str, object] = {}
-        kinds: dict[str, str] = {}
-        for param, expr in zip(entry.params, v.args):
-            values[param.name] = evaluate(expr, env)
-            kinds[param.name] = expr.split("(", 1)[0] if expr.startswith(("ten(", "ptr(")) else "scalar"
-        for generic, expr in zip(entry.generics, v.generics):
-            if generic.kind == "const":
-                values[generic.name] = evaluate(expr, env)
-                kinds[generic.name] = "generic"
-        out.append(PortLaunch(v.entry, [int(_number(evaluate(g, env))) for g in v.grid], values, kinds))
-    return out
-
-
-def _chosen(ffi: FfiPlan, env: dict) -> Variant:
-    for v in ffi.variants:
-        if v.when in ("always", "else") or _truthy(evaluate(v.when, env)):
-            return v
-    raise EvalError("no launch variant applies to this call")
-
-
-def evaluate(expr: str, env: dict[str, object]):
-    """A plan expression (``bot/emit/rustexpr.py``'s language) over the recorded C call, as Rust
-    computes it: integer division truncates."""
-    try:
-        tree = ast.parse(expr.strip(), mode="eval").body
-    except SyntaxError:
-        raise EvalError(f"not a plan expression: {expr!r}") from None
-    return _eval(tree, env)
-
-
-def _eval(node: ast.AST, env: dict):
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Name):
-        if node.id in env:
-            return env[node.id]
-        if node.id in ("true", "True"):
-            return True
-        if node.id in ("false", "False"):
-            return False
-        raise EvalError(f"unknown name {node.id!r}")
-    if isinstance(node, ast.UnaryOp):
-        v = _eval(node.operand, env)
-        if isinstance(node.op, ast.USub):
-            return -_number(v)
-        if isinstance(node.op, ast.Not):
-            return not _truthy(v)
-        return v
-    if isinstance(node, ast.BoolOp):
-        values = [_truthy(_eval(v, env)) for v in node.values]
-        return all(values) if isinstance(node.op, ast.And) else any(values)
-    if isinstance(node, ast.BinOp):
-        a, b = _number(_eval(node.left, env)), _number(_eval(node.right, env))
-        if isinstance(node.op, ast.Add):
-            return a + b
-        if isinstance(node.op, ast.Sub):
-            return a - b
-        if isinstance(node.op, ast.Mult):
-            return a * b
-        if isinstance(node.op, (ast.Div, ast.FloorDiv)):
-            if isinstance(a, int) and isinstance(b, int):
-                if b == 0:
-                    raise EvalError(f"division by zero in {ast.unparse(node)}")
-                return (
-                    int(a / b) if abs(a) < 2**52 else (abs(a) // abs(b)) * (1 if (a >= 0) == (b > 0) else -1)
-                )
-            return a / b
-        if isinstance(node.op, ast.Mod):
-            return int(math.fmod(a, b)) if isinstance(a, int) and isinstance(b, int) else math.fmod(a, b)
-        raise EvalError(f"unsupported operator in {ast.unparse(node)}")
-    if isinstance(node, ast.Compare):
-        left = _eval(node.left, env)
-        for op, right_node in zip(node.ops, node.comparators):
-            right = _eval(right_node, env)
-            ok = {
-                ast.Eq: lambda x, y: x == y,
-                ast.NotEq: lambda x, y: x != y,
-                ast.Lt: lambda x, y: x < y,
-                ast.LtE: lambda x, y: x <= y,
-                ast.Gt: lambda x, y: x > y,
-                ast.GtE: lambda x, y: x >= y,
-            }[type(op)](left, right)
-            if not ok:
-                return False
-            left = right
-        return True
-    if isinstance(node, ast.IfExp):
-        return _eval(node.body if _truthy(_eval(node.test, env)) else node.orelse, env)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        fn, args = node.func.id, node.args
-        if fn in ("dim", "stride"):
-            desc = _tensor(_eval(args[0], env))
-            axis = int(_number(_eval(args[1], env)))
-            key = "shape" if fn == "dim" else "strides"
-            if axis >= len(desc[key]):
-                raise EvalError(f"{ast.unparse(node)}: the tensor has rank {len(desc[key])}")
-            return int(desc[key][axis])
-        if fn in ("ptr", "ten", "cast_tf32"):
-            return (
-                _tensor(_eval(args[0], env))
-                if fn != "cast_tf32"
-                else int(_dtype_of(_eval(args[0], env)) == "f32")
-            )
-        if fn == "cdiv":
-            a, b = int(_number(_eval(args[0], env))), int(_number(_eval(args[1], env)))
-            if b == 0:
-                raise EvalError(f"division by zero in {ast.unparse(node)}")
-            return -(-a // b)
-        if fn == "sel":
-            return _eval(args[1] if _truthy(_eval(args[0], env)) else args[2], env)
-        if fn in ("min", "max"):
-            values = [_number(_eval(a, env)) for a in args]
-            return min(values) if fn == "min" else max(values)
-        if fn in ("i32", "i64", "u32", "u64", "usize", "int"):
-            return int(_number(_eval(args[0], env)))
-        if fn in ("f32", "float"):
-            return float(_number(_eval(args[0], env)))
-    raise EvalError(f"cannot evaluate {ast.unparse(node)}")
-
-
-def _tensor(value) -> dict:
-    if isinstance(value, dict) and value.get("kind") == "tensor":
-        return value
-    raise EvalError(f"not a tensor descriptor: {value!r}")
-
-
-def _number(value):
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, (int, float)):
-        return value
-    raise EvalError(f"not a number: {value!r}")
-
-
-def _truthy(value) -> bool:
-    return bool(_number(value)) if not isinstance(value, str) else bool(value)
-
-
-_RUST_DTYPES = {
-    "float32": "f32",
-    "float16": "f16",
-    "bfloat16": "bf16",
-    "int32": "i32",
-    "int64": "i64",
-    "float8_e5m2": "f8e5m2",
-    "float8_e4m3fn": "f8e4m3fn",
-    "uint8": "f4e2m1fnx2",
-}
-
-
-def _dtype_of(desc) -> str:
-    return _RUST_DTYPES.get(desc.get("dtype", ""), desc.get("dtype", "")) if isinstance(desc, dict) else ""
-
-
-# --------------------------------------------------------------------------------- side by side
 
 
 def compare(plan: LaunchPlan, signature: KernelSignature, cases: dict[str, dict]) -> DryRun:
