@@ -121,6 +121,25 @@ def test_facts_offered_with_reference_sources(tmp_path):
         ast.parse(expr, mode="eval")
 
 
+def test_a_kernel_rs_scalar_no_argument_feeds_is_the_reference_s_local_of_its_name(tmp_path):
+    """``cols`` (bound by ``inner_y, cols = y.shape``, handed to no kernel) added to the flat entry is
+    that local; ``rows``, which the reference kernel takes by name, is still the FFI's; ``Cols``,
+    whose case differs, is nobody's."""
+    target = _target(tmp_path, REFERENCE.read_text())
+    signature = KernelSignature(
+        "tiled_gemm",
+        (
+            SIGNATURE.entries[0],
+            _entry("flat_gemm_kernel", ["BM", "BN", "BK"], ["x", "y", "z", "cols", "Cols"]),
+        ),
+    )
+    facts = Facts()
+    reference_launch.gather(target, signature, facts, _ref(target))
+    assert facts.get("python.args.cols") == "cols"
+    assert "tiled_gemm():73's own `cols`" in facts.source("python.args.cols").detail
+    assert not facts.has("python.args.rows") and not facts.has("python.args.Cols")
+
+
 def test_a_contract_still_wins(tmp_path):
     target = _target(tmp_path, REFERENCE.read_text())
     facts = Facts()

@@ -133,6 +133,7 @@ def search_variant(reader: VariantReader, helper: ast.FunctionDef, call: ast.Cal
         rename,
         search.lineno,
         values,
+        ref_params=ref_params,
     )
 
 
@@ -166,6 +167,12 @@ def _as_lambda(node: ast.expr, helper: ast.FunctionDef) -> ast.expr:
             return node
         bind(stmt.targets[0], substitute(stmt.value, local, {}), local)
     return ast.Lambda(args=nested.args, body=substitute(body[-1].value, local, {}))
+
+
+def passed_by_name(param: str, ref_params: list[str]) -> bool:
+    """Whether a reference kernel parameter is kernel.rs's ``param`` by name: the same name (case
+    aside) or the size the FFI derives for it (``M`` -> ``rt_m``)."""
+    return any(param.lower() == ref.lower() or param == _derived_size(ref) for ref in ref_params)
 
 
 def _derived_size(ref: str) -> str:
