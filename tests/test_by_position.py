@@ -136,3 +136,48 @@ def test_a_kernel_rs_scalar_no_argument_feeds_is_the_reference_s_local_of_its_na
     value, why = reading.args["rows"]
     assert value == "rows" and "the reference's own `rows`" in why
     assert "cols" not in reading.args
+
+
+IN_PLACE = '''
+import cuda.tile as ct
+
+from tilegym.backend import register_impl
+
+
+@ct.kernel
+def _norm_kernel(Y, N: ct.Constant[int]):
+    total = N * N
+    t = ct.load(Y, index=(ct.bid(0), 0), shape=(1, total))
+    ct.store(Y, index=(ct.bid(0), 0), tile=t)
+
+
+@register_impl("norm", backend="cutile")
+def norm(y, n):
+    rows = y.shape[0]
+    ct.launch(None, (rows,), _norm_kernel, (y, n))
+    return y
+'''
+
+
+@pytest.mark.parametrize("written", [True, False])
+def test_the_one_tensor_each_kernel_takes_is_placed_alone(written):
+    entry = Entry(
+        name="norm_kernel",
+        unsafe=True,
+        public=True,
+        attr_args={},
+        generics=(Generic("E", "type"), Generic("G0", "const", "i32"), Generic("G1", "const", "i32")),
+        params=(Param("u0", "tensor", "E", 2),),
+        outputs=("u0",) if written else (),
+        output_evidence={},
+        block=BlockUse(1, False),
+    )
+    signature = KernelSignature("norm_module", (entry,))
+    if not written:  # kernel.rs reads what the reference writes: not the same tensor
+        with pytest.raises(NotThisShape, match="have no twin"):
+            reference_direct.read_tree(ast.parse(IN_PLACE), "norm", signature)
+        return
+    reading = reference_direct.read_tree(ast.parse(IN_PLACE), "norm", signature)
+    assert reading.tensors == {"u0": "y"} and reading.outputs == {"u0": "y"}
+    # one constant for two generics (TOTAL is N * N in the reference's body): neither is placed
+    assert reading.unmatched == ["N"] and "g0" not in reading.args and "g1" not in reading.args

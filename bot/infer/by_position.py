@@ -16,7 +16,8 @@ passes the values of both in one tuple), equal in number, each pair of one kind:
 every pair the names already made at the same position, and the tensors the reference writes
 exactly the ones kernel.rs writes. Anything short of that (a parameter of unknown kind, one more on
 either side, a name pairing that crosses another position) says nothing: the parameters stay
-unmatched and are asked for.
+unmatched and are asked for. One case needs no order: each kernel takes a single tensor, both
+write it or both read it (``single_tensor``); then only that tensor is placed.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ _ARRAY_WRITES = {"store", "scatter", "store_ptr"}
 _INTS = {"i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "isize", "usize", "bool"}
 _FLOATS = {"f16", "bf16", "f32", "f64"}
 HOW = "by position: the reference kernel and kernel.rs take the same parameters of the same kinds in the same order"
+SINGLE = "the one tensor each kernel takes, both writing it or both reading it"
 
 
 def _array_call(node: ast.AST) -> tuple[str, str] | None:
@@ -152,3 +154,17 @@ def align(
     if {pairs[r] for r in writes} != set(entry.outputs):
         return None
     return pairs
+
+
+def single_tensor(
+    kernel: ast.FunctionDef, entry: Entry, functions: dict[str, ast.FunctionDef] | None = None
+) -> tuple[str, str] | None:
+    """(reference parameter, kernel.rs parameter) when each kernel takes exactly one tensor, and
+    both write it or both only read it: no order to guess, whatever else the two take."""
+    kinds = reference_kinds(kernel, functions)
+    refs = [ref for ref, kind in kinds.items() if kind == "tensor"]
+    rs = [p.name for p in entry.params if p.kind in ("tensor", "ptr")]
+    if "" in kinds.values() or len(refs) != 1 or len(rs) != 1:
+        return None
+    writes = array_uses(kernel, functions).get(refs[0]) == "write"
+    return (refs[0], rs[0]) if writes == (rs[0] in entry.outputs) else None

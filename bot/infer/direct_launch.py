@@ -238,7 +238,11 @@ def _by_position(
         return set()
     pairs = by_position.align(kernel, entry, named, functions)
     if pairs is None:
-        return set()
+        single = by_position.single_tensor(kernel, entry, functions)
+        if single is None or single[0] in named or single[1] in named.values():
+            return set()
+        matched[single[0]] = (entry.param(single[1]), f" ({by_position.SINGLE})")
+        return {single[0]}
     generics = {g.name for g in entry.generics if g.kind == "const"}
     placed = set()
     for ref, name in pairs.items():
