@@ -1,6 +1,7 @@
 """What kernel.rs names say is not overridden by the order it declares them in: a row kernel's
 inputs pair with the wrapper's tensors by name (a single one left with a single one left), and the
-GEMM letters read A and B by their names. Two inputs no name pairs are asked for, not zipped."""
+GEMM letters read A and B by their names. Two inputs no name pairs are asked for, not zipped. A
+raw pointer A (or B) beside a tensor still makes a GEMM pair: the letters read its dims."""
 
 from __future__ import annotations
 
@@ -51,16 +52,27 @@ def test_two_row_inputs_no_name_pairs_are_asked_for(swiglu):
     assert "['p', 'q']" in asked.question and "['a', 'b']" in asked.question
 
 
-def _gemm(inputs: list[str]):
+def _gemm(inputs: list[str], pointers: tuple[str, ...] = ()):
     src = Source("kernel", "test")
-    entry = Entry(
-        "k", True, True, {}, (), tuple(Param(n, "tensor", "E", 2) for n in inputs), (), {}, BlockUse(1, False)
-    )
-    tensors = [CTensor(n, f"{n}_d", n, "tensor", "E", "input", 2, src) for n in inputs]
-    return {letter: naming.gemm_dim(letter, entry, tensors)[0] for letter in ("m", "n", "k")}
+    params = tuple(Param(n, "ptr", "E") if n in pointers else Param(n, "tensor", "E", 2) for n in inputs)
+    entry = Entry("k", True, True, {}, (), params, (), {}, BlockUse(1, False))
+    tensors = [
+        CTensor(n, f"{n}_d", n, "ptr", "E", "input", None, src)
+        if n in pointers
+        else CTensor(n, f"{n}_d", n, "tensor", "E", "input", 2, src)
+        for n in inputs
+    ]
+    found = {letter: naming.gemm_dim(letter, entry, tensors) for letter in ("m", "n", "k")}
+    return {letter: f[0] if f else None for letter, f in found.items()}
 
 
 def test_gemm_letters_read_a_and_b_by_name_in_any_order():
     assert _gemm(["a", "b"]) == _gemm(["b", "a"]) == {"m": "dim(a,0)", "n": "dim(b,1)", "k": "dim(a,1)"}
     # no input named a and b: TileGym's GEMM order, the first two
     assert _gemm(["w", "x"]) == {"m": "dim(w,0)", "n": "dim(x,1)", "k": "dim(w,1)"}
+
+
+def test_a_raw_pointer_takes_the_rank_the_letters_read_beside_a_tensor():
+    assert _gemm(["a", "b"], pointers=("a",)) == {"m": "dim(a,0)", "n": "dim(b,1)", "k": "dim(a,1)"}
+    # two bare pointers: nothing says they are a GEMM pair of rank 2
+    assert _gemm(["a", "b"], pointers=("a", "b")) == {"m": None, "n": None, "k": None}

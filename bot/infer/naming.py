@@ -183,9 +183,11 @@ def gemm_dim(name: str, entry, tensors) -> tuple[str, Source] | None:
     # the first two inputs, in TileGym's GEMM order
     first, second = (named["a"], named["b"]) if "a" in named and "b" in named else (inputs[0], inputs[1])
     a, b = first.name, second.name
-    rank = first.rank
-    if rank != second.rank:
-        return None  # not a GEMM pair (layer norm's x [m,n] beside its weight [n])
+    # a raw pointer has no declared rank: the letters say it (the FFI then checks the rank they read)
+    ranks = {t.rank for t in (first, second) if not (t.kind == "ptr" and t.rank is None)}
+    if len(ranks) != 1:
+        return None  # not a GEMM pair (layer norm's x [m,n] beside its weight [n]), or two bare pointers
+    rank = ranks.pop()
     if rank == 2 and name in ("m", "n", "k"):
         expr = {"m": f"dim({a},0)", "k": f"dim({a},1)", "n": f"dim({b},1)"}[name]
         return expr, Source("naming", f"GEMM letter {name} of A={a} [m,k], B={b} [k,n]: {expr}")
