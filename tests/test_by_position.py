@@ -13,7 +13,7 @@ from bot.infer import by_position, reference_direct
 from bot.infer.launch_ast import NotThisShape
 from bot.types import BlockUse, Entry, Generic, KernelSignature, Param
 
-REFERENCE = '''
+REFERENCE = """
 import cuda.tile as ct
 import torch
 
@@ -41,7 +41,7 @@ def scale(x, factor=2.0, fast=False):
     grid = (ct.cdiv(n_elements, TILE), 1, 1)
     ct.launch(torch.cuda.current_stream(), grid, _scale_kernel, (x, out, factor, n_elements, TILE, fast))
     return out
-'''
+"""
 
 PLAIN = [
     Param("u0", "tensor", "E", 1),
@@ -80,7 +80,9 @@ def test_names_of_no_meaning_are_placed_by_position():
 
 def test_a_tensor_is_known_through_the_helper_it_is_handed_to():
     kernel = next(
-        n for n in ast.walk(ast.parse(REFERENCE)) if isinstance(n, ast.FunctionDef) and n.name == "_scale_kernel"
+        n
+        for n in ast.walk(ast.parse(REFERENCE))
+        if isinstance(n, ast.FunctionDef) and n.name == "_scale_kernel"
     )
     functions = {n.name: n for n in ast.parse(REFERENCE).body if isinstance(n, ast.FunctionDef)}
     assert by_position.reference_kinds(kernel) == {
@@ -99,7 +101,12 @@ def test_a_tensor_is_known_through_the_helper_it_is_handed_to():
     [
         (PLAIN + [Param("u4", "scalar", ty="i32")], ("u1",), ("G0", "G1"), "one more kernel.rs parameter"),
         (PLAIN, ("u1",), ("G0",), "one generic fewer"),
-        ([*PLAIN[:2], Param("u2", "scalar", ty="i32"), PLAIN[3]], ("u1",), ("G0", "G1"), "an int for the float"),
+        (
+            [*PLAIN[:2], Param("u2", "scalar", ty="i32"), PLAIN[3]],
+            ("u1",),
+            ("G0", "G1"),
+            "an int for the float",
+        ),
         (PLAIN, ("u0",), ("G0", "G1"), "kernel.rs writes the first tensor, the reference the second"),
         (PLAIN, ("u0", "u1"), ("G0", "G1"), "kernel.rs writes both"),
     ],
@@ -138,7 +145,7 @@ def test_a_kernel_rs_scalar_no_argument_feeds_is_the_reference_s_local_of_its_na
     assert "cols" not in reading.args
 
 
-IN_PLACE = '''
+IN_PLACE = """
 import cuda.tile as ct
 
 from tilegym.backend import register_impl
@@ -156,7 +163,7 @@ def norm(y, n):
     rows = y.shape[0]
     ct.launch(None, (rows,), _norm_kernel, (y, n))
     return y
-'''
+"""
 
 
 @pytest.mark.parametrize("written", [True, False])
