@@ -121,6 +121,43 @@ def test_facts_offered_with_reference_sources(tmp_path):
         ast.parse(expr, mode="eval")
 
 
+def test_a_kernel_rs_scalar_no_argument_feeds_is_the_reference_s_local_of_its_name(tmp_path):
+    """``cols`` (bound by ``inner_y, cols = y.shape``, handed to no kernel) added to the flat entry is
+    that local; ``rows``, which the reference kernel takes by name, is still the FFI's; ``Cols``,
+    whose case differs, is nobody's."""
+    target = _target(tmp_path, REFERENCE.read_text())
+    signature = KernelSignature(
+        "tiled_gemm",
+        (
+            SIGNATURE.entries[0],
+            _entry("flat_gemm_kernel", ["BM", "BN", "BK"], ["x", "y", "z", "cols", "Cols"]),
+        ),
+    )
+    facts = Facts()
+    reference_launch.gather(target, signature, facts, _ref(target))
+    assert facts.get("python.args.cols") == "cols"
+    assert "tiled_gemm():73's own `cols`" in facts.source("python.args.cols").detail
+    assert not facts.has("python.args.rows") and not facts.has("python.args.Cols")
+
+
+def test_a_tensor_kernel_rs_does_not_name_is_no_caller_flag_to_refuse():
+    """``X`` gets the caller's ``x``: when kernel.rs names its tensors otherwise, the reading stops
+    there (a tensor is no flag the wrapper could refuse with ``if x: raise``)."""
+    source = REFERENCE.read_text().replace(
+        "TILE_K: ct.Constant[int]):\n    pass",
+        "TILE_K: ct.Constant[int]):\n    t = ct.load(X, index=(0, 0), shape=(TILE_M, TILE_K))\n"
+        "    ct.store(Z, index=(0, 0), tile=t)",
+        1,
+    )
+    assert "ct.load(X" in source
+    flat = _entry("flat_gemm_kernel", ["BM", "BN", "BK"], ["x", "y", "z"])
+    renamed = Param("p", "tensor", "E", 2)
+    flat = Entry(**{**flat.__dict__, "params": (renamed, *flat.params[1:])})
+    signature = KernelSignature("tiled_gemm", (SIGNATURE.entries[0], flat))
+    with pytest.raises(reference_launch.NotThisShape, match="X gets x, which kernel.rs lacks"):
+        reference_launch.read(source, "tiled_gemm", signature)
+
+
 def test_a_contract_still_wins(tmp_path):
     target = _target(tmp_path, REFERENCE.read_text())
     facts = Facts()

@@ -49,6 +49,7 @@ class Launch:
     kernel: ast.FunctionDef | None  # the @ct.kernel function the call launches
     module: ReferenceModule
     where: str  # its line, with the file when a callee of another module launches it
+    steps_before: int = 0  # how many wrapper steps run before it
 
     @property
     def kernel_name(self) -> str:
@@ -160,7 +161,7 @@ class Flattener:
         name = getattr(call.args[2], "id", "")
         kernel = self.kernel_vars.get(name) or self.module.functions.get(name)
         where = str(call.lineno) if self.module is self.root else f"{self.module.rel}:{call.lineno}"
-        self.launches.append(Launch(call, kernel, self.module, where))
+        self.launches.append(Launch(call, kernel, self.module, where, len(self.steps)))
 
     def _reaches_any(self, value: ast.expr) -> bool:
         return any(

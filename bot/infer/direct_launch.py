@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from bot.infer import naming
+from bot.infer import by_position, naming
 from bot.infer.direct_autotune import CONFIGS_CALL
 from bot.infer.direct_flatten import Flattener, Launch
 from bot.infer.direct_statements import message_names, plain_assign
@@ -111,6 +111,7 @@ def map_launch(
         for ref in ref_params
     }
     matched = _match_params(ref_params, args, twins, entry, flat.local)
+    placed = _by_position(kernel, entry, twins, matched, record.module.functions)
     for ref, arg in zip(ref_params, args, strict=True):
         text = flat.expr(arg)
         twin = twins[ref]
@@ -118,11 +119,12 @@ def map_launch(
         if twin is not None:
             c_arg, _ = naming.generic_arg_name(twin)
             c_arg = rename.get(c_arg, c_arg)
-            values[c_arg] = (f"int({text})", f"argument {ref} -> generic {twin}")
+            why = f"argument {ref} -> generic {twin}" + (f" ({by_position.HOW})" if ref in placed else "")
+            values[c_arg] = (f"int({text})", why)
             if ref in flags:
                 checks.append(flag_check(c_arg))
                 if text in params:  # the caller's own flag: None means False, as `if flag:` reads it
-                    values[c_arg] = (f"int(bool({text}))", f"argument {ref} -> generic {twin}")
+                    values[c_arg] = (f"int(bool({text}))", why)
         elif param is not None and param.kind in ("tensor", "ptr"):
             c_name, _bind, _src = naming.c_tensor_name(param)
             tensors[c_name] = text
@@ -135,6 +137,16 @@ def map_launch(
             values[rename.get(param.name, param.name)] = (text, f"argument {ref} -> scalar {param.name}{how}")
         else:
             unmatched.append(ref)
+    claimed = {param.name for param, _ in matched.values()}
+    for p in entry.params:  # a kernel.rs scalar no argument feeds: the reference's own local of its name
+        c_arg = rename.get(p.name, p.name)
+        if p.kind == "scalar" and p.name not in claimed and c_arg not in values:
+            if _bound(flat.steps[: record.steps_before], p.name):
+                values[c_arg] = (
+                    p.name,
+                    f"kernel.rs's `{p.name}` is the reference's own `{p.name}`, bound before the launch "
+                    "and passed to no kernel parameter",
+                )
     by_ref = dict(zip(ref_params, args, strict=True))
     for generic in sorted(generics):
         c_arg = rename.get(naming.generic_arg_name(generic)[0], naming.generic_arg_name(generic)[0])
@@ -178,8 +190,9 @@ def _match_params(
     """Each reference parameter's kernel.rs parameter (a generic twin aside), with how it was found
     ("" by its own name). By the reference parameter's name (case aside, ``X`` ~ ``x_ptr``, the
     words in any order: ``STRIDE_X`` ~ ``x_stride``), else by the name of what the launch passes at
-    its place in the tuple (``n_cols = x.shape[-1]`` handed to ``N``: kernel.rs's ``n_cols``). Never
-    by position alone: a kernel.rs parameter no name matches is asked for, not guessed."""
+    its place in the tuple (``n_cols = x.shape[-1]`` handed to ``N``: kernel.rs's ``n_cols``). Not
+    by position here: ``_by_position`` places what names leave, and only where both kernels take
+    the same parameters of the same kinds in the same order; otherwise it is asked for, not guessed."""
     by_lower = {p.name.lower(): p for p in entry.params}
     by_words: dict[tuple[str, ...], list[Param]] = {}
     for p in entry.params:
@@ -207,6 +220,45 @@ def _match_params(
                 claimed.add(param.name)
                 break
     return found
+
+
+def _by_position(
+    kernel: ast.FunctionDef,
+    entry: Entry,
+    twins: dict[str, str | None],
+    matched: dict[str, tuple[Param, str]],
+    functions: dict[str, ast.FunctionDef],
+) -> set[str]:
+    """The reference parameters names left without a twin, placed by position where both kernels
+    take the same parameters of the same kinds in the same order (``by_position.align``); ``twins``
+    and ``matched`` are completed in place. Returns the parameters so placed."""
+    named = {ref: twin for ref, twin in twins.items() if twin is not None}
+    named.update({ref: param.name for ref, (param, _) in matched.items()})
+    if len(named) == len(twins):
+        return set()
+    pairs = by_position.align(kernel, entry, named, functions)
+    if pairs is None:
+        single = by_position.single_tensor(kernel, entry, functions)
+        if single is None or single[0] in named or single[1] in named.values():
+            return set()
+        matched[single[0]] = (entry.param(single[1]), f" ({by_position.SINGLE})")
+        return {single[0]}
+    generics = {g.name for g in entry.generics if g.kind == "const"}
+    placed = set()
+    for ref, name in pairs.items():
+        if ref in named:
+            continue
+        if name in generics:
+            twins[ref] = name
+        else:
+            matched[ref] = (entry.param(name), f" ({by_position.HOW})")
+        placed.add(ref)
+    return placed
+
+
+def _bound(steps: list[dict[str, str]], name: str) -> bool:
+    """Whether a wrapper step binds ``name`` (``let``, one of a tuple's names)."""
+    return any(name in (n.strip() for n in step["let"].split(",")) for step in steps if "let" in step)
 
 
 def _words(name: str) -> tuple[str, ...]:

@@ -77,6 +77,7 @@ def fixed_variant(reader: VariantReader, body: list[ast.stmt], condition: str, h
         {k: k for k in config},
         call.lineno,
         grid_xyz=terms + ["1"] * (3 - len(terms)),
+        ref_params=[a.arg for a in kernel.args.args],
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 
 from bot.infer import naming
+from bot.infer.by_position import reference_kinds
 from bot.infer.launch_ast import (
     NotThisShape,
     bind,
@@ -69,6 +70,7 @@ def search_variant(reader: VariantReader, helper: ast.FunctionDef, call: ast.Cal
     dropped: list[str] = []
     values: dict[str, str] = {}
     ref_params = [a.arg for a in kernel.args.args]
+    kinds = reference_kinds(kernel, reader.functions)
     for ref, arg in zip(ref_params, lambda_tuple(args_fn), strict=False):
         field_name = cfg_field(arg)
         twin = generic_twin(ref, generics)
@@ -93,7 +95,7 @@ def search_variant(reader: VariantReader, helper: ast.FunctionDef, call: ast.Cal
             )
         else:
             flag = ast.unparse(resolve(arg))
-            if flag not in reader.params:
+            if flag not in reader.params or kinds[ref] == "tensor":  # a tensor is no caller flag
                 raise NotThisShape(f"{kernel_name}: {ref} gets {ast.unparse(arg)}, which kernel.rs lacks")
             if flag not in reader.refused:
                 reader.refused.append(flag)
@@ -133,6 +135,7 @@ def search_variant(reader: VariantReader, helper: ast.FunctionDef, call: ast.Cal
         rename,
         search.lineno,
         values,
+        ref_params=ref_params,
     )
 
 
@@ -166,6 +169,12 @@ def _as_lambda(node: ast.expr, helper: ast.FunctionDef) -> ast.expr:
             return node
         bind(stmt.targets[0], substitute(stmt.value, local, {}), local)
     return ast.Lambda(args=nested.args, body=substitute(body[-1].value, local, {}))
+
+
+def passed_by_name(param: str, ref_params: list[str]) -> bool:
+    """Whether a reference kernel parameter is kernel.rs's ``param`` by name: the same name (case
+    aside) or the size the FFI derives for it (``M`` -> ``rt_m``)."""
+    return any(param.lower() == ref.lower() or param == _derived_size(ref) for ref in ref_params)
 
 
 def _derived_size(ref: str) -> str:

@@ -31,6 +31,7 @@ class Variant:
     line: int  # of the exhaustive_search call (or of the direct ct.launch)
     values: dict[str, str] = field(default_factory=dict)  # C argument -> Python value (a caller's flag)
     grid_xyz: list[str] = field(default_factory=list)  # a multi-axis grid's three terms
+    ref_params: list[str] = field(default_factory=list)  # the reference kernel's parameters
 
 
 class VariantReader:

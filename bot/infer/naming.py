@@ -160,7 +160,8 @@ def is_tile_width(generic: str) -> bool:
 
 
 def gemm_dim(name: str, entry, tensors) -> tuple[str, Source] | None:
-    """GEMM letters over the entry's first two inputs (A, B) and softmax's ``m, n, s_m, s_n`` over a single input.
+    """GEMM letters over the entry's inputs ``a`` and ``b`` (else its first two, in that order) and
+    softmax's ``m, n, s_m, s_n`` over a single input.
 
     ``m, n, k`` for rank-2 A/B; ``rt_q, rt_m, rt_n, rt_k`` (logical, batch ``q``) for rank-3, reading
     the physical dims through ``TRANSPOSE_A/B`` flag generics when the entry has them.
@@ -177,10 +178,16 @@ def gemm_dim(name: str, entry, tensors) -> tuple[str, Source] | None:
         )
     if len(inputs) < 2:
         return None
-    a, b = inputs[0].name, inputs[1].name
-    rank = inputs[0].rank
-    if rank != inputs[1].rank:
-        return None  # not a GEMM pair (layer norm's x [m,n] beside its weight [n])
+    named = {t.name.lower(): t for t in inputs}
+    # A and B by their names where kernel.rs says them (`b` declared before `a` is still B), else
+    # the first two inputs, in TileGym's GEMM order
+    first, second = (named["a"], named["b"]) if "a" in named and "b" in named else (inputs[0], inputs[1])
+    a, b = first.name, second.name
+    # a raw pointer has no declared rank: the letters say it (the FFI then checks the rank they read)
+    ranks = {t.rank for t in (first, second) if not (t.kind == "ptr" and t.rank is None)}
+    if len(ranks) != 1:
+        return None  # not a GEMM pair (layer norm's x [m,n] beside its weight [n]), or two bare pointers
+    rank = ranks.pop()
     if rank == 2 and name in ("m", "n", "k"):
         expr = {"m": f"dim({a},0)", "k": f"dim({a},1)", "n": f"dim({b},1)"}[name]
         return expr, Source("naming", f"GEMM letter {name} of A={a} [m,k], B={b} [k,n]: {expr}")

@@ -31,7 +31,7 @@ from bot.infer.launch_ast import (
     none_default,
 )
 from bot.infer.launch_fixed import fixed_variant
-from bot.infer.launch_search import search_variant
+from bot.infer.launch_search import passed_by_name, search_variant
 from bot.infer.launch_variant import Variant, VariantReader
 from bot.infer.reference import ReferenceOp, read_with, registered_function
 from bot.types import KernelSignature, Source, Target
@@ -106,6 +106,28 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref:
             facts.offer(f"python.args.{name}", term, where(f"grid of ct.launch:{v.line} ({v.entry})"))
         for name, value in v.values.items():
             facts.offer(f"python.args.{name}", value, where(f"{v.kernel} argument -> {v.entry}"))
+    # a kernel.rs scalar no argument feeds: the reference's own local of its name, bound before
+    # the launches (`M, K = a.shape` for kernel.rs's `M`); never a name that differs in case
+    bound = {n.strip() for step in reading.steps if "let" in step for n in step["let"].split(",")}
+    for v in reading.variants:
+        entry = next(e for e in signature.entries if e.name == v.entry)
+        for p in entry.params:
+            key = f"python.args.{p.name}"
+            if (
+                p.kind == "scalar"
+                and p.name in bound
+                and p.name not in v.values
+                and not passed_by_name(p.name, v.ref_params)
+                and not facts.has(key)
+            ):
+                facts.offer(
+                    key,
+                    p.name,
+                    where(
+                        f"kernel.rs's `{p.name}` is {reading.function}'s own `{p.name}`, bound before "
+                        f"its launches and passed to no kernel parameter of {v.kernel}"
+                    ),
+                )
 
 
 def read(source: str, op: str, signature: KernelSignature) -> Reading | None:

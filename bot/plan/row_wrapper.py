@@ -112,7 +112,7 @@ def _base(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) -
         steps.append(PyStep("let", target=arg, expr=value, source=source))
     out_var = f"{out.name}_rows"
     tensors_py = {out.name: out_var}
-    tensors_py.update({t.name: f"{p}_rows" for t, p in zip(inputs, params)})
+    tensors_py.update({t: f"{p}_rows" for t, p in _input_params(inputs, params, facts, missing).items()})
     ffi_args = {arg: arg for arg in py_generics}
     return PyPlan(
         register_name=str(facts.get("python.register.name") or op),
@@ -147,6 +147,35 @@ def _base(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) -
             if v is not None
         },
     )
+
+
+def _input_params(inputs: list, params: list[str], facts: Facts, missing: common.Missing) -> dict[str, str]:
+    """C input -> the wrapper parameter it packs: by name (``a_ptr``'s ``a`` is the wrapper's ``a``,
+    whatever their order), and a single input left with a single parameter left, together. Two or
+    more left have no source (the wrapper's order need not be kernel.rs's): asked for as
+    ``python.tensors``, unless the porter's contract writes it."""
+    pairs: dict[str, str] = {}
+    left = list(params)
+    for t in inputs:
+        for name in (t.name, t.param):
+            if name in left:
+                pairs[t.name] = name
+                left.remove(name)
+                break
+    unpaired = [t.name for t in inputs if t.name not in pairs]
+    if len(unpaired) == 1 and len(left) == 1:
+        pairs[unpaired[0]] = left[0]
+    elif unpaired:
+        source = facts.source("python.tensors")
+        if source is None or source.kind not in ("contract", "agent_b"):
+            missing.add(
+                "python.tensors",
+                f"which wrapper tensor each of the kernel inputs {unpaired} packs (left: {left}); "
+                "no name pairs them and the wrapper's order need not be kernel.rs's",
+                facts,
+            )
+        pairs.update(zip(unpaired, left, strict=False))  # placeholders: the plan is blocked or overlaid
+    return pairs
 
 
 def _contract_overlay(py: PyPlan, facts: Facts) -> None:

@@ -1,0 +1,170 @@
+"""A reference kernel's parameters matched onto kernel.rs by position, where that is stated.
+
+Names come first (``direct_launch._match_params``, ``launch_ast.generic_twin``). When names leave
+a reference parameter without its kernel.rs twin, its position says which one it is only if both
+kernels take the same parameters of the same kinds in the same order: the reference kernel's
+parameters, and kernel.rs's runtime parameters followed by its const generics (the reference
+passes the values of both in one tuple), equal in number, each pair of one kind:
+
+- a tensor (a reference parameter the body loads, stores, gathers or scatters, or reads the shape
+  or dtype of, itself or through the module's helpers it hands it to) and a ``&Tensor`` or raw
+  pointer;
+- a float scalar (``float``, ``ct.Constant[float]``) and an ``f32``/``f64`` scalar;
+- an integer or flag (``int``, ``bool``, ``ConstInt``, ``ConstBool``) and an integer or ``bool``
+  scalar, or a const generic;
+
+every pair the names already made at the same position, and the tensors the reference writes
+exactly the ones kernel.rs writes. Anything short of that (a parameter of unknown kind, one more on
+either side, a name pairing that crosses another position) says nothing: the parameters stay
+unmatched and are asked for. One case needs no order: each kernel takes a single tensor, both
+write it or both read it (``single_tensor``); then only that tensor is placed.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from bot.types import Entry
+
+_ARRAY_READS = {"load", "gather", "load_ptr"}
+_ARRAY_WRITES = {"store", "scatter", "store_ptr"}
+_INTS = {"i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "isize", "usize", "bool"}
+_FLOATS = {"f16", "bf16", "f32", "f64"}
+HOW = "by position: the reference kernel and kernel.rs take the same parameters of the same kinds in the same order"
+SINGLE = "the one tensor each kernel takes, both writing it or both reading it"
+
+
+def _array_call(node: ast.AST) -> tuple[str, str] | None:
+    """(``read``/``write``, the array's name) for ``ct.load(X, ..)``, ``ct.scatter(X, ..)``, ``ct.atomic_add(X, ..)``."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args):
+        return None
+    first = node.args[0]
+    if not isinstance(first, ast.Name):
+        return None
+    attr = node.func.attr
+    if attr in _ARRAY_WRITES or attr.startswith("atomic_"):
+        return "write", first.id
+    if attr in _ARRAY_READS:
+        return "read", first.id
+    return None
+
+
+def array_uses(
+    fn: ast.FunctionDef, functions: dict[str, ast.FunctionDef] | None = None, depth: int = 0
+) -> dict[str, str]:
+    """The function's parameters used as arrays: ``write`` (stored into), or ``read`` (loaded,
+    gathered, its shape or dtype read), through the module's helpers it hands them to
+    (``fmha_kernel_impl(Q, K, ..)``) up to four calls deep."""
+    params = [a.arg for a in fn.args.args]
+    uses: dict[str, str] = {}
+
+    def note(name: str, use: str) -> None:
+        if name in params and uses.get(name) != "write":
+            uses[name] = use
+
+    for node in ast.walk(fn):
+        found = _array_call(node)
+        if found is not None:
+            note(found[1], found[0])
+        elif isinstance(node, ast.Attribute) and node.attr in ("shape", "dtype"):
+            if isinstance(node.value, ast.Name):
+                note(node.value.id, "read")
+        if (
+            depth < 4
+            and functions
+            and isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and (callee := functions.get(node.func.id)) is not None
+            and callee is not fn
+        ):
+            inner = array_uses(callee, functions, depth + 1)
+            callee_params = [a.arg for a in callee.args.args]
+            handed = list(zip(callee_params, node.args, strict=False))
+            handed += [(k.arg, k.value) for k in node.keywords if k.arg]
+            for name, arg in handed:
+                if isinstance(arg, ast.Name) and name in inner:
+                    note(arg.id, inner[name])
+    return uses
+
+
+def reference_kinds(
+    kernel: ast.FunctionDef, functions: dict[str, ast.FunctionDef] | None = None
+) -> dict[str, str]:
+    """Each parameter's kind: ``tensor``, ``float``, ``int``, or ``""`` when the kernel does not say."""
+    arrays = array_uses(kernel, functions)
+    kinds: dict[str, str] = {}
+    for a in kernel.args.args:
+        text = ast.unparse(a.annotation).lower() if a.annotation is not None else ""
+        if "float" in text:
+            kinds[a.arg] = "float"
+        elif "int" in text or "bool" in text:
+            kinds[a.arg] = "int"
+        elif not text and a.arg in arrays:
+            kinds[a.arg] = "tensor"
+        else:
+            kinds[a.arg] = ""
+    return kinds
+
+
+def kernel_rs_places(entry: Entry) -> list[tuple[str, str, bool]]:
+    """(name, kind, is a const generic) of kernel.rs's runtime parameters, then its const generics."""
+    places: list[tuple[str, str, bool]] = []
+    for p in entry.params:
+        if p.kind in ("tensor", "ptr"):
+            kind = "tensor"
+        elif p.kind == "scalar" and p.ty in _FLOATS:
+            kind = "float"
+        elif p.kind == "scalar" and p.ty in _INTS:
+            kind = "int"
+        else:
+            kind = ""
+        places.append((p.name, kind, False))
+    for g in entry.generics:
+        if g.kind == "const":
+            places.append((g.name, "int" if g.ty in _INTS else "", True))
+    return places
+
+
+def align(
+    kernel: ast.FunctionDef,
+    entry: Entry,
+    named: dict[str, str],
+    functions: dict[str, ast.FunctionDef] | None = None,
+) -> dict[str, str] | None:
+    """Reference parameter -> kernel.rs parameter or const generic, for every reference parameter,
+    when the two kernels take the same parameters of the same kinds in the same order and agree
+    with ``named`` (the pairs names already made); None otherwise."""
+    refs = [a.arg for a in kernel.args.args]
+    places = kernel_rs_places(entry)
+    if len(refs) != len(places):
+        return None
+    kinds = reference_kinds(kernel, functions)
+    taken = set(named.values())
+    pairs: dict[str, str] = {}
+    for ref, (name, kind, _generic) in zip(refs, places, strict=True):
+        if not kind or kinds[ref] != kind:
+            return None
+        if ref in named:
+            if named[ref] != name:
+                return None
+        elif name in taken:
+            return None
+        pairs[ref] = name
+    writes = {ref for ref, use in array_uses(kernel, functions).items() if use == "write"}
+    if {pairs[r] for r in writes} != set(entry.outputs):
+        return None
+    return pairs
+
+
+def single_tensor(
+    kernel: ast.FunctionDef, entry: Entry, functions: dict[str, ast.FunctionDef] | None = None
+) -> tuple[str, str] | None:
+    """(reference parameter, kernel.rs parameter) when each kernel takes exactly one tensor, and
+    both write it or both only read it: no order to guess, whatever else the two take."""
+    kinds = reference_kinds(kernel, functions)
+    refs = [ref for ref, kind in kinds.items() if kind == "tensor"]
+    rs = [p.name for p in entry.params if p.kind in ("tensor", "ptr")]
+    if "" in kinds.values() or len(refs) != 1 or len(rs) != 1:
+        return None
+    writes = array_uses(kernel, functions).get(refs[0]) == "write"
+    return (refs[0], rs[0]) if writes == (rs[0] in entry.outputs) else None

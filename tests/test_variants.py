@@ -1,0 +1,185 @@
+"""Kernels nobody here has seen, checked independently (issue 20): every kernel we have, rewritten
+into signature variants (tests/variant_corpus.py: renamed, reordered, an extra derived scalar,
+a tensor as a pointer and back), plans to the original's plan modulo names, or asks for exactly
+the keys listed here, each with no source (docs/variants.md says why, row by row).
+
+The kernels: tests/fixtures/tilegym_ops in a checkout of the tilegym 1.5.1 wheel, and the wheel's
+five cutile-rs ops.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from checkout_support import checkout_with_kernels
+from variant_corpus import original, plan_variant, variants_of
+
+from bot.demo import assemble_checkout
+from bot.reader import read_kernel
+
+KERNELS = Path(__file__).parent / "fixtures" / "tilegym_ops"
+FIXTURE_OPS = sorted(d.name[: -len("_kernel")] for d in KERNELS.iterdir() if (d / "kernel.rs").is_file())
+WHEEL_OPS = ["silu_and_mul", "swiglu", "matmul", "bmm", "attention_sink"]
+DOC = Path(__file__).resolve().parent.parent / "docs" / "variants.md"
+
+SAME = "same plan"
+EXPECTED: dict[tuple[str, str], str | list[str]] = {
+    ("attention", "renamed"): SAME,
+    ("attention", "reordered"): SAME,
+    ("attention", "extra_scalar"): SAME,
+    ("attention", "tensor_as_ptr"): SAME,
+    ("dropout", "renamed"): SAME,
+    ("dropout", "reordered"): SAME,
+    ("dropout", "extra_scalar"): SAME,
+    ("dropout", "tensor_as_ptr"): SAME,
+    ("flash_decode", "renamed"): SAME,
+    ("flash_decode", "reordered"): SAME,
+    ("flash_decode", "tensor_as_ptr"): SAME,
+    ("layer_norm_legacy", "renamed"): SAME,
+    ("layer_norm_legacy", "reordered"): SAME,
+    ("layer_norm_legacy", "extra_scalar"): SAME,
+    ("layer_norm_legacy", "tensor_as_ptr"): SAME,
+    ("mhc_apply_residual", "renamed"): SAME,
+    ("mhc_apply_residual", "reordered"): SAME,
+    ("mhc_apply_residual", "extra_scalar"): SAME,
+    ("mhc_apply_residual", "tensor_as_ptr"): SAME,
+    ("mhc_sinkhorn", "renamed"): ["python.args.zgen0", "python.args.zgen1"],
+    ("mhc_sinkhorn", "extra_scalar"): SAME,
+    ("rope", "renamed"): SAME,
+    ("rope", "reordered"): SAME,
+    ("rope", "extra_scalar"): SAME,
+    ("rope", "tensor_as_ptr"): SAME,
+    ("splitk_reduce", "renamed"): SAME,
+    ("splitk_reduce", "reordered"): SAME,
+    ("splitk_reduce", "tensor_as_ptr"): SAME,
+    ("silu_and_mul", "renamed"): [
+        "python.args.zarg2",
+        "python.args.zarg3",
+        "python.args.zarg4",
+        "python.args.zgen0",
+    ],
+    ("silu_and_mul", "reordered"): SAME,
+    ("silu_and_mul", "extra_scalar"): ["python.args.batch_size"],
+    ("silu_and_mul", "ptr_as_tensor"): [
+        "python.alloc",
+        "python.tensors",
+        "python.args.hidden_size",
+        "python.args.in_row_stride",
+        "python.args.block_size",
+        "python.args.num_programs",
+    ],
+    ("swiglu", "renamed"): ["python.tensors"]
+    + [f"python.args.zarg{i}" for i in (1, 2, 3, 4, 6, 7, 8, 9, 11, 12, 13, 14)]
+    + ["python.args.zgen0"],
+    ("swiglu", "reordered"): SAME,
+    ("swiglu", "extra_scalar"): ["python.args.n_rows"],
+    ("swiglu", "ptr_as_tensor"): [
+        "python.register.kind",
+        "python.alloc",
+        "python.tensors",
+        "python.args.a_shape0",
+        "python.args.a_shape1",
+        "python.args.a_stride0",
+        "python.args.a_stride1",
+        "python.args.tile_size",
+        "python.args.num_programs",
+    ],
+    ("matmul", "renamed"): [
+        "python.alloc",
+        "python.tensors",
+        "python.args.zarg3",
+        "python.args.zarg4",
+        "python.args.zarg5",
+        "python.args.zgen0",
+        "python.args.zgen1",
+        "python.args.zgen2",
+        "python.args.zgen3",
+        "python.args.zgen4",
+        "python.args.num_programs",
+    ],
+    ("matmul", "reordered"): SAME,
+    ("matmul", "extra_scalar"): SAME,
+    ("matmul", "tensor_as_ptr"): SAME,
+    ("bmm", "renamed"): [
+        "python.alloc",
+        "python.tensors",
+        "python.args.zarg3",
+        "python.args.zarg4",
+        "python.args.zarg5",
+        "python.args.zarg6",
+        "python.args.zgen0",
+        "python.args.zgen1",
+        "python.args.zgen2",
+        "python.args.zgen3",
+        "python.args.zgen4",
+        "python.args.zgen5",
+        "python.args.num_programs",
+        "python.args.grid_x",
+        "python.args.grid_y",
+        "python.args.grid_z",
+    ],
+    ("bmm", "reordered"): SAME,
+    ("bmm", "tensor_as_ptr"): SAME,
+    ("attention_sink", "renamed"): SAME,
+    ("attention_sink", "reordered"): SAME,
+    ("attention_sink", "extra_scalar"): SAME,
+    ("attention_sink", "tensor_as_ptr"): SAME,
+}
+
+
+@pytest.fixture(scope="module")
+def checkouts(tmp_path_factory, tilegym_wheel) -> dict[str, Path]:
+    """op -> the checkout that plans it."""
+    root = tmp_path_factory.mktemp("variants")
+    ours = checkout_with_kernels(root / "ours", tilegym_wheel, KERNELS, FIXTURE_OPS)
+    wheel = assemble_checkout(root / "wheel", tilegym_wheel, WHEEL_OPS, WHEEL_OPS).repo
+    return {**dict.fromkeys(FIXTURE_OPS, ours), **dict.fromkeys(WHEEL_OPS, wheel)}
+
+
+def _result(outcome) -> str | list[str]:
+    assert outcome.result in ("same plan", "asks"), (outcome.result, outcome.detail)
+    return SAME if outcome.result == "same plan" else outcome.keys
+
+
+@pytest.mark.parametrize("op", FIXTURE_OPS + WHEEL_OPS)
+def test_each_variant_plans_as_the_original_or_asks_exactly_these_keys(op, checkouts, tmp_path):
+    repo = checkouts[op]
+    orig = original(repo, op)
+    assert orig.plan.missing == [], op
+    variants = variants_of(repo, op, orig)
+    assert sorted(v.kind for v in variants) == sorted(k for o, k in EXPECTED if o == op)
+    for variant in variants:
+        kernel = tmp_path / f"{variant.kind}.rs"
+        kernel.write_text(variant.kernel_rs)
+        read_kernel(kernel)  # syn parses every variant
+        got = _result(plan_variant(repo, variant, orig))
+        assert got == EXPECTED[(op, variant.kind)], (op, variant.kind, got)
+
+
+def test_renamed_names_are_none_of_the_reference_s(checkouts):
+    from variant_corpus import reference_names
+
+    from bot.discover import discover
+    from bot.types import Target
+
+    for op in ("dropout", "matmul"):
+        repo = checkouts[op]
+        ref = reference_names(repo / discover(Target(repo, op)).reference.path)
+        (variant,) = [v for v in variants_of(repo, op, original(repo, op)) if v.kind == "renamed"]
+        assert variant.names and not {n.lower() for n in variant.names} & ref
+        assert all(re.fullmatch(r"zarg\d+|ZGEN\d+|ZTY\d+", n) for n in variant.names)
+
+
+def test_the_table_in_docs_is_the_corpus_result():
+    rows = {}
+    for line in DOC.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and (cells[0], cells[1]) in {(o, k) for o, k in EXPECTED} | {
+            (f"`{o}`", f"`{k}`") for o, k in EXPECTED
+        }:
+            op, kind = cells[0].strip("`"), cells[1].strip("`")
+            result = cells[2]
+            rows[(op, kind)] = SAME if result == SAME else re.findall(r"`([\w.]+)`", result)
+    assert rows == EXPECTED

@@ -1,0 +1,505 @@
+"""A corpus of kernel-signature variants of our own, generated from the kernels we have.
+
+Each kernel of ``tests/fixtures/tilegym_ops`` and each of the five cutile-rs ops of the
+tilegym 1.5.1 wheel is rewritten, deterministically, into variants nobody wrote by hand:
+
+- ``renamed``: every parameter and generic of the file gets a name of no meaning (``zarg3``,
+  ``ZGEN1``, ``ZTY0``), body included; no new name is one the reference module uses, and no naming
+  convention (``<t>_ptr``, ``<t>_row_stride``, GEMM letters, ``TILE_*``) applies to it;
+- ``reordered``: each entry's tensors reversed among the tensor places, its scalars among the
+  scalar places (outputs stay outputs: the reader finds them in the body);
+- ``extra_scalar``: a count the reference computes from a shape but does not pass (a ``let``
+  of the original plan over ``.shape``/``numel()``/``size()``, passed nowhere but the grid; for a
+  plan whose steps are not the reference's, a row kernel's, such an assignment of the reference
+  module), added last to the first entry under the reference's name and read once in the body;
+- ``tensor_as_ptr`` / ``ptr_as_tensor``: the first input ``&Tensor`` of the first entry as
+  ``*mut E``, or the first input ``*mut E`` as ``&Tensor<E, {[-1, -1]}>``. Signature only: the body
+  is not rewritten (it would not compile, syn still parses it), so these say what the planner
+  makes of the form alone.
+
+Each variant carries the map from its names back to the original's, and ``normal_plan`` turns a
+plan into data with those names mapped back, so a variant's plan can be compared with the
+original's as data.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rust_edit import (
+    find_entry,
+    identifiers,
+    join,
+    rename,
+    split_params,
+    tokens,
+    with_params,
+    without_comments,
+)
+
+from bot.infer import naming
+from bot.types import KernelSignature, LaunchPlan, Param
+
+KINDS = ("renamed", "reordered", "extra_scalar", "tensor_as_ptr", "ptr_as_tensor")
+
+
+@dataclass
+class Variant:
+    op: str
+    kind: str
+    kernel_rs: str
+    names: dict[str, str] = field(default_factory=dict)  # variant's kernel name -> the original's
+    extra: str = ""  # extra_scalar: the added parameter (the reference's name for the count)
+    form: str = ""  # tensor_as_ptr / ptr_as_tensor: the parameter whose form changed
+    note: str = ""
+
+
+# --------------------------------------------------------------------------- names of the reference
+
+
+def reference_names(path: Path) -> set[str]:
+    """Every identifier the reference module spells (names, parameters, attributes, functions),
+    lowercased, and each one's words (``TILE_SIZE`` gives ``tile``, ``size``)."""
+    tree = ast.parse(path.read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        for attr in ("id", "arg", "attr", "name"):
+            value = getattr(node, attr, None)
+            if isinstance(value, str):
+                found.add(value.lower())
+    return found | {w for n in found for w in n.split("_") if w}
+
+
+def _fresh(prefix: str, taken: set[str], start: int) -> tuple[str, int]:
+    i = start
+    while f"{prefix}{i}".lower() in taken:
+        i += 1
+    return f"{prefix}{i}", i + 1
+
+
+# --------------------------------------------------------------------------- the variants
+
+
+def renamed(op: str, text: str, sig: KernelSignature, ref_names: set[str]) -> Variant:
+    toks = without_comments(tokens(text))
+    taken = {n.lower() for n in identifiers(text)} | ref_names
+    names: dict[str, str] = {}
+    counters = {"zarg": 0, "ZGEN": 0, "ZTY": 0}
+    for entry in sig.entries:
+        for g in entry.generics:
+            prefix = "ZTY" if g.kind == "type" else "ZGEN"
+            if g.name not in names:
+                names[g.name], counters[prefix] = _fresh(prefix, taken, counters[prefix])
+        for p in entry.params:
+            if p.name not in names:
+                names[p.name], counters["zarg"] = _fresh("zarg", taken, counters["zarg"])
+    for new in names.values():
+        assert new.lower() not in ref_names, new
+    return Variant(op, "renamed", join(rename(toks, names)), {v: k for k, v in names.items()})
+
+
+def reordered(op: str, text: str, sig: KernelSignature) -> Variant | None:
+    toks = without_comments(tokens(text))
+    changed = False
+    for entry in sig.entries:  # the token positions move with each entry rewritten: find it again
+        where = find_entry(toks, entry.name)
+        texts = split_params(toks, where)
+        kinds = ["tensor" if p.kind in ("tensor", "ptr", "partition") else "scalar" for p in entry.params]
+        new = list(texts)
+        for kind in ("tensor", "scalar"):
+            places = [i for i, k in enumerate(kinds) if k == kind]
+            for i, j in zip(places, reversed(places), strict=True):
+                new[i] = texts[j]
+        if new != texts:
+            changed = True
+            toks = with_params(toks, where, new)
+    if not changed:
+        return None
+    return Variant(op, "reordered", join(toks), note="tensors and scalars each reversed in place")
+
+
+_COUNT = re.compile(r"(int\()?[A-Za-z_]\w*(\.shape\[-?\d+\]|\.numel\(\)|\.size\(-?\d+\))\)?")
+_SHAPE = re.compile(r"[A-Za-z_]\w*\.shape")  # unpacked: `a, b = x.shape`
+
+
+def count_candidates(plan: LaunchPlan) -> list[str]:
+    """Names the reference binds to a count read off a shape (``n_elements = x.numel()``,
+    ``batch_size, n_q_head, .. = q.shape``) that no kernel argument is passed: only the grid,
+    or nothing, reads them. In the order the steps bind them."""
+    grid = {s.name for s in plan.ffi.scalars if s.role == "grid"}
+    passed = set()
+    for c_arg, value in plan.python.ffi_args.items():
+        if c_arg not in grid:
+            passed |= {n.id for n in ast.walk(ast.parse(value, mode="eval")) if isinstance(n, ast.Name)}
+    passed |= {
+        n.id
+        for v in plan.python.tensors_py.values()
+        for n in ast.walk(ast.parse(v, mode="eval"))
+        if isinstance(n, ast.Name)
+    }
+    c_names = {s.name for s in plan.ffi.scalars} | {t.name for t in plan.ffi.tensors}
+    found: list[str] = []
+    for step in plan.python.steps:
+        if step.kind != "let":
+            continue
+        targets = [t.strip() for t in step.target.split(",")]
+        exprs = [step.expr]
+        parsed = ast.parse(step.expr, mode="eval").body
+        if isinstance(parsed, ast.Tuple) and len(parsed.elts) == len(targets):
+            exprs = [ast.unparse(e) for e in parsed.elts]
+        if len(exprs) == 1 and len(targets) > 1:  # a, b = x.shape
+            if not _SHAPE.fullmatch(step.expr):
+                continue
+            exprs = [f"{step.expr}[{i}]" for i in range(len(targets))]
+        for target, expr in zip(targets, exprs, strict=True):
+            if (
+                _COUNT.fullmatch(expr)
+                and re.fullmatch(r"[A-Za-z]\w*", target)
+                and target not in passed
+                and target not in c_names
+                and target not in found
+            ):
+                found.append(target)
+    return found
+
+
+def module_counts(path: Path, dispatch: str) -> list[str]:
+    """Counts the reference module binds from a shape (``batch_size = input_flat.shape[0]``):
+    its registered function's first, then the other forward functions' in source order (a row
+    kernel's plan reads no step of the reference, so its counts are found here)."""
+    from bot.infer.reference import registered_function
+
+    tree = ast.parse(path.read_text())
+    registered = registered_function(tree, dispatch)
+    functions = [registered] if registered is not None else []
+    functions += [
+        n
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef)
+        and n is not registered
+        and not any("kernel" in ast.unparse(d) for d in n.decorator_list)
+        and not re.search("backward|bwd", n.name)
+    ]
+    found: list[str] = []
+    for fn in functions:
+        for node in ast.walk(fn):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+            ):
+                name = node.targets[0].id
+                if _COUNT.fullmatch(ast.unparse(node.value)) and name not in found:
+                    found.append(name)
+    return found
+
+
+def extra_scalar(
+    op: str, text: str, sig: KernelSignature, plan: LaunchPlan, module: list[str]
+) -> Variant | None:
+    """``module``: the counts of the reference module, for a plan whose steps are not the reference's."""
+    kernel_names = identifiers(text)
+    generic_args = {naming.generic_arg_name(g.name)[0] for e in sig.entries for g in e.generics}
+    steps = plan.python.sources.get("python.steps")
+    read = steps is not None and steps.kind == "reference"
+    names = [
+        n
+        for n in (count_candidates(plan) if read else module)
+        if n not in kernel_names and n.lower() not in generic_args and n not in naming.RESERVED_C_NAMES
+    ]
+    if not names:
+        return None
+    name = names[0]
+    toks = without_comments(tokens(text))
+    entry = sig.entries[0]
+    where = find_entry(toks, entry.name)
+    params = split_params(toks, where) + [f"{name}: i32"]
+    toks = with_params(toks, where, params, body_prefix=f"let _ = {name};")
+    return Variant(op, "extra_scalar", join(toks), extra=name, note=f"{entry.name} also takes {name}: i32")
+
+
+def pointer_forms(op: str, text: str, sig: KernelSignature) -> list[Variant]:
+    """The first input tensor of the first entry as a raw pointer, or the first input raw
+    pointer as a rank-2 tensor; the parameter's name and the body unchanged."""
+    entry = sig.entries[0]
+    out: list[Variant] = []
+    for kind, want, new_type in (
+        ("tensor_as_ptr", "tensor", "*mut {elem}"),
+        ("ptr_as_tensor", "ptr", "&Tensor<{elem}, {{ [-1, -1] }}>"),
+    ):
+        param = next((p for p in entry.params if p.kind == want and p.name not in entry.outputs), None)
+        if param is None:
+            continue
+        toks = without_comments(tokens(text))
+        where = find_entry(toks, entry.name)
+        params = split_params(toks, where)
+        i = [p.name for p in entry.params].index(param.name)
+        params[i] = f"{param.name}: {new_type.format(elem=param.elem)}"
+        out.append(
+            Variant(
+                op,
+                kind,
+                join(with_params(toks, where, params)),
+                form=param.name,
+                note=f"{param.name} as {new_type.format(elem=param.elem)}, body unchanged",
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- plans as data
+
+
+def c_names(
+    plan: LaunchPlan, sig: KernelSignature, names: dict[str, str], original: KernelSignature
+) -> dict[str, str]:
+    """Variant name -> original name, for the kernel's names and the C names made from them
+    (``ZGEN1`` -> ``zgen1`` is ``tile_size``; ``zarg0`` -> ``out`` for ``out_ptr``), a later
+    launch's numbered C arguments as the original's are numbered (flash_decode's ``b`` and ``B``
+    meet as ``b``, ``b_2``; renamed, they do not meet)."""
+    out = dict(names)
+    for entry in sig.entries:
+        for p in entry.params:
+            if p.name in names and p.kind in ("tensor", "ptr"):
+                new_c, new_bind, _ = naming.c_tensor_name(p)
+                old = Param(names[p.name], p.kind, p.elem, p.rank, p.ty, p.mutable)
+                old_c, old_bind, _ = naming.c_tensor_name(old)
+                out[new_c], out[new_bind] = old_c, old_bind
+    order = [v.entry for v in plan.ffi.variants] if plan.ffi.sequence else [e.name for e in sig.entries]
+    new_c, old_c = _scalar_c_names(sig, order), _scalar_c_names(original, order)
+    for (entry, name), c in new_c.items():
+        old = old_c.get((entry, names.get(name, name)))
+        if old is not None:
+            out[c] = old
+    return out
+
+
+def _scalar_c_names(sig: KernelSignature, order: list[str]) -> dict[tuple[str, str], str]:
+    """(entry, kernel name or grid name) -> its C argument, numbered as the planner numbers a sequence's."""
+    by_name = {e.name: e for e in sig.entries}
+    entries = [by_name[n] for n in order]
+    renames = naming.sequence_names(entries) if len(entries) > 1 else [{} for _ in entries]
+    out: dict[tuple[str, str], str] = {}
+    for entry, numbered in zip(entries, renames, strict=True):
+        for g in entry.generics:
+            if g.kind == "const":
+                base = naming.generic_arg_name(g.name)[0]
+                out[(entry.name, g.name)] = numbered.get(base, base)
+        for p in entry.params:
+            if p.kind == "scalar":
+                out[(entry.name, p.name)] = numbered.get(p.name, p.name)
+        for grid in naming.grid_arg_names(entry):
+            out[(entry.name, grid)] = numbered.get(grid, grid)
+    return out
+
+
+def _map_text(text: str, names: dict[str, str]) -> str:
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: names.get(m.group(), m.group()), text)
+
+
+def _mapped(value, names: dict[str, str]):
+    if isinstance(value, str):
+        return _map_text(value, names)
+    if isinstance(value, dict):
+        return {_mapped(k, names): _mapped(v, names) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_mapped(v, names) for v in value]
+    return value
+
+
+def normal_plan(
+    plan: LaunchPlan, sig: KernelSignature, names: dict[str, str], original: KernelSignature
+) -> dict:
+    """The plan as data, names mapped back, sources left out, and what the kernel's parameter
+    order alone decides read as the same thing:
+
+    - C tensors, C scalars, derived values and wrapper arguments keyed by name (their order in the
+      C signature follows kernel.rs's; the wrapper passes them in that order, whatever it is);
+    - a launch's arguments keyed by the kernel parameter they feed;
+    - ``dtype_from``: any input typed by the element generic (the FFI checks they all agree; so
+      does ``cast_tf32(t)`` of it), and ``device_of`` likewise any tensor the wrapper packs (one
+      device for all, checked by the launch).
+    """
+    names = c_names(plan, sig, names, original)
+    d = _drop_sources(plan.to_dict())
+    ffi, py = d["ffi"], d["python"]
+    entries = {e.name: e for e in sig.entries}
+    variants = []
+    for v in ffi["variants"]:
+        params = [p.name for p in entries[v["entry"]].params]
+        v = dict(v)
+        v["args"] = dict(zip(params, v["args"], strict=True))
+        variants.append(v)
+    ffi["variants"] = variants
+    inputs_of_dtype = {
+        t["name"] for t in ffi["tensors"] if t["role"] == "input" and t["elem"] == ffi["dtype_generic"]
+    }
+    if ffi["dtype_from"] in inputs_of_dtype:
+        same = "<an input of the element generic>"
+        ffi["derived"] = [
+            dict(x, expr=x["expr"].replace(f"cast_tf32({ffi['dtype_from']})", f"cast_tf32({same})"))
+            for x in ffi["derived"]
+        ]
+        ffi["dtype_from"] = same
+    if py["device_of"] in set(py["tensors_py"].values()):
+        py["device_of"] = "<a tensor the wrapper packs>"
+    ffi["tensors"] = {t.pop("name"): t for t in ffi["tensors"]}
+    ffi["scalars"] = {s.pop("name"): s for s in ffi["scalars"]}
+    ffi["derived"] = {x["name"]: x["expr"] for x in ffi["derived"]}
+    ffi["checks"] = sorted(ffi["checks"], key=lambda c: sorted(c.items()))
+    d["missing"] = [m["key"] for m in d["missing"]]
+    return _mapped(d, names)
+
+
+def _drop_sources(value):
+    if isinstance(value, dict):
+        return {
+            k: _drop_sources(v)
+            for k, v in value.items()
+            if k not in ("source", "sources", "tried", "question")
+        }
+    if isinstance(value, list):
+        return [_drop_sources(v) for v in value]
+    return value
+
+
+def without_extra(data: dict, c_arg: str, param: str) -> dict:
+    """``data`` less the extra scalar: its C argument, its wrapper value, the launch argument."""
+    data = _copy(data)
+    data["ffi"]["scalars"].pop(c_arg, None)
+    data["python"]["ffi_args"].pop(c_arg, None)
+    for v in data["ffi"]["variants"]:
+        v["args"].pop(param, None)
+    return data
+
+
+def with_form_aside(data: dict, c_tensor: str, param: str) -> dict:
+    """``data`` with the converted parameter's form left out: its C tensor's kind and rank, and
+    ``ten(t)`` / ``ptr(t)`` around its launch argument."""
+    data = _copy(data)
+    tensor = data["ffi"]["tensors"].get(c_tensor)
+    if tensor is not None:
+        tensor.pop("kind"), tensor.pop("rank")
+    for v in data["ffi"]["variants"]:
+        if param in v["args"]:
+            v["args"][param] = re.sub(r"^(ten|ptr)\(", "desc(", v["args"][param])
+    return data
+
+
+def _copy(value):
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def diff(a, b, path: str = "") -> list[str]:
+    """Where two plans as data differ, one line each."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in list(dict.fromkeys([*a, *b])):
+            if k not in a:
+                out.append(f"{path}.{k}: only in the variant: {b[k]!r}"[:300])
+            elif k not in b:
+                out.append(f"{path}.{k}: only in the original: {a[k]!r}"[:300])
+            else:
+                out += diff(a[k], b[k], f"{path}.{k}")
+        return out
+    if a != b:
+        return [f"{path}: {a!r} != {b!r}"[:300]]
+    return []
+
+
+# --------------------------------------------------------------------------- the corpus, planned
+
+
+@dataclass
+class Outcome:
+    result: str  # "same plan" | "asks" | "differs" | "stops"
+    keys: list[str] = field(default_factory=list)  # asks: the keys asked
+    detail: list[str] = field(default_factory=list)  # differs: where; stops: why
+
+
+@dataclass
+class Original:
+    """An op's kernel.rs as the checkout has it, its signature and its plan."""
+
+    text: str
+    sig: KernelSignature
+    plan: LaunchPlan
+
+
+def original(repo: Path, op: str) -> Original:
+    from bot.pipeline import make_plan
+    from bot.reader import read_kernel
+    from bot.types import Target
+
+    target = Target(repo, op)
+    return Original(
+        target.kernel_rs.read_text(), read_kernel(target.kernel_rs), make_plan(target, repo / "out" / op)[0]
+    )
+
+
+def variants_of(repo: Path, op: str, orig: Original) -> list[Variant]:
+    """The variants of ``op``'s kernel.rs in the checkout ``repo``, in ``KINDS`` order."""
+    from bot.discover import discover
+    from bot.types import Target
+
+    found = discover(Target(repo, op))
+    ref = found.reference
+    ref_names = reference_names(repo / ref.path) if ref is not None else set()
+    module = module_counts(repo / ref.path, found.dispatch_name) if ref is not None else []
+    made = [
+        renamed(op, orig.text, orig.sig, ref_names),
+        reordered(op, orig.text, orig.sig),
+        extra_scalar(op, orig.text, orig.sig, orig.plan, module),
+    ]
+    return [v for v in made if v is not None] + pointer_forms(op, orig.text, orig.sig)
+
+
+def plan_variant(repo: Path, variant: Variant, orig: Original) -> Outcome:
+    """``variant`` planned in ``repo`` (its kernel.rs written there, the original put back after),
+    compared with the original's plan."""
+    from bot.errors import StageStop
+    from bot.pipeline import make_plan
+    from bot.reader import read_kernel
+    from bot.soundness import check_plan
+    from bot.types import Target
+
+    target = Target(repo, variant.op)
+    try:
+        target.kernel_rs.write_text(variant.kernel_rs)
+        sig = read_kernel(target.kernel_rs)  # syn parses it
+        try:
+            plan = make_plan(target, repo / "out" / variant.op)[0]
+        except StageStop as stop:
+            return Outcome("stops", detail=[f"{stop.kind} {stop.klass}: {stop.reason}"])
+    finally:
+        target.kernel_rs.write_text(orig.text)
+    if plan.missing:
+        return Outcome("asks", keys=[m.key for m in plan.missing])
+    check_plan(plan)  # a name the wrapper reads and nothing binds is agent-d's own bug
+    before = normal_plan(orig.plan, orig.sig, {}, orig.sig)
+    after = normal_plan(plan, sig, variant.names, orig.sig)
+    if variant.extra:
+        c_arg = variant.extra
+        value = after["python"]["ffi_args"].get(c_arg, "")
+        if value not in (variant.extra, f"int({variant.extra})"):
+            return Outcome("differs", detail=[f"{c_arg} = {value!r}, not the reference's {variant.extra}"])
+        after = without_extra(after, c_arg, variant.extra)
+    if variant.form:
+        param = next(p for p in sig.entries[0].params if p.name == variant.form)
+        c_tensor = naming.c_tensor_name(param)[0]
+        before, after = (
+            with_form_aside(before, c_tensor, param.name),
+            with_form_aside(after, c_tensor, param.name),
+        )
+    where = diff(before, after)
+    return Outcome("differs", detail=where) if where else Outcome("same plan")
+
+
+__all__ = ["KINDS", "Original", "Outcome", "Variant", "original", "plan_variant", "variants_of"]
