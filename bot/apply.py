@@ -17,11 +17,15 @@ from bot.errors import Blocked
 from bot.types import ApplyResult, GeneratedFiles, Target
 
 
-def format_python(text: str, rel_path: str, repo: Path) -> str:
+def ruff_command() -> list[str]:
+    """ruff on PATH, else the one installed beside agent-d's Python."""
     ruff = shutil.which("ruff")
-    cmd = [ruff] if ruff else [sys.executable, "-m", "ruff"]
+    return [ruff] if ruff else [sys.executable, "-m", "ruff"]
+
+
+def format_python(text: str, rel_path: str, repo: Path) -> str:
     proc = subprocess.run(
-        [*cmd, "format", "--stdin-filename", rel_path, "-"],
+        [*ruff_command(), "format", "--stdin-filename", rel_path, "-"],
         input=text,
         capture_output=True,
         text=True,
@@ -84,10 +88,7 @@ def withdraw(target: Target, applied: ApplyResult, alone: bool) -> list[str]:
     repo = target.repo
     rel = lambda p: str(p.relative_to(repo))  # noqa: E731
     own = {rel(target.ffi_rs), rel(target.wrapper_py)}
-    cut = {
-        rel(target.crate_dir / "src" / "lib.rs"): wiring.lib_rs_without,
-        rel(target.ops_dir / "__init__.py"): wiring.package_init_without,
-    }
+    cut = {rel(path): without for path, without in wiring.own_wiring(target.crate_dir, target.ops_dir)}
     written = []
     for path in applied.changed:
         full = repo / path

@@ -39,11 +39,7 @@ class LeftOut:
         self.saved: dict[Path, bytes] = {}
 
     def remove(self, target: Target) -> None:
-        edits = (
-            (target.crate_dir / "src" / "lib.rs", wiring.lib_rs_without),
-            (target.ops_dir / "__init__.py", wiring.package_init_without),
-        )
-        for path, without in edits:
+        for path, without in wiring.own_wiring(target.crate_dir, target.ops_dir):
             if path.is_file():
                 self.saved.setdefault(path, path.read_bytes())
                 path.write_text(without(path.read_text(encoding="utf-8"), target.op), encoding="utf-8")

@@ -14,13 +14,12 @@ kernel's generated files are withheld.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot import apply
 from bot.errors import Blocked, OwnBug
 from bot.plan import closure
 from bot.types import GeneratedFiles, LaunchPlan
@@ -80,11 +79,9 @@ def check_files(files: GeneratedFiles, repo: Path) -> None:
 
 def lint_python(text: str, rel_path: str) -> list[Finding]:
     """ruff's pyflakes findings for ``text`` as if it were ``rel_path`` (agent-d's settings, not the checkout's)."""
-    ruff = shutil.which("ruff")
-    cmd = [ruff] if ruff else [sys.executable, "-m", "ruff"]
     proc = subprocess.run(
         [
-            *cmd,
+            *apply.ruff_command(),
             "check",
             "--isolated",
             "--select",

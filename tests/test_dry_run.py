@@ -270,16 +270,7 @@ def test_values_are_paired_with_the_reference_by_what_they_hold_not_by_name(silu
     target = Target(silu_checkout, "silu_and_mul")
     plan, _facts, _co = make_plan(target, tmp_path / "plan")
     signature = read_kernel(target.kernel_rs)
-    assert [n for n, _ in plan.ffi.c_params()] == [
-        "out",
-        "inp",
-        "block_size",
-        "num_cta_in_cga",
-        "occupancy",
-        "device_id",
-        "raw_stream",
-    ]
-    cases = {}
+    cases = {}  # (_c_call names every C parameter: a plan with others raises KeyError there)
     for rows, hidden in ((256, 512), (4096, 1000), (33, 64)):
         cases.update(_records(rows, hidden, _c_call(plan, rows, hidden)))
     found = dry_compare.compare(plan, signature, cases)

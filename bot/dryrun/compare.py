@@ -142,22 +142,20 @@ def _grid_rows(case: str, mine: PortLaunch, theirs: dict) -> list[Row]:
 def _tensor_rows(case: str, mine: PortLaunch, theirs: dict) -> list[Row]:
     ref_tensors = [(i, a) for i, a in enumerate(theirs["args"]) if a.get("kind") == "tensor"]
     names = [n for n, k in mine.kinds.items() if k in ("ten", "ptr")]
-    taken: set[int] = set()
     matched: dict[str, tuple[int, dict]] = {}
-    for name in names:  # an input: the same bytes on both sides
-        digest = mine.values[name].get("digest")
-        hit = next(
-            (p for p in ref_tensors if p[0] not in taken and digest and p[1].get("digest") == digest), None
-        )
+
+    def pair(name: str, fits) -> None:
+        taken = {index for index, _ in matched.values()}
+        hit = next((p for p in ref_tensors if p[0] not in taken and fits(p[1])), None)
         if hit:
             matched[name] = hit
-            taken.add(hit[0])
+
+    for name in names:  # an input: the same bytes on both sides
+        digest = mine.values[name].get("digest")
+        pair(name, lambda ref, digest=digest: bool(digest) and ref.get("digest") == digest)
     for name in names:  # the rest (outputs, fresh memory) in order
         if name not in matched:
-            hit = next((p for p in ref_tensors if p[0] not in taken), None)
-            if hit:
-                matched[name] = hit
-                taken.add(hit[0])
+            pair(name, lambda ref: True)
     rows = []
     params = theirs.get("params") or []
     for name in names:
@@ -167,46 +165,18 @@ def _tensor_rows(case: str, mine: PortLaunch, theirs: dict) -> list[Row]:
             continue
         index, ref = matched[name]
         ref_name = params[index] if index < len(params) else f"argument {index}"
-        rows.append(
-            Row(
-                case,
-                name,
-                "dtype",
-                f"{ref_name}: {ref['dtype']}",
-                desc["dtype"],
-                ref["dtype"] == desc["dtype"],
-            )
-        )
-        if mine.kinds[name] == "ten" and len(ref["shape"]) == len(desc["shape"]):
+        same_rank = mine.kinds[name] == "ten" and len(ref["shape"]) == len(desc["shape"])
+        fields = ("dtype", "shape", "strides") if same_rank else ("dtype", "numel")
+        for field_name in fields:  # a pointer's kernel sees only its element type and extent
+            theirs_value, mine_value = ref[field_name], desc[field_name]
             rows.append(
                 Row(
                     case,
                     name,
-                    "shape",
-                    f"{ref_name}: {ref['shape']}",
-                    str(desc["shape"]),
-                    ref["shape"] == desc["shape"],
-                )
-            )
-            rows.append(
-                Row(
-                    case,
-                    name,
-                    "strides",
-                    f"{ref_name}: {ref['strides']}",
-                    str(desc["strides"]),
-                    ref["strides"] == desc["strides"],
-                )
-            )
-        else:
-            rows.append(
-                Row(
-                    case,
-                    name,
-                    "numel",
-                    f"{ref_name}: {ref['numel']}",
-                    str(desc["numel"]),
-                    ref["numel"] == desc["numel"],
+                    field_name,
+                    f"{ref_name}: {theirs_value}",
+                    str(mine_value),
+                    theirs_value == mine_value,
                 )
             )
     return rows

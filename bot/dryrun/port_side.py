@@ -9,6 +9,7 @@ import ast
 import math
 from dataclasses import dataclass
 
+from bot.plan.common import TORCH_DTYPES
 from bot.types import FfiPlan, KernelSignature, LaunchPlan, Variant
 
 
@@ -180,15 +181,11 @@ def _truthy(value) -> bool:
     return bool(_number(value)) if not isinstance(value, str) else bool(value)
 
 
-_RUST_DTYPES = {
-    "float32": "f32",
-    "float16": "f16",
-    "bfloat16": "bf16",
+# the torch dtype a descriptor records -> the cutile generic string ffi.rs dispatches on
+_RUST_DTYPES = {torch: rust for rust, torch in TORCH_DTYPES.items()} | {
     "int32": "i32",
     "int64": "i64",
-    "float8_e5m2": "f8e5m2",
-    "float8_e4m3fn": "f8e4m3fn",
-    "uint8": "f4e2m1fnx2",
+    "uint8": "f4e2m1fnx2",  # TileGym packs fp4 pairs in uint8 (domain.md section 3)
 }
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
 
 class WiringError(ValueError):
@@ -30,6 +31,11 @@ def lib_rs(text: str, op: str) -> str:
         "}\n"
     )
     return text.rstrip("\n") + "\n\n" + block
+
+
+def own_wiring(crate_dir: Path, ops_dir: Path) -> list[tuple[Path, Callable[[str, str], str]]]:
+    """The shared files that carry one op's wiring, each with the edit that takes it out again."""
+    return [(crate_dir / "src" / "lib.rs", lib_rs_without), (ops_dir / "__init__.py", package_init_without)]
 
 
 def lib_rs_kernel_only(text: str, op: str) -> str:

@@ -438,6 +438,11 @@ def _renamed(fn: ast.FunctionDef, bound: set[str], keep: set[str]) -> tuple[ast.
             i += 1
         renames[name] = f"{name}_{i}"
         taken.add(renames[name])
+    return with_names(fn, renames), renames
+
+
+def with_names(fn: ast.FunctionDef, renames: dict[str, str]) -> ast.FunctionDef:
+    """A copy of ``fn`` with every name and parameter in ``renames`` renamed."""
 
     class Rename(ast.NodeTransformer):
         def visit_Name(self, node: ast.Name) -> ast.AST:
@@ -448,7 +453,7 @@ def _renamed(fn: ast.FunctionDef, bound: set[str], keep: set[str]) -> tuple[ast.
             node.arg = renames.get(node.arg, node.arg)
             return node
 
-    return Rename().visit(copy.deepcopy(fn)), renames
+    return Rename().visit(copy.deepcopy(fn))
 
 
 def _wrapper_expr(node: ast.expr) -> ast.expr:

@@ -31,11 +31,10 @@ This module picks the case (one launch, or a sequence) and offers the facts; the
 from __future__ import annotations
 
 import ast
-import copy
 from pathlib import Path
 
 from bot.infer import naming
-from bot.infer.direct_flatten import Flattener, Launch
+from bot.infer.direct_flatten import Flattener, Launch, with_names
 from bot.infer.direct_launch import Direct, map_launch, param_names
 from bot.infer.direct_module import ReferenceModule
 from bot.infer.facts import Facts
@@ -179,17 +178,7 @@ def _as_declared(fn: ast.FunctionDef, declared: list[str]) -> ast.FunctionDef:
             f"{fn.name}() names its parameters {', '.join(renames)} where the wrapper's signature has "
             f"{', '.join(renames.values())}, and already uses {', '.join(taken)}"
         )
-
-    class Rename(ast.NodeTransformer):
-        def visit_Name(self, node: ast.Name) -> ast.AST:
-            node.id = renames.get(node.id, node.id)
-            return node
-
-        def visit_arg(self, node: ast.arg) -> ast.AST:
-            node.arg = renames.get(node.arg, node.arg)
-            return node
-
-    return Rename().visit(copy.deepcopy(fn))
+    return with_names(fn, renames)
 
 
 def _entry_of(launch: Launch, signature: KernelSignature) -> Entry:
