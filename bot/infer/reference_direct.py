@@ -31,6 +31,7 @@ This module picks the case (one launch, or a sequence) and offers the facts; the
 from __future__ import annotations
 
 import ast
+import copy
 from pathlib import Path
 
 from bot.infer import naming
@@ -49,7 +50,7 @@ KEYS = ("python.steps", "python.alloc", "python.tensors", "python.result")
 def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref: ReferenceOp) -> None:
     loader = ModuleLoader(target.repo) if target is not None else None
 
-    declared = _declared_params(facts.get("python.signature"))
+    declared = _declared(facts.get("python.signature"))
 
     def reader(tree: ast.Module, name: str, sig: KernelSignature) -> Direct | None:
         return read_tree(tree, name, sig, loader, ref.rel, declared)
@@ -111,12 +112,12 @@ def read_tree(
     signature: KernelSignature,
     loader: ModuleLoader | None = None,
     rel: Path | None = None,
-    declared: list[str] | None = None,
+    declared: ast.arguments | None = None,
 ) -> Direct | None:
     """The reading of a reference that reaches ``ct.launch``: one launch for a one-entry kernel, or
     launches one after the other, each of a kernel with an entry of its own name; None when the
     reference launches nothing or one kernel for several entries (variants: another reader's).
-    ``declared``: the wrapper's positional parameters, when its signature is not the reference's."""
+    ``declared``: the wrapper's parameters, when its signature is not the reference's."""
     fn = registered_function(tree, name)
     if fn is None:
         return None
@@ -149,36 +150,76 @@ def read_tree(
     return _merge(steps, [e.name for e in entries])
 
 
-def _declared_params(signature: object) -> list[str]:
-    """The positional parameter names of the wrapper's signature (``x, approximate='none'``)."""
+def _declared(signature: object) -> ast.arguments | None:
+    """The parameters of the wrapper's signature (``x, approximate='none', **kwargs``)."""
     if not isinstance(signature, str):
-        return []
+        return None
     try:
-        args = ast.parse(f"def f({signature}): pass").body[0].args
+        return ast.parse(f"def f({signature}): pass").body[0].args
     except SyntaxError:
-        return []
-    return [a.arg for a in args.posonlyargs + args.args]
+        return None
 
 
-def _as_declared(fn: ast.FunctionDef, declared: list[str]) -> ast.FunctionDef:
+def _as_declared(fn: ast.FunctionDef, declared: ast.arguments) -> ast.FunctionDef:
     """``fn`` with its positional parameters named as the wrapper's, position by position: the
     public declaration may name them otherwise (``gelu(x, ...)`` declared, the reference registers
     ``gelu(input, ...)``), and the wrapper's steps must read the names its signature binds."""
+    positional = [a.arg for a in declared.posonlyargs + declared.args]
     every = param_names(fn)
     own = [a.arg for a in fn.args.posonlyargs + fn.args.args]
     # only a name the other side lacks altogether: a declaration that adds or reorders parameters
     # (`use_tma` declared before `partial_rotary_factor`) keeps the reference's names
-    renames = {r: d for r, d in zip(own, declared, strict=False) if r not in declared and d not in every}
-    if not renames:
+    renames = {r: d for r, d in zip(own, positional, strict=False) if r not in positional and d not in every}
+    if renames:
+        used = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+        taken = sorted(d for d in renames.values() if d in used)
+        if taken:
+            raise NotThisShape(
+                f"{fn.name}() names its parameters {', '.join(renames)} where the wrapper's signature has "
+                f"{', '.join(renames.values())}, and already uses {', '.join(taken)}"
+            )
+        fn = with_names(fn, renames)
+    return _from_kwargs(fn, declared)
+
+
+def _from_kwargs(fn: ast.FunctionDef, declared: ast.arguments) -> ast.FunctionDef:
+    """``fn`` reading from the wrapper's ``**kwargs`` the defaulted parameters the declaration lacks.
+
+    The dispatcher hands the reference the caller's arguments as given, so a keyword the public
+    declaration does not name (``kv_len_per_split=``) reaches the reference's parameter through
+    the declaration's ``**kwargs``: the wrapper binds it as ``kwargs.get(name, default)``."""
+    if declared.kwarg is None:
         return fn
-    used = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
-    taken = sorted(d for d in renames.values() if d in used)
-    if taken:
-        raise NotThisShape(
-            f"{fn.name}() names its parameters {', '.join(renames)} where the wrapper's signature has "
-            f"{', '.join(renames.values())}, and already uses {', '.join(taken)}"
-        )
-    return with_names(fn, renames)
+    kwargs = declared.kwarg.arg
+    names = {a.arg for a in declared.posonlyargs + declared.args + declared.kwonlyargs} | {kwargs}
+    a = fn.args
+    positional = a.posonlyargs + a.args
+    defaults = dict(
+        zip([p.arg for p in positional[len(positional) - len(a.defaults) :]], a.defaults, strict=True)
+    )
+    defaults |= {p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None}
+    left = [name for name in defaults if name not in names]
+    if not left or (a.kwarg is not None and a.kwarg.arg != kwargs):
+        return fn
+    fn = copy.deepcopy(fn)
+    a = fn.args
+    kept = [p for p in a.posonlyargs + a.args if p.arg not in left]
+    a.defaults = [defaults[p.arg] for p in kept if p.arg in defaults]
+    a.posonlyargs = [p for p in a.posonlyargs if p.arg not in left]
+    a.args = [p for p in a.args if p.arg not in left]
+    a.kw_defaults = [d for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if p.arg not in left]
+    a.kwonlyargs = [p for p in a.kwonlyargs if p.arg not in left]
+    a.kwarg = ast.arg(arg=kwargs)
+    reads = [
+        ast.parse(f"{name} = {kwargs}.get({name!r}, {ast.unparse(defaults[name])})").body[0] for name in left
+    ]
+    docstring = (
+        1
+        if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant)
+        else 0
+    )
+    fn.body[docstring:docstring] = reads
+    return ast.fix_missing_locations(fn)
 
 
 def _entry_of(launch: Launch, signature: KernelSignature) -> Entry:
