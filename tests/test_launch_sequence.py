@@ -186,3 +186,48 @@ def test_an_unknown_import_is_not_followed(tmp_path):
     moved = SPLIT_NORM.replace("tilegym.ops.cutile.combine", "tilegym.ops.cutile.elsewhere")
     # the second launch is out of reach: one launch for two entries is not this reader's shape
     assert _read(tmp_path, moved) is None
+
+
+def test_an_allocation_between_the_launches_is_made_before_them(tmp_path):
+    # the reduction's output allocated only after the first launch (attention_sink_decode's shape):
+    # it reads no launch's data, so the wrapper allocates it up front like any other output
+    late = SPLIT_NORM.replace("        out = torch.empty_like(x)\n", "").replace(
+        "        combine(part, out, n)\n",
+        "        out = torch.empty_like(x)\n        combine(part, out, n)\n",
+    )
+    reading = _read(tmp_path, late)
+    assert reading.sequence == ["split_kernel", "combine_kernel"]
+    assert {"let": "out", "expr": "torch.empty_like(x)"} in reading.steps
+    assert reading.outputs == {"part": "part", "out": "out"}
+    assert reading.result == "out.view(x.shape)"
+
+
+def test_an_allocation_rebinding_a_name_after_a_launch_is_not_moved_before_it(tmp_path):
+    # `part` is what the first launch wrote: allocating anew under its name before the launches
+    # would hand the first kernel the second buffer
+    rebound = SPLIT_NORM.replace(
+        "        combine(part, out, n)\n",
+        "        part = torch.zeros_like(part)\n        combine(part, out, n)\n",
+    )
+    reading = _read(tmp_path, rebound)
+    assert not any(s.get("expr") == "torch.zeros_like(part)" for s in reading.steps)
+
+
+def test_a_parameter_the_declaration_lacks_is_read_from_its_kwargs(tmp_path):
+    # ops.py declares split_norm(x, scale=None, **kwargs): a caller's splits= reaches the
+    # reference through **kwargs, so the wrapper reads it there, with the reference's default
+    cutile = tmp_path / "src" / "tilegym" / "ops" / "cutile"
+    cutile.mkdir(parents=True)
+    (cutile / "split_norm.py").write_text(SPLIT_NORM)
+    (cutile / "combine.py").write_text(COMBINE)
+    declared = reference_direct._declared("x, scale=None, **kwargs")
+    reading = reference_direct.read_tree(
+        ast.parse(SPLIT_NORM), "split_norm", _signature(), ModuleLoader(tmp_path), REL, declared
+    )
+    assert reading.steps[0] == {"let": "splits", "expr": "kwargs.get('splits', None)"}
+    # without **kwargs in the declaration nothing binds it: the reading stays the reference's
+    closed = reference_direct._declared("x, scale=None")
+    reading = reference_direct.read_tree(
+        ast.parse(SPLIT_NORM), "split_norm", _signature(), ModuleLoader(tmp_path), REL, closed
+    )
+    assert not any(s.get("let") == "splits" for s in reading.steps)

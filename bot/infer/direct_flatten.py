@@ -40,6 +40,9 @@ from bot.infer.launch_ast import (
     substitute,
 )
 
+# calls that make a tensor without reading any tensor's data
+_ALLOCATORS = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like"}
+
 
 @dataclass
 class Launch:
@@ -108,6 +111,11 @@ class Flattener:
                 if done:
                     return True, value
                 continue
+            if after and self._fresh_allocation(stmt, post):
+                # `o = torch.empty(..)` between two launches reads no launch's data: the wrapper
+                # allocates it before the C call, as every other output
+                self._statement(stmt)
+                continue
             if after and plain_assign(stmt) and not self._reaches_any(stmt.value):
                 # `y = out.view(shape)` after the launch: part of what the wrapper returns
                 post[stmt.targets[0].id] = substitute(stmt.value, {}, post)
@@ -162,6 +170,21 @@ class Flattener:
         kernel = self.kernel_vars.get(name) or self.module.functions.get(name)
         where = str(call.lineno) if self.module is self.root else f"{self.module.rel}:{call.lineno}"
         self.launches.append(Launch(call, kernel, self.module, where, len(self.steps)))
+
+    def _fresh_allocation(self, stmt: ast.stmt, post: dict[str, ast.expr]) -> bool:
+        """``name = torch.empty(..)`` (or another allocator) of a name not bound yet, from no value
+        computed after a launch: running it before the launches changes nothing."""
+        if not (plain_assign(stmt) and stmt.targets[0].id not in self.bound):
+            return False
+        value = stmt.value
+        if not (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and ast.unparse(value.func.value) == "torch"
+            and value.func.attr in _ALLOCATORS
+        ):
+            return False
+        return not any(isinstance(n, ast.Name) and n.id in post for n in ast.walk(value))
 
     def _reaches_any(self, value: ast.expr) -> bool:
         return any(
