@@ -37,6 +37,12 @@ EXPECTED: dict[tuple[str, str], str | list[str]] = {
     ("flash_decode", "renamed"): SAME,
     ("flash_decode", "reordered"): SAME,
     ("flash_decode", "tensor_as_ptr"): SAME,
+    ("gemma_attention_decode", "renamed"): ["ffi.variants", "python.alloc", "python.tensors"]
+    + ["python.args.zarg5", "python.args.zarg6"]
+    + [f"python.args.zgen{i}" for i in range(16)]
+    + ["python.args.grid_x", "python.args.grid_y", "python.args.grid_z"],
+    ("gemma_attention_decode", "reordered"): SAME,
+    ("gemma_attention_decode", "tensor_as_ptr"): SAME,
     ("layer_norm_legacy", "renamed"): SAME,
     ("layer_norm_legacy", "reordered"): SAME,
     ("layer_norm_legacy", "extra_scalar"): SAME,
