@@ -50,6 +50,15 @@ class ReaderError(Exception):
         return f"kernel.rs:{self.line}:{self.column}: {self.message}"
 
 
+class KernelRefused(ReaderError):
+    """``kernel.rs`` holds what a kernel may not (the reader's allow-list, ``crate/src/allow.rs``)."""
+
+    def __init__(self, found: list[dict[str, Any]], path: str = ""):
+        self.found = [f"line {f.get('line', 0)}: {f.get('what', '')}" for f in found]
+        first = found[0] if found else {}
+        super().__init__("; ".join(self.found), int(first.get("line", 0)), int(first.get("column", 0)), path)
+
+
 class ReaderUnavailable(Exception):
     """The ``kernel-reader`` binary cannot be found, built or run."""
 
@@ -159,6 +168,8 @@ def read_kernel_json(path: Path) -> dict[str, Any]:
         raise ReaderError(
             str(err.get("message", "")), int(err.get("line", 0)), int(err.get("column", 0)), str(path)
         )
+    if doc.get("refused"):
+        raise KernelRefused(list(doc["refused"]), str(path))
     return doc
 
 

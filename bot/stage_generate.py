@@ -11,14 +11,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from bot import apply, checkout, discover, generate, kernel_rules, launch_diff, soundness
+from bot import apply, checkout, discover, generate, launch_diff, soundness
 from bot.draft import write_draft
 from bot.errors import Blocked, Failed, StageStop
 from bot.infer import analysis, contract, ops_py, reference, reference_direct, reference_launch, test_dtypes
 from bot.infer.facts import Facts
 from bot.job import Job, PortOptions
 from bot.plan import build_plan
-from bot.reader import ReaderError, ReaderUnavailable, read_kernel
+from bot.reader import KernelRefused, ReaderError, ReaderUnavailable, read_kernel
 from bot.types import Discovery, KernelSignature, Target, VerdictKind
 
 PORTER = ("contract", "agent_b")  # the sources a porter writes
@@ -88,15 +88,14 @@ def contract_differences(
 
 
 def read_signature(target: Target):
-    refused = kernel_rules.refusals(target.kernel_rs.read_text(encoding="utf-8", errors="replace"))
-    if refused:  # before the reader or cargo ever see it
-        raise Failed(
-            "kernel",
-            f"kernel.rs uses what a kernel may not: {'; '.join(refused[:5])}",
-            followup=f"remove from {target.op}_kernel/kernel.rs: {refused[0]}",
-        )
     try:
         return read_kernel(target.kernel_rs)
+    except KernelRefused as exc:  # the reader's allow-list, before cargo ever sees the file
+        raise Failed(
+            "kernel",
+            f"kernel.rs holds what a kernel may not: {'; '.join(exc.found[:5])}",
+            followup=f"remove from {target.op}_kernel/kernel.rs: {exc.found[0]}",
+        ) from None
     except ReaderError as exc:
         raise Failed(
             "kernel", f"kernel.rs does not parse: {exc}", followup=f"fix {target.op}_kernel/kernel.rs: {exc}"

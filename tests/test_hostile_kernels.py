@@ -4,46 +4,104 @@ from __future__ import annotations
 
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 
 from bot import build
 from bot.errors import Failed
-from bot.kernel_rules import refusals
 from bot.pipeline import generate_only, read_signature
+from bot.reader import KernelRefused, read_kernel
 from bot.toolchain import Toolchain
 from bot.types import Target
 
 LEAK = 'compile_error!(include_str!("/home/runner/.credentials"));'
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
-@pytest.mark.parametrize(
-    ("line", "expected"),
-    [
-        (LEAK, "`include_str!` reads a file"),
-        ('const B: &[u8] = include_bytes!("/etc/shadow");', "`include_bytes!`"),
-        ('include!("/tmp/x.rs");', "`include!`"),
-        ('const T: &str = env!("GH_PAT");', "`env!` reads the machine's environment"),
-        ('const T: Option<&str> = option_env ! ("X");', "`option_env!`"),
-        ('#[path = "/etc/passwd"] mod p;', "`#[path]`"),
-        ("extern crate std as s;", "`extern crate`"),
-        ('macro_rules! m { ($n:ident) => { $n!("/x") } }', "`macro_rules!`"),
-        ('std::include_str!("/x");', "`include_str!`"),
-        ("my_helper!(1);", "`my_helper!` is not a cutile macro"),
-    ],
-)
-def test_kernel_rules_refuse_what_reaches_the_machine(line, expected):
-    found = refusals(f"use cutile::core::*;\n{line}\n")
-    assert any(expected in why for why in found) and all(why.startswith("line 2:") for why in found)
+def kernel(body: str = "", *, top: str = "", module: str = "") -> str:
+    """A kernel file: ``top`` before the module, ``module`` items in it, ``body`` in an entry's body."""
+    return (
+        f"use cutile::core::*;\n{top}\n#[cutile::module]\npub mod m_module {{\n    use cutile::core::*;\n"
+        f"{module}\n    #[cutile::entry()]\n    pub unsafe fn k(x: &Tensor<f32, {{ [-1] }}>) {{\n{body}\n    }}\n}}\n"
+    )
 
 
-def test_kernel_rules_leave_real_kernels_alone(tilegym_wheel):
-    kernels = sorted((tilegym_wheel / "tilegym/ops/cutile_rs").glob("*_kernel/kernel.rs"))
-    assert kernels
+def refused(tmp_path: Path, text: str) -> list[str]:
+    path = tmp_path / "kernel.rs"
+    path.write_text(text)
+    try:
+        read_kernel(path, strict=False)
+    except KernelRefused as exc:
+        return exc.found
+    return []
+
+
+# Each construct a kernel does not need, and what the refusal says; none is named in a list of its
+# own: the reader accepts cutile's uses, one module of functions and constants, cutile's macros.
+REFUSED = [
+    # the finding: `include_str!` under cutile's macro names, through a renamed import
+    (
+        kernel(top="pub use core::include_str as assert;"),
+        "`use core::..`: a kernel imports only from `cutile`",
+    ),
+    (kernel(top="use cutile::core::const_shape as include;"), "a renamed import"),
+    (kernel(body=LEAK), "`compile_error!` is not a cutile macro"),
+    (kernel(body='let t = std::include_str!("/x");'), "`std::include_str!` is not a cutile macro"),
+    (kernel(body='let t = env!("GH_PAT");'), "`env!` is not a cutile macro"),
+    (kernel(body="assert!(true);"), "`assert!` is not a cutile macro"),
+    (kernel(body="let t = cutile::core::env!(X);"), "`cutile::core::env!` is not a cutile macro"),
+    (kernel(top="mod sibling;"), "`mod sibling;` (loads a file) outside the `#[cutile::module]` mod"),
+    (kernel(module="    mod helpers {}"), "`mod helpers` in the `#[cutile::module]` mod"),
+    (kernel(top='#[path = "/etc/passwd"] mod p;'), "`mod p;` (loads a file) outside"),
+    (kernel(top="fn host() {}"), "`fn host` outside the `#[cutile::module]` mod"),
+    (kernel(top="extern crate std as s;"), "`extern crate std` outside"),
+    (kernel(module='    extern "C" { fn f(); }'), "an `extern` block in the `#[cutile::module]` mod"),
+    (kernel(module='    pub extern "C" fn f() {}'), "`extern` ABI on `fn f`"),
+    (kernel(module="    #[no_mangle]\n    fn f() {}"), "`#[no_mangle]` is not a kernel attribute"),
+    (kernel(module='    #[link_section = ".init_array"]\n    fn f() {}'), "`#[link_section]` is not"),
+    (kernel(module="    #[used]\n    const S: u8 = 0;"), "`#[used]` is not a kernel attribute"),
+    (kernel(module="    static S: u8 = 0;"), "`static S` in the `#[cutile::module]` mod"),
+    (kernel(module='    #[export_name = "main"]\n    fn f() {}'), "`#[export_name]` is not"),
+    (kernel(module="    macro_rules! m { () => {} }"), "`macro_rules! m` in the `#[cutile::module]` mod"),
+    (kernel(module="    struct S;\n    impl S {}"), "`struct S` in the `#[cutile::module]` mod"),
+    (kernel(body="fn inner() {}"), "`fn inner` inside a function body"),
+    (kernel(body="use std::fs;"), "a `use` inside a function body"),
+    ("#![feature(rustc_attrs)]\n" + kernel(), "`#![feature]` is not a kernel attribute"),
+    (kernel(body="#[cfg(any())] let a = 1;"), "`#[cfg]` is not a kernel attribute"),
+    (kernel(module="    fn f() -> m_type!() {}"), "`m_type!` is not a cutile macro"),
+    (kernel(top="use ::cutile_fake::x;"), "`use ::cutile_fake::..`"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), REFUSED, ids=[str(i) for i in range(len(REFUSED))])
+def test_the_reader_refuses_what_is_not_on_its_list_with_the_line(tmp_path, text, expected):
+    found = refused(tmp_path, text)
+    assert any(expected in why for why in found), found
+    line = next(int(why.split(":")[0].removeprefix("line ")) for why in found if expected in why)
+    assert text.splitlines()[line - 1] not in kernel().splitlines(), (line, text)  # the construct's own line
+
+
+def test_every_kernel_we_have_is_on_the_list(tmp_path, tilegym_wheel):
+    kernels = sorted(FIXTURES.rglob("kernel.rs")) + sorted(
+        (tilegym_wheel / "tilegym/ops/cutile_rs").glob("*/kernel.rs")
+    )
+    kernels += [
+        p for p in sorted((FIXTURES / "kernels").glob("*.rs")) if p.stem not in ("malformed", "no_module")
+    ]
+    assert len(kernels) > 20
     for path in kernels:
-        assert refusals(path.read_text()) == [], path
-    quiet = '// include_str!("x")\nlet s = "env!(X)"; let c = \'(\'; if a != b { return !(x); }\n'
-    assert refusals(quiet + "let t = const_shape![4, 8];\n") == []
+        assert refused(tmp_path, path.read_text()) == [], path
+    # what the list holds, each once: cutile's uses (glob, names, a group, its own module),
+    # constants, device helpers, doc comments, lint attributes, cutile's macros under any path
+    allowed = kernel(
+        body="let s = const_shape![4, 8];\nlet a = cutile::core::const_array![1, 2];\n#[allow(unused)] let b = 1;",
+        top="use cutile::{core::*, tile_kernel::TileKernel};\nuse m_module::k;",
+        module="    /// a helper\n    #[inline]\n    fn helper() {}\n    const C: i32 = 4;",
+    )
+    assert refused(tmp_path, "#![allow(unused)]\n" + allowed) == []
+    quiet = 'let s = "env!(X)"; // include_str!("x")\n'
+    assert refused(tmp_path, kernel(body=quiet)) == []  # text in strings and comments is not code
 
 
 def test_a_leaking_kernel_is_a_kernel_failure_before_anything_reads_it(tmp_path):
@@ -52,7 +110,7 @@ def test_a_leaking_kernel_is_a_kernel_failure_before_anything_reads_it(tmp_path)
     target.kernel_rs.write_text(f"#[cutile::module]\npub mod leaky_module {{\n    {LEAK}\n}}\n")
     with pytest.raises(Failed) as stop:
         read_signature(target)
-    assert stop.value.klass == "kernel" and "line 3: `include_str!`" in stop.value.reason
+    assert stop.value.klass == "kernel" and "line 3: a `compile_error!` item in the" in stop.value.reason
     assert "/home/runner" not in stop.value.reason  # the path it names is not repeated
     # finalize's regeneration generates nothing for it either, so both sides agree
     assert generate_only(tmp_path, "leaky") != ""

@@ -23,6 +23,10 @@ pub fn report(path: &str, report: &Report) -> Value {
         "file_uses".into(),
         Value::Array(report.file_uses.iter().map(use_name).collect()),
     );
+    doc.insert(
+        "refused".into(),
+        Value::Array(report.refused.iter().map(refusal).collect()),
+    );
     Value::Object(doc)
 }
 
@@ -125,6 +129,10 @@ fn param(p: &Param) -> Value {
         }
     }
     Value::Object(m)
+}
+
+fn refusal(r: &crate::allow::Refusal) -> Value {
+    json!({"line": r.line, "column": r.column, "what": r.what})
 }
 
 fn use_name(u: &UseName) -> Value {

@@ -4,6 +4,7 @@
 //! Rust syntax error, no `#[cutile::module]`, internal fault); 64 on bad usage (message on stderr).
 //! The output format is described in `docs/reader-schema.md`.
 
+mod allow;
 mod blockid;
 mod dataflow;
 mod json;

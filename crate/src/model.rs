@@ -115,4 +115,6 @@ pub struct Report {
     pub warnings: Vec<Diagnostic>,
     /// The file's top-level `use` names, outside the module: they share a scope with ffi.rs.
     pub file_uses: Vec<UseName>,
+    /// What the file holds that a kernel may not (`allow.rs`); when any, nothing else is read.
+    pub refused: Vec<crate::allow::Refusal>,
 }

@@ -87,6 +87,9 @@ mod tests {
     fn counts_brackets_outside_comments_and_literals() {
         assert_eq!(check("fn f() { (1) }", 2), Ok(()));
         assert_eq!(check("fn f() { ((1)) }", 2), Err((1, 3)));
-        assert_eq!(check("// (((\n/* ((( /* ( */ */ \"(((\" '(' fn f<'a>() {}", 1), Ok(()));
+        assert_eq!(
+            check("// (((\n/* ((( /* ( */ */ \"(((\" '(' fn f<'a>() {}", 1),
+            Ok(())
+        );
     }
 }

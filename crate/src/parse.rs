@@ -9,7 +9,7 @@ use syn::{
 
 use crate::model::{Diagnostic, Entry, Failure, Generic, Param, ParamKind, Report, UseName};
 use crate::text::{compact, tokens};
-use crate::{blockid, dataflow};
+use crate::{allow, blockid, dataflow};
 
 /// Parse a whole kernel file and describe its cutile module.
 pub fn read_kernel(source: &str) -> Result<Report, Failure> {
@@ -24,6 +24,17 @@ pub fn read_kernel(source: &str) -> Result<Report, Failure> {
     let Some(module) = modules.first().copied() else {
         return Err(Failure::nowhere("no `#[cutile::module]` mod in this file"));
     };
+    let refused = allow::refusals(&file);
+    if !refused.is_empty() {
+        return Ok(Report {
+            module: String::new(),
+            entries: Vec::new(),
+            warnings: Vec::new(),
+            file_uses: Vec::new(),
+            refused,
+        });
+    }
+
     let Some((_, items)) = &module.content else {
         return Err(Failure::at(
             "the `#[cutile::module]` mod must be inline (`mod m { ... }`), not loaded from a file",
@@ -57,6 +68,7 @@ pub fn read_kernel(source: &str) -> Result<Report, Failure> {
         entries,
         warnings,
         file_uses: file_uses(&file.items),
+        refused: Vec::new(),
     })
 }
 
