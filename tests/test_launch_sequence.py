@@ -171,15 +171,28 @@ def test_one_launch_for_two_entries_is_another_reader_s(tmp_path):
     assert _read(tmp_path, once) is None  # variants of one launch: the autotuned reader's
 
 
-def test_a_launch_whose_kernel_has_no_entry_of_its_name_is_refused(tmp_path):
+def test_launches_whose_kernels_have_no_entry_of_their_names_are_refused(tmp_path):
     global COMBINE
     saved = COMBINE
     COMBINE = COMBINE.replace("_combine_kernel", "_merge_kernel")
     try:
-        with pytest.raises(NotThisShape, match="no entry named like _merge_kernel"):
-            _read(tmp_path)
+        # two launches without an entry of their name: nothing says which entry each runs
+        with pytest.raises(NotThisShape, match="no entry named like _divide_kernel"):
+            _read(tmp_path, SPLIT_NORM.replace("_split_kernel", "_divide_kernel"))
     finally:
         COMBINE = saved
+
+
+def test_the_one_launch_left_without_an_entry_of_its_name_runs_the_one_entry_left(tmp_path):
+    global COMBINE
+    saved = COMBINE
+    COMBINE = COMBINE.replace("_combine_kernel", "_merge_kernel")
+    try:
+        reading = _read(tmp_path)
+    finally:
+        COMBINE = saved
+    assert reading.sequence == ["split_kernel", "combine_kernel"]
+    assert reading.outputs == {"part": "part", "out": "out"}
 
 
 def test_an_unknown_import_is_not_followed(tmp_path):
