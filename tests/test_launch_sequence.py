@@ -234,7 +234,9 @@ def count_scan(x, n):
 
 
 def _count_scan_signature() -> KernelSignature:
-    count = _entry("count_kernel", ("N",), (Param("x", "tensor", "E", 1), Param("cnt", "tensor", "i32", 1)), ("cnt",), 1)
+    count = _entry(
+        "count_kernel", ("N",), (Param("x", "tensor", "E", 1), Param("cnt", "tensor", "i32", 1)), ("cnt",), 1
+    )
     scan = _entry("scan_kernel", ("N", "N_POW2"), (Param("cnt", "tensor", "i32", 1),), ("cnt",), 1)
     return KernelSignature("count_scan_module", (count, scan))
 
@@ -243,7 +245,9 @@ def _read_count_scan(tmp_path: Path, source: str = COUNT_SCAN):
     rel = Path("src/tilegym/ops/cutile/count_scan.py")
     (tmp_path / rel.parent).mkdir(parents=True)
     (tmp_path / rel).write_text(source)
-    return reference_direct.read_tree(ast.parse(source), "count_scan", _count_scan_signature(), ModuleLoader(tmp_path), rel)
+    return reference_direct.read_tree(
+        ast.parse(source), "count_scan", _count_scan_signature(), ModuleLoader(tmp_path), rel
+    )
 
 
 def test_an_in_place_fill_is_a_step_that_rebinds_its_tensor(tmp_path):

@@ -342,7 +342,8 @@ def test_a_fixed_integer_element_type_is_the_dtype_the_wrapper_accepts(silu):
     from bot.emit import wrapper_py
 
     assert "_DTYPES = (torch.int64,)" in wrapper_py.render(plan)
-    assert "    if x_d.dtype != 4 {\n        return rc::UNSUPPORTED_DTYPE;\n    }" in ffi_rs.render(plan)  # 4 = i64
+    i64_check = "    if x_d.dtype != 4 {\n        return rc::UNSUPPORTED_DTYPE;\n    }"  # code 4 = i64
+    assert i64_check in ffi_rs.render(plan)
 
 
 def test_kernel_file_imports_are_not_imported_twice(silu):
