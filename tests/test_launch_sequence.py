@@ -171,15 +171,28 @@ def test_one_launch_for_two_entries_is_another_reader_s(tmp_path):
     assert _read(tmp_path, once) is None  # variants of one launch: the autotuned reader's
 
 
-def test_a_launch_whose_kernel_has_no_entry_of_its_name_is_refused(tmp_path):
+def test_launches_whose_kernels_have_no_entry_of_their_names_are_refused(tmp_path):
     global COMBINE
     saved = COMBINE
     COMBINE = COMBINE.replace("_combine_kernel", "_merge_kernel")
     try:
-        with pytest.raises(NotThisShape, match="no entry named like _merge_kernel"):
-            _read(tmp_path)
+        # two launches without an entry of their name: nothing says which entry each runs
+        with pytest.raises(NotThisShape, match="no entry named like _divide_kernel"):
+            _read(tmp_path, SPLIT_NORM.replace("_split_kernel", "_divide_kernel"))
     finally:
         COMBINE = saved
+
+
+def test_the_one_launch_left_without_an_entry_of_its_name_runs_the_one_entry_left(tmp_path):
+    global COMBINE
+    saved = COMBINE
+    COMBINE = COMBINE.replace("_combine_kernel", "_merge_kernel")
+    try:
+        reading = _read(tmp_path)
+    finally:
+        COMBINE = saved
+    assert reading.sequence == ["split_kernel", "combine_kernel"]
+    assert reading.outputs == {"part": "part", "out": "out"}
 
 
 def test_an_unknown_import_is_not_followed(tmp_path):
@@ -231,3 +244,74 @@ def test_a_parameter_the_declaration_lacks_is_read_from_its_kwargs(tmp_path):
         ast.parse(SPLIT_NORM), "split_norm", _signature(), ModuleLoader(tmp_path), REL, closed
     )
     assert not any(s.get("let") == "splits" for s in reading.steps)
+
+
+# Two launches in one function (moe_align_block's shape): a buffer filled in place before the
+# first, and a value the second reads assigned between the two.
+COUNT_SCAN = """\
+import cuda.tile as ct
+import torch
+
+from tilegym.backend import register_impl
+
+from .utils import next_power_of_2
+
+
+@ct.kernel
+def _count_kernel(X, Cnt, N: ct.Constant[int]):
+    pass
+
+
+@ct.kernel
+def _scan_kernel(Cnt, N: ct.Constant[int], N_POW2: ct.Constant[int]):
+    pass
+
+
+@register_impl("count_scan", backend="cutile")
+def count_scan(x, n):
+    cnt = torch.empty((n,), dtype=torch.int32, device=x.device)
+    cnt.fill_(0)
+    ct.launch(torch.cuda.current_stream(), (n,), _count_kernel, (x, cnt, n))
+    n_pow2 = next_power_of_2(n)
+    ct.launch(torch.cuda.current_stream(), (1,), _scan_kernel, (cnt, n, n_pow2))
+    return cnt
+"""
+
+
+def _count_scan_signature() -> KernelSignature:
+    count = _entry(
+        "count_kernel", ("N",), (Param("x", "tensor", "E", 1), Param("cnt", "tensor", "i32", 1)), ("cnt",), 1
+    )
+    scan = _entry("scan_kernel", ("N", "N_POW2"), (Param("cnt", "tensor", "i32", 1),), ("cnt",), 1)
+    return KernelSignature("count_scan_module", (count, scan))
+
+
+def _read_count_scan(tmp_path: Path, source: str = COUNT_SCAN):
+    rel = Path("src/tilegym/ops/cutile/count_scan.py")
+    (tmp_path / rel.parent).mkdir(parents=True)
+    (tmp_path / rel).write_text(source)
+    return reference_direct.read_tree(
+        ast.parse(source), "count_scan", _count_scan_signature(), ModuleLoader(tmp_path), rel
+    )
+
+
+def test_an_in_place_fill_is_a_step_that_rebinds_its_tensor(tmp_path):
+    reading = _read_count_scan(tmp_path)
+    lets = [(s["let"], s["expr"]) for s in reading.steps if "let" in s]
+    allocated = lets.index(("cnt", "torch.empty((n,), dtype=torch.int32, device=x.device)"))
+    assert lets[allocated + 1] == ("cnt", "cnt.fill_(0)")  # Tensor.fill_ returns the tensor it filled
+
+
+def test_host_arithmetic_between_two_launches_is_a_step_before_both(tmp_path):
+    reading = _read_count_scan(tmp_path)
+    assert reading.sequence == ["count_kernel", "scan_kernel"]
+    assert {"let": "n_pow2", "expr": "next_power_of_2(n)"} in reading.steps
+    args = {k: v for k, (v, _) in reading.args.items()}
+    assert args["n_pow2"] == "int(n_pow2)" and args["num_programs_2"] == "1"
+
+
+def test_a_value_between_two_launches_that_reads_a_tensor_stops_the_reading(tmp_path):
+    # `cnt.sum()` may read what the first launch wrote: it cannot run before the C call
+    tensor_read = COUNT_SCAN.replace("n_pow2 = next_power_of_2(n)", "n_pow2 = int(cnt.sum())")
+    with pytest.raises(NotThisShape, match="n_pow2"):
+        _read_count_scan(tmp_path, tensor_read)

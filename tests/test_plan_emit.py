@@ -330,6 +330,22 @@ def test_no_type_generic_tiled_kernel_launches_its_declared_generics(silu):
     assert "    if x_d.dtype != 0 {\n        return rc::UNSUPPORTED_DTYPE;\n    }" in text
 
 
+def test_a_fixed_integer_element_type_is_the_dtype_the_wrapper_accepts(silu):
+    """An entry over int64 ids and int32 counts (moe_align_block's shape): the wrapper accepts the
+    driving tensor's integer dtype, not nothing (an empty ``_DTYPES`` refuses every call)."""
+    kernel = (FIXTURES / "ops" / "tile_copy_kernel" / "kernel.rs").read_text()
+    kernel = kernel.replace("<E: ElementType, const BLOCK: i32>", "<const BLOCK: i32>")
+    kernel = re.sub(r"\bE\b", "i64", kernel)
+    target = _fixture_op(silu, "tile_copy", kernel)
+    plan, _ = _plan(target)
+    assert plan.ffi.dtypes == ["i64"]
+    from bot.emit import wrapper_py
+
+    assert "_DTYPES = (torch.int64,)" in wrapper_py.render(plan)
+    i64_check = "    if x_d.dtype != 4 {\n        return rc::UNSUPPORTED_DTYPE;\n    }"  # code 4 = i64
+    assert i64_check in ffi_rs.render(plan)
+
+
 def test_kernel_file_imports_are_not_imported_twice(silu):
     target = _fixture_op(silu, "tile_copy")
     plan, _ = _plan(target)

@@ -17,7 +17,9 @@ from bot.infer.direct_statements import (
     conditional_value,
     early_return,
     first_line,
+    host_value,
     if_chain,
+    in_place_call,
     inlinable_call,
     is_ctx,
     item_assignment,
@@ -123,10 +125,12 @@ class Flattener:
             if after and post_branch(stmt, post):
                 continue  # `if keepdim: y = y.unsqueeze(dim)` after the launch, the same
             if isinstance(stmt, ast.Expr) and is_launch(stmt.value):
+                self._promote(stmt.value, post)
                 self._record(stmt.value)
                 continue
             call = inlinable_call(stmt)
             if call is not None and self._reaches_launch(call):
+                self._promote(call, post)
                 if depth >= MAX_INLINE:
                     raise NotThisShape(f"line {stmt.lineno}: the launch is deeper than {MAX_INLINE} calls")
                 before = len(self.launches)
@@ -164,6 +168,15 @@ class Flattener:
             ):
                 self.key = self.expr(assigned[node.left.id])
                 return
+
+    def _promote(self, call: ast.Call, post: dict[str, ast.expr]) -> None:
+        """A name assigned after an earlier launch that this launch reads (``num_experts_pow2 =
+        next_power_of_2(num_experts)`` between two stages) is a wrapper step when its value is
+        host arithmetic: it reads nothing a launch wrote, so computing it before the C call, where
+        every step runs, gives the same value."""
+        for name in sorted({n.id for n in ast.walk(call) if isinstance(n, ast.Name)} & set(post)):
+            if host_value(post[name]):
+                self._let(ast.Name(name, ast.Store()), post.pop(name))
 
     def _record(self, call: ast.Call) -> None:
         name = getattr(call.args[2], "id", "")
@@ -254,6 +267,10 @@ class Flattener:
             return
         if isinstance(stmt, ast.Assert):
             self.steps.append(assert_step(stmt, "", self.op))
+            return
+        in_place = in_place_call(stmt, self.bound)
+        if in_place is not None:  # `sorted_ids.fill_(n)`: sorted_ids = sorted_ids.fill_(n)
+            self._let(ast.Name(in_place.func.value.id, ast.Store()), in_place)
             return
         if isinstance(stmt, ast.If):
             raised = raise_check(stmt)

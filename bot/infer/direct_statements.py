@@ -57,6 +57,27 @@ def inlinable_call(stmt: ast.stmt) -> ast.Call | None:
     return value if isinstance(value, ast.Call) else None
 
 
+def in_place_call(stmt: ast.stmt, bound: set[str]) -> ast.Call | None:
+    """``t.fill_(v)`` on a tensor the steps bound: PyTorch's in-place methods (a trailing ``_``)
+    change ``t`` and return it, so the step ``t = t.fill_(v)`` is the same statement. Else None."""
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+        return None
+    owner, method = call.func.value, call.func.attr
+    if not (isinstance(owner, ast.Name) and owner.id in bound):
+        return None
+    in_place = method.endswith("_") and not method.startswith("_")
+    return call if in_place else None
+
+
+def host_value(value: ast.expr) -> bool:
+    """Arithmetic on plain names through plain functions (``next_power_of_2(num_experts)``): no
+    attribute, item or method of anything, so no tensor a launch wrote is read."""
+    return not any(isinstance(n, (ast.Attribute, ast.Subscript)) for n in ast.walk(value)) and all(
+        isinstance(n.func, ast.Name) for n in ast.walk(value) if isinstance(n, ast.Call)
+    )
+
+
 def raise_check(stmt: ast.If) -> tuple[str, str] | None:
     """``if cond: raise SomeError("text")`` with no else: (SomeError, text)."""
     if stmt.orelse:

@@ -137,7 +137,7 @@ def read_tree(
         if len(signature.entries) != 1:
             return None
         return map_launch(flat, flat.launches[0], signature.entries[0], fn, {})
-    entries = [_entry_of(launch, signature) for launch in flat.launches]
+    entries = _entries_of(flat.launches, signature)
     if len({e.name for e in entries}) != len(entries) or len(entries) != len(signature.entries):
         raise NotThisShape(
             f"{fn.name}() launches {', '.join(launch.kernel_name for launch in flat.launches)}; "
@@ -222,16 +222,25 @@ def _from_kwargs(fn: ast.FunctionDef, declared: ast.arguments) -> ast.FunctionDe
     return ast.fix_missing_locations(fn)
 
 
-def _entry_of(launch: Launch, signature: KernelSignature) -> Entry:
-    """The kernel.rs entry a launch runs: the one named as the reference kernel (``_x_kernel`` ~ ``x_kernel``)."""
-    wanted = launch.kernel_name.lstrip("_").lower()
-    for entry in signature.entries:
-        if entry.name.lstrip("_").lower() == wanted:
-            return entry
-    raise NotThisShape(
-        f"line {launch.call.lineno}: kernel.rs has no entry named like {launch.kernel_name} "
-        f"(entries: {', '.join(e.name for e in signature.entries)})"
-    )
+def _entries_of(launches: list[Launch], signature: KernelSignature) -> list[Entry]:
+    """The kernel.rs entry each launch runs: the one named as the reference kernel (``_x_kernel`` ~
+    ``x_kernel``); the one launch no entry is named like, when exactly one entry is named by no
+    launch, runs that entry (a reference that renamed one stage: ``_stage4b_scatter_kernel`` beside
+    kernel.rs's ``stage4_kernel``)."""
+    by_name = {e.name.lstrip("_").lower(): e for e in signature.entries}
+    found = [by_name.get(launch.kernel_name.lstrip("_").lower()) for launch in launches]
+    unnamed = [e for e in signature.entries if e not in found]
+    for i, (launch, entry) in enumerate(zip(launches, found, strict=True)):
+        if entry is not None:
+            continue
+        if found.count(None) == 1 and len(unnamed) == 1:
+            found[i] = unnamed[0]
+            continue
+        raise NotThisShape(
+            f"line {launch.call.lineno}: kernel.rs has no entry named like {launch.kernel_name} "
+            f"(entries: {', '.join(e.name for e in signature.entries)})"
+        )
+    return [e for e in found if e is not None]
 
 
 def _merge(steps: list[Direct], sequence: list[str]) -> Direct:

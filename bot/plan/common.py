@@ -10,7 +10,8 @@ from bot.infer import naming
 from bot.infer.facts import Facts
 from bot.types import CScalar, CTensor, Entry, MissingFact, PyStep, Source, Target, TestWiring
 
-# cutile generic strings the FFI dispatches, and the torch dtypes the wrapper accepts.
+# cutile generic strings the FFI dispatches, and the torch dtypes the wrapper accepts (the integer
+# ones for an entry whose driving tensor has a fixed integer type, moe_align_block's int64 ids).
 DEFAULT_DTYPES = ["f32", "f16", "bf16"]
 TORCH_DTYPES = {
     "f32": "float32",
@@ -18,6 +19,8 @@ TORCH_DTYPES = {
     "bf16": "bfloat16",
     "f8e5m2": "float8_e5m2",
     "f8e4m3fn": "float8_e4m3fn",
+    "i32": "int32",
+    "i64": "int64",
 }
 POLICY_TENSOR_ORDER = Source("policy", "outputs first, then inputs in kernel parameter order (TileGym P11)")
 
