@@ -38,14 +38,7 @@ from bot.infer.list_params import appended_list
 from bot.infer.reference import ReferenceOp, read_with, registered_function
 from bot.types import KernelSignature, Source, Target
 
-KEYS = (
-    "python.steps",
-    "python.alloc",
-    "python.configs",
-    "python.key",
-    "python.args.num_programs",
-    "python.per_element",
-)
+KEYS = ("python.steps", "python.alloc", "python.configs", "python.key", "python.args.num_programs")
 
 
 @dataclass
