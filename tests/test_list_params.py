@@ -177,6 +177,16 @@ def test_the_plan_walks_the_reference_s_lists_and_the_wrapper_loops_the_launch(g
     assert [u.name for u in unbound(plan_copy)] == ["group_X"]
 
 
+def test_a_direct_launch_per_element_skips_an_empty_element_not_the_list(group_gemm):
+    plan = copy.deepcopy(group_gemm[0])
+    plan.python.launch_mode, plan.python.configs = "direct", []
+    plan.python.ffi_args = {s.name: "1" for s in plan.ffi.scalars}
+    text = wrapper_py.render(plan)
+    loop = "for Ci, Ai, Bi in zip(group_C, group_A, group_B):\n        if Ci.numel() > 0:\n            _launch(Ci, Ai, Bi,"
+    assert loop in text, text
+    assert "group_C.numel()" not in text
+
+
 def _group_records(plan, shapes: list[tuple[int, int, int]], calls: int | None = None) -> dict:
     """One case: the reference's one launch over lists, the wrapper's C call per group."""
     a = [_tensor([m, k], f"a{g}") for g, (m, _n, k) in enumerate(shapes)]
