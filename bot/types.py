@@ -298,6 +298,17 @@ class PyStep:
 
 
 @dataclass
+class ListLaunch:
+    """A C tensor packed from each element of a Python list in turn: the reference kernel takes the
+    list (``As``), kernel.rs one element (``a``), so the wrapper launches once per element, in order."""
+
+    tensor: str  # the C tensor ("a")
+    list_expr: str  # the Python list walked ("group_A")
+    item: str  # the loop variable bound to one element ("Ai"), what the descriptor packs
+    source: Source | None = None
+
+
+@dataclass
 class PyPlan:
     register_name: str
     register_kind: str  # "direct" | "getter"
@@ -317,6 +328,8 @@ class PyPlan:
     out_param: str  # name of an ``out=`` parameter that receives a copy ("" if none)
     sources: dict[str, Source] = field(default_factory=dict)
     inner_name: str = ""  # getter only: the name of the returned callable
+    # non-empty: the launch repeats once per element of these lists, walked together (zip)
+    per_element: list[ListLaunch] = field(default_factory=list)
 
 
 @dataclass

@@ -294,3 +294,14 @@ def test_nested_tuning_helpers_a_direct_branch_and_shapes_through_a_flag():
     assert ("Q, M, K", "a.shape if not (transpose_a) else (Q, M, K)") in lets
     checks = [s["check"] for s in reading.steps if "check" in s]
     assert "not (K == K_B)" in checks and "(not (persistent)) and not (not transpose_a)" in checks
+
+
+def test_a_keyword_parameter_the_declaration_lacks_is_read_from_its_kwargs():
+    """The registered ``f(xs, flip=False)`` under a declaration ``f(xs, **kwargs)``: ``flip`` is
+    ``kwargs.get('flip', False)``; a declared one, or a declaration without ``**kwargs``, adds nothing."""
+    keywords = {"flip": "False", "scale": "1.0"}
+    assert reference_launch.kwargs_steps(keywords, "xs, scale=2.0, **kw") == [
+        {"let": "flip", "expr": "kw.get('flip', False)"}
+    ]
+    assert reference_launch.kwargs_steps(keywords, "xs, flip=False, scale=1.0") == []
+    assert reference_launch.kwargs_steps(keywords, None) == []

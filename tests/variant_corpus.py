@@ -319,6 +319,7 @@ def normal_plan(
     - C tensors, C scalars, derived values and wrapper arguments keyed by name (their order in the
       C signature follows kernel.rs's; the wrapper passes them in that order, whatever it is);
     - a launch's arguments keyed by the kernel parameter they feed;
+    - the lists launched per element keyed by their C tensor (walked together, in any order);
     - ``dtype_from``: any input typed by the element generic (the FFI checks they all agree; so
       does ``cast_tf32(t)`` of it), and ``device_of`` likewise any tensor the wrapper packs (one
       device for all, checked by the launch).
@@ -348,6 +349,7 @@ def normal_plan(
         py["device_of"] = "<a tensor the wrapper packs>"
     ffi["tensors"] = {t.pop("name"): t for t in ffi["tensors"]}
     ffi["scalars"] = {s.pop("name"): s for s in ffi["scalars"]}
+    py["per_element"] = {e.pop("tensor"): e for e in py["per_element"]}
     ffi["derived"] = {x["name"]: x["expr"] for x in ffi["derived"]}
     ffi["checks"] = sorted(ffi["checks"], key=lambda c: sorted(c.items()))
     d["missing"] = [m["key"] for m in d["missing"]]

@@ -13,6 +13,12 @@ beside the reference's launch of the same case:
   in every case (a scalar argument, a tensor's dimension, stride or size, a grid term): which one
   is learned from the cases, so no name of kernel.rs needs to match the reference's.
 
+A reference launch that hands its kernel lists of tensors, against a port that launches once per
+element (``python.per_element``), is compared element by element: the reference's launch is read
+as one launch per element (the g-th tensor of each list in the list's place, every other argument
+and the grid as they are) and paired with the port's g-th C call. What that cannot compare is
+said in the report's notes: the reference runs every element in one grid.
+
 A difference carries both values. Nothing here knows an op by name.
 """
 
@@ -45,6 +51,7 @@ class DryRun:
     cases: list[str] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # cases not compared, with why
+    notes: list[str] = field(default_factory=list)  # what the compared values cannot show
 
     @property
     def differences(self) -> list[Row]:
@@ -103,17 +110,26 @@ def compare(plan: LaunchPlan, signature: KernelSignature, cases: dict[str, dict]
                 )
             )
             continue
-        try:
-            launched = port_launches(plan, signature, calls[0]["args"])
+        per_element = bool(plan.python.per_element)
+        try:  # one C call, or one per list element
+            launched_each = [
+                port_launches(plan, signature, c["args"]) for c in calls[: None if per_element else 1]
+            ]
         except EvalError as exc:
             run.skipped.append(f"{label}: the C call could not be read through the plan ({exc})")
             continue
         run.cases.append(label)
-        if isinstance(launched, str):
-            run.rows.append(Row(label, "launcher", "launch", "launches", launched, False))
+        refused = next((x for x in launched_each if isinstance(x, str)), None)
+        if refused is not None:
+            run.rows.append(Row(label, "launcher", "launch", "launches", refused, False))
             continue
+        launched = [launch for each in launched_each for launch in each]
         refs = ref["launches"]
-        if len(refs) < len(launched):
+        if per_element:
+            refs = [one for launch in refs for one in per_element_launches(launch)]
+            _note_per_element(run, ref["launches"], len(calls))
+        if len(refs) < len(launched) or (per_element and len(refs) != len(launched)):
+            # per element: one C call per element of the reference's lists, no more and no fewer
             run.rows.append(Row(label, "launches", "count", str(len(refs)), str(len(launched)), False))
             continue
         if len(refs) > len(launched):
@@ -132,6 +148,45 @@ def compare(plan: LaunchPlan, signature: KernelSignature, cases: dict[str, dict]
         run.status = "not compared"
         run.why = "; ".join(run.skipped) or "no test case runs both the cuTile and the cutile-rs backend"
     return run
+
+
+def per_element_launches(launch: dict) -> list[dict]:
+    """A reference launch that hands its kernel lists of tensors, as one launch per element: the
+    g-th tensor of each list in the list's place (its parameter named ``As[g]``), every other
+    argument and the grid unchanged. Lists of unequal length, or none: the launch as it is."""
+    lists = [i for i, a in enumerate(launch["args"]) if a.get("kind") == "list"]
+    lengths = {len(launch["args"][i]["items"]) for i in lists}
+    if len(lengths) != 1:
+        return [launch]
+    params = list(launch.get("params") or [])
+    out = []
+    for g in range(lengths.pop()):
+        args = [a["items"][g] if a.get("kind") == "list" else a for a in launch["args"]]
+        names = [f"{p}[{g}]" if i in lists else p for i, p in enumerate(params)]
+        out.append({**launch, "args": args, "params": names})
+    return out
+
+
+def _note_per_element(run: DryRun, refs: list[dict], calls: int) -> None:
+    """Say once what comparing a launch over lists element by element leaves out."""
+    lists = sorted(
+        {
+            (launch.get("params") or [])[i]
+            for launch in refs
+            for i, a in enumerate(launch["args"])
+            if a.get("kind") == "list" and i < len(launch.get("params") or [])
+        }
+    )
+    note = (
+        f"the reference launches once over the lists {', '.join(lists) or '(none recorded)'}; the port launches "
+        "once per element: compared per element are the grid, each element's dtype, shape and strides, and "
+        "every scalar and const generic. Not compared: that the reference runs all elements in one grid "
+        "(which program takes which element's tiles, and their order across elements)"
+    )
+    if not lists:
+        note = f"the port launches once per list element ({calls} C calls), but the reference's launch recorded no list"
+    if note not in run.notes:
+        run.notes.append(note)
 
 
 def _grid_rows(case: str, mine: PortLaunch, theirs: dict) -> list[Row]:
@@ -222,16 +277,16 @@ def _scalar_rows(learned: list[tuple[str, list[tuple[PortLaunch, dict]]]]) -> li
     rows: list[Row] = []
     if not learned:
         return rows
-    launches = len(learned[0][1])
+    launches = max(len(pairs) for _, pairs in learned)  # per element: the cases' lists may differ in length
     for k in range(launches):
-        first = learned[0][1][k][0]
+        first = next(pairs[k][0] for _, pairs in learned if len(pairs) > k)
         for name, kind in first.kinds.items():
             if kind not in ("scalar", "generic"):
                 continue
             values = [
                 (case, pairs[k][0].values.get(name), reference_quantities(pairs[k][1]))
                 for case, pairs in learned
-                if pairs[k][0].entry == first.entry  # the same variant launched in these cases
+                if len(pairs) > k and pairs[k][0].entry == first.entry  # the same variant launched
             ]
             fits = set.intersection(
                 *[{q for q, v in pool.items() if _close(v, mine)} for _, mine, pool in values]

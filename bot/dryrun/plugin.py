@@ -172,6 +172,9 @@ def describe(value) -> dict:
             "numel": value.numel(),
             "digest": _digest(value),
         }
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
+        # a list of tensors (group_gemm's `As`): each element as the kernel sees a tensor
+        return {"kind": "list", "items": [describe(v) for v in value]}
     if isinstance(value, bool):
         return {"kind": "scalar", "value": int(value)}
     if isinstance(value, (int, float)):

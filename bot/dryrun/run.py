@@ -112,6 +112,7 @@ def table(run: DryRun, op: str) -> str:
         lines += [_row(r) for r in run.rows]
         lines.append("")
     lines += [f"- not compared: {why}" for why in run.skipped]
+    lines += [f"- note: {note}" for note in run.notes]
     return "\n".join(lines).rstrip() + "\n"
 
 

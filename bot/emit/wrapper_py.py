@@ -128,6 +128,23 @@ def _launcher(plan: LaunchPlan) -> list[str]:
     return lines
 
 
+def _launch_lines(plan: LaunchPlan, call: str) -> list[str]:
+    """The launch: one call, or one per element of the plan's lists (walked together, in order).
+    A direct launch is skipped for an empty output (each element's, when per element)."""
+    py = plan.python
+    guard = ""
+    if py.launch_mode != "autotune":
+        written = [py.tensors_py[t.name] for t in plan.ffi.tensors if t.role == "output"]
+        shown = written if py.per_element else list(py.alloc)
+        guard = " and ".join(f"{v}.numel() > 0" for v in shown)
+    once = [f"if {guard}:", f"    {call}"] if guard else [call]
+    if not py.per_element:
+        return once
+    items = ", ".join(e.item for e in py.per_element)
+    lists = ", ".join(e.list_expr for e in py.per_element)
+    return [f"for {items} in zip({lists}):"] + ["    " + line for line in once]
+
+
 def _step(step: PyStep) -> list[str]:
     if step.kind == "check":
         message = step.message.replace('"', '\\"')
@@ -154,6 +171,7 @@ def _public_function(plan: LaunchPlan) -> str:
         + ")"
     )
     outputs = list(py.alloc)
+    launch = _launch_lines(plan, call)
     if py.launch_mode == "autotune":
         # a step that reads the configs has the module's _autotune_configs() (render): choose once, there
         chosen = any("_autotune_configs()" in line for line in body)
@@ -163,7 +181,7 @@ def _public_function(plan: LaunchPlan) -> str:
         body.append("def kernel_fn(cfg):")
         # an output a step already binds is the one every config writes
         body += [f"    {var} = {expr}" for var, expr in py.alloc.items() if expr != var]
-        body += [f"    {call}", f"    return {outputs[0]}"]
+        body += ["    " + line for line in launch] + [f"    return {outputs[0]}"]
         key = py.autotune_key or "None"
         body.append(
             f"{outputs[0]} = autotune_launch(kernel_fn=kernel_fn, configs=configs, key={key}, "
@@ -172,8 +190,7 @@ def _public_function(plan: LaunchPlan) -> str:
     else:
         # an output a step already binds (the reference's own allocation, or a caller's tensor) is not re-made
         body += [f"{var} = {expr}" for var, expr in py.alloc.items() if expr != var]
-        guard = " and ".join(f"{v}.numel() > 0" for v in outputs)
-        body += [f"if {guard}:", f"    {call}"] if guard else [call]
+        body += launch
     body.append(f"result = {py.result}")
     if py.out_param:
         o = py.out_param

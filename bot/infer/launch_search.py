@@ -29,6 +29,7 @@ from bot.infer.launch_ast import (
 )
 from bot.infer.launch_configs import generator_configs
 from bot.infer.launch_variant import Variant, VariantReader
+from bot.infer.list_params import ListArg, element_twin, list_elements
 
 # hints_fn's compile hints -> the kernel.rs compile options they set
 _HINTS = {"num_ctas": "NUM_CTAS", "occupancy": "OCCUPANCY"}
@@ -71,10 +72,25 @@ def search_variant(reader: VariantReader, helper: ast.FunctionDef, call: ast.Cal
     values: dict[str, str] = {}
     ref_params = [a.arg for a in kernel.args.args]
     kinds = reference_kinds(kernel, reader.functions)
+    elements = list_elements(kernel)
+    rust_tensors = [p.name for p in entry.params if p.kind in ("tensor", "ptr")]
+    lists: list[ListArg] = []
+    computed: dict[str, ast.expr] = {}  # C argument -> a config-dependent value, renamed once hints are read
     for ref, arg in zip(ref_params, lambda_tuple(args_fn), strict=False):
         field_name = cfg_field(arg)
         twin = generic_twin(ref, generics)
-        if twin is not None and field_name is None:
+        element = element_twin(ref, elements[ref], rust_tensors) if ref in elements else None
+        if element is not None:
+            # a list the reference kernel walks; kernel.rs takes one element: launched per element
+            lists.append(ListArg(element, ref, elements[ref], ast.unparse(resolve(arg))))
+        elif ref in elements:
+            raise NotThisShape(
+                f"{kernel_name}: list {ref} ({elements[ref]} = {ref}[...]) has no kernel.rs twin"
+            )
+        elif twin is not None and field_name is None and _reads_config(arg):
+            # a generic the launch computes from the config (NUM_SM <- NUM_SMS // cfg.num_ctas)
+            computed[naming.generic_arg_name(twin)[0]] = resolve(arg)
+        elif twin is not None and field_name is None:
             # a generic the caller's value feeds (TRANSPOSE_A <- transpose_a): 0/1 or a size
             flag = ast.unparse(resolve(arg))
             if flag not in reader.params:
@@ -111,6 +127,8 @@ def search_variant(reader: VariantReader, helper: ast.FunctionDef, call: ast.Cal
     if len(grid) != 3 or any(ast.unparse(g) != "1" for g in grid[1:]):
         raise NotThisShape(f"{kernel_name}: grid {ast.unparse(grid_fn.body)} is not 1-D")
     grid0 = rename_fields(ceil_to_cdiv(num_sms(resolve(grid[0]))), rename)
+    for c_arg, expr in computed.items():
+        values[c_arg] = ast.unparse(rename_fields(ceil_to_cdiv(num_sms(expr)), rename))
     configs = _configs(reader.functions, configs_arg, rename, dropped)
     # the tuned-config cache key: the tuple tested by `if <key> not in <cache>:`
     for node in ast.walk(helper):
@@ -136,7 +154,13 @@ def search_variant(reader: VariantReader, helper: ast.FunctionDef, call: ast.Cal
         search.lineno,
         values,
         ref_params=ref_params,
+        lists=lists,
     )
+
+
+def _reads_config(expr: ast.expr) -> bool:
+    """Whether ``expr`` reads a field of the launched config (``cfg.num_ctas``)."""
+    return any(cfg_field(n) is not None for n in ast.walk(expr))
 
 
 def _configs(

@@ -13,6 +13,7 @@ import copy
 from dataclasses import dataclass, field
 
 from bot.infer.launch_ast import NotThisShape
+from bot.infer.list_params import ListArg
 from bot.types import Entry, KernelSignature
 
 
@@ -32,6 +33,8 @@ class Variant:
     values: dict[str, str] = field(default_factory=dict)  # C argument -> Python value (a caller's flag)
     grid_xyz: list[str] = field(default_factory=list)  # a multi-axis grid's three terms
     ref_params: list[str] = field(default_factory=list)  # the reference kernel's parameters
+    # the reference kernel's list parameters, kernel.rs taking one element: one launch per element
+    lists: list[ListArg] = field(default_factory=list)
 
 
 class VariantReader:
@@ -74,7 +77,7 @@ class VariantReader:
                     and base.value.id in self.alloc
                     and isinstance(node.slice, ast.Constant)
                 ):
-                    dims = self.alloc[base.value.id].args[0]
+                    dims = getattr(self.alloc[base.value.id], "args", [None])[0]  # a list has no shape
                     i = node.slice.value
                     if (
                         isinstance(dims, ast.Tuple)

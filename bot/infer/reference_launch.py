@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from bot.infer.direct_statements import raise_check
 from bot.infer.facts import Facts
 from bot.infer.launch_ast import (
     NotThisShape,
@@ -33,6 +34,7 @@ from bot.infer.launch_ast import (
 from bot.infer.launch_fixed import fixed_variant
 from bot.infer.launch_search import passed_by_name, search_variant
 from bot.infer.launch_variant import Variant, VariantReader
+from bot.infer.list_params import appended_list
 from bot.infer.reference import ReferenceOp, read_with, registered_function
 from bot.types import KernelSignature, Source, Target
 
@@ -48,6 +50,7 @@ class Reading:
     refused: list[str]  # caller flags the wrapper refuses, and why
     dropped: list[str]  # reference config fields kernel.rs has no place for, and why
     checks: list[dict[str, str]] = field(default_factory=list)  # FFI checks (bool flags are 0 or 1)
+    keywords: dict[str, str] = field(default_factory=dict)  # the registered function's defaults
 
 
 def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref: ReferenceOp) -> None:
@@ -60,10 +63,17 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref:
     def where(what: str) -> Source:
         return Source("reference", f"{rel}: {what}")
 
+    from_kwargs = kwargs_steps(reading.keywords, facts.get("python.signature"))
     facts.offer(
         "python.steps",
-        reading.steps,
-        where(f"{reading.function} before its launches" + "".join(f"; {n}" for n in reading.refused)),
+        from_kwargs + reading.steps,
+        where(
+            f"{reading.function} before its launches"
+            + "".join(f"; {n}" for n in reading.refused)
+            + "".join(
+                f"; {s['let']}: its keyword parameter, not declared: from **kwargs" for s in from_kwargs
+            )
+        ),
     )
     facts.offer("python.alloc", reading.alloc, where(f"{reading.function} allocation"))
     groups = []
@@ -97,6 +107,16 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref:
         "grid of " + ", ".join(f"exhaustive_search:{v.line} ({v.entry})" for v in reading.variants)
     )
     facts.offer("python.args.num_programs", grid, where_grid)
+    lists = {a.tensor: a for v in reading.variants for a in v.lists}
+    if lists:
+        facts.offer(
+            "python.per_element",
+            {t: {"list": a.list_expr, "item": a.item} for t, a in lists.items()},
+            where(
+                "kernel parameters walked as lists, kernel.rs taking one element: "
+                + ", ".join(f"{a.item} = {a.ref_param}[...] -> {t}" for t, a in lists.items())
+            ),
+        )
     if reading.checks:
         facts.offer(
             "ffi.checks", reading.checks, where("boolean kernel parameters fed by the caller: 0 or 1")
@@ -128,6 +148,27 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref:
                         f"its launches and passed to no kernel parameter of {v.kernel}"
                     ),
                 )
+
+
+def kwargs_steps(keywords: dict[str, str], declared: object) -> list[dict[str, str]]:
+    """The registered function's keyword parameters the wrapper's declared signature lacks, read
+    from its ``**kwargs`` with the reference's default (group_gemm's ``transpose_b`` beside a
+    declaration of ``group_A, group_B, ..., **kwargs``); none without a ``**kwargs`` to read."""
+    if not isinstance(declared, str):
+        return []
+    try:
+        args = ast.parse(f"def f({declared}):\n    pass\n").body[0].args
+    except SyntaxError:
+        return []
+    if args.kwarg is None:
+        return []
+    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    kwargs = args.kwarg.arg
+    return [
+        {"let": name, "expr": f"{kwargs}.get({name!r}, {default})"}
+        for name, default in keywords.items()
+        if name not in names
+    ]
 
 
 def read(source: str, op: str, signature: KernelSignature) -> Reading | None:
@@ -188,6 +229,7 @@ class _Reader(VariantReader):
             raise NotThisShape(f"{fn.name}() launches no kernel through a helper")
         for stmt in fn.body[:first]:
             self._prologue(stmt)
+        self._drop_listed_outputs()
         if not self.alloc:
             raise NotThisShape(f"{fn.name}() allocates no output with torch.empty/zeros before launching")
         refusals = [
@@ -212,6 +254,7 @@ class _Reader(VariantReader):
             refused=self.refusal_notes,
             dropped=self.dropped_notes,
             checks=self.flag_checks,
+            keywords=_defaults(fn),
         )
 
     def _launches(self, stmt: ast.stmt) -> bool:
@@ -239,7 +282,20 @@ class _Reader(VariantReader):
         if isinstance(stmt, ast.Assert):
             self.steps.append(assert_step(stmt, "", self.op))
             return
+        if isinstance(stmt, ast.For):
+            # `out = []` then `for ...: out.append(torch.empty(...))`: a list of outputs, one per element
+            empty = {n for st in self.steps if (n := st.get("let", "")) and st.get("expr") == "[]"}
+            listed = appended_list(stmt, empty)
+            if listed is not None:
+                name, comprehension = listed
+                self.alloc[name] = comprehension
+                return
         if isinstance(stmt, ast.If):
+            raised = raise_check(stmt)
+            if raised is not None:  # `if not xs: raise ValueError("...")`: the same check
+                error, message = raised
+                self.steps.append({"check": ast.unparse(stmt.test), "raise": error, "message": message})
+                return
             default = none_default(stmt)
             if default is not None:
                 name, value = default
@@ -271,6 +327,10 @@ class _Reader(VariantReader):
                 return
         raise NotThisShape(f"line {stmt.lineno}: cannot follow `{ast.unparse(stmt).splitlines()[0]}`")
 
+    def _drop_listed_outputs(self) -> None:
+        """An output list is allocated whole (``python.alloc``), not bound to ``[]`` as a step."""
+        self.steps = [st for st in self.steps if not (st.get("let") in self.alloc and st.get("expr") == "[]")]
+
     def _dispatch(self, stmt: ast.stmt, condition: str, holds: str) -> None:
         """An ``if flag: helper(...) else: helper(...)``, or one helper call.
 
@@ -301,6 +361,14 @@ class _Reader(VariantReader):
             return
         for inner in body:
             self._dispatch(inner, condition, holds)
+
+
+def _defaults(fn: ast.FunctionDef) -> dict[str, str]:
+    """Each parameter of ``fn`` that has a default, with the default as written."""
+    positional = fn.args.posonlyargs + fn.args.args
+    pairs = list(zip(positional[len(positional) - len(fn.args.defaults) :], fn.args.defaults))
+    pairs += [(a, d) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None]
+    return {a.arg: ast.unparse(d) for a, d in pairs}
 
 
 def _targets(target: ast.expr) -> list[ast.expr]:

@@ -125,6 +125,8 @@ def _tail_reads(py: PyPlan, tensors: list[str], scalars: list[str]) -> set[str]:
         found |= reads(expr)
     for name in tensors:
         found |= reads(py.tensors_py.get(name, ""))
+    for each in py.per_element:
+        found |= reads(each.list_expr)
     for name in scalars:
         found |= reads(py.ffi_args.get(name, ""))
     found |= reads(py.result) | set(py.alloc)
@@ -188,6 +190,11 @@ def unbound(plan: LaunchPlan) -> list[Unbound]:
     for var, expr in py.alloc.items():
         need(reads(expr), f"python.alloc.{var}", expr, alloc_source)
         bound.add(var)
+    for each in py.per_element:  # `for Ai, ... in zip(group_A, ...)`: the lists, then the loop's items
+        need(
+            reads(each.list_expr), f"python.per_element.{each.tensor}", each.list_expr, str(each.source or "")
+        )
+    bound |= {each.item for each in py.per_element}
     for t in ffi.tensors:
         expr = py.tensors_py.get(t.name, "")
         need(reads(expr), f"python.tensors.{t.name}", expr, str(py.sources.get("python.tensors", "")))

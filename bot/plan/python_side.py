@@ -12,7 +12,7 @@ import ast
 from bot.errors import Blocked
 from bot.infer.facts import Facts
 from bot.plan import common
-from bot.types import CScalar, FfiPlan, PyPlan, PyStep, Source, Target
+from bot.types import CScalar, FfiPlan, ListLaunch, PyPlan, PyStep, Source, Target
 
 # config fields that set a compile option, as TileGym spells them (cuTile's hints are lower case)
 _COMPILE_FIELDS = {
@@ -41,7 +41,8 @@ def plan(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) ->
             "python.alloc", "how each output is allocated, e.g. {out: 'torch.empty((m, n), ...)'}", facts
         )
         alloc = {t.name: "None" for t in outputs}
-    tensors_py = _tensors(ffi, params, alloc, facts, missing)
+    per_element = list_launches(ffi, facts)
+    tensors_py = _tensors(ffi, params, alloc, facts, missing, {e.tensor: e.item for e in per_element})
     steps = common.wrapper_prologue(op, params, same_dtype=False) + contract_steps(facts)
     args = fill_args(ffi, {}, signature, cfgs, facts, missing)
     result = facts.get("python.result")
@@ -71,7 +72,22 @@ def plan(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) ->
             for k in ("python.signature", "python.alloc", "python.configs", "python.steps")
             if (s := facts.source(k)) is not None
         },
+        per_element=per_element,
     )
+
+
+def list_launches(ffi: FfiPlan, facts: Facts) -> list[ListLaunch]:
+    """``python.per_element`` ({C tensor: {list, item}}) in the descriptors' order; a name that is no
+    C tensor is ignored here (the contract schema names it)."""
+    raw = facts.get("python.per_element")
+    if not isinstance(raw, dict):
+        return []
+    src = facts.source("python.per_element")
+    return [
+        ListLaunch(t.name, str(raw[t.name]["list"]), str(raw[t.name]["item"]), src)
+        for t in ffi.tensors
+        if isinstance(raw.get(t.name), dict)
+    ]
 
 
 def contract_steps(facts: Facts) -> list[PyStep]:
@@ -153,17 +169,23 @@ def configs(facts: Facts) -> list[dict[str, object]]:
 
 
 def _tensors(
-    ffi: FfiPlan, params: list[str], alloc: dict, facts: Facts, missing: common.Missing
+    ffi: FfiPlan,
+    params: list[str],
+    alloc: dict,
+    facts: Facts,
+    missing: common.Missing,
+    items: dict[str, str],
 ) -> dict[str, str]:
+    """C tensor -> the Python value it packs; ``items``: the tensors packed per list element."""
     explicit = facts.get("python.tensors")
     if isinstance(explicit, dict):
         return {str(k): str(v) for k, v in explicit.items()}
-    out: dict[str, str] = {}
+    out: dict[str, str] = dict(items)
     outputs = [t for t in ffi.tensors if t.role == "output"]
-    if len(outputs) == 1 and len(alloc) == 1:
+    if len(outputs) == 1 and len(alloc) == 1 and outputs[0].name not in out:
         out[outputs[0].name] = str(next(iter(alloc)))
     for t in ffi.tensors:
-        if t.role == "input" and t.name in params:
+        if t.role == "input" and t.name in params and t.name not in out:
             out[t.name] = t.name
     unmatched = [t.name for t in ffi.tensors if t.name not in out]
     if unmatched:

@@ -52,6 +52,9 @@ def render_plan(plan: LaunchPlan) -> str:
         }[step.kind]
         out.append(f"  {text}" + (f"  [{step.source}]" if step.source else ""))
     out.append(f"  launch: {py.launch_mode}; tensors {py.tensors_py}; scalars {py.ffi_args}")
+    if py.per_element:
+        walked = ", ".join(f"{e.item} in {e.list_expr} -> {e.tensor}" for e in py.per_element)
+        out.append(f"  once per list element: {walked}  [{py.per_element[0].source}]")
     out.append("")
     for wired in [plan.tests, *plan.more_tests]:
         where = f"  [{wired.source}]" if wired.source else ""
