@@ -332,7 +332,7 @@ def test_the_untuned_branch_of_an_autotune_switch_is_read_with_its_configs():
     assert not any("cfg" in s.get("expr", "") and "for c" not in s.get("expr", "") for s in reading.steps)
     # the configs the reference reads before tuning are the wrapper's own
     assert {"let": "widest", "expr": "max((c.TILE for c in _autotune_configs()))"} in reading.steps
-    assert reading.generator.name == "_configs" and reading.key == "(rows, width, x.dtype)"
+    assert reading.generator.name == "_configs()" and reading.key == "(rows, width, x.dtype)"
     # EVEN is boolean in the reference: the FFI refuses anything but 0 or 1
     assert reading.checks == [{"when": "even != 0 and even != 1", "rc": "INVALID_ARGS"}]
 
@@ -343,6 +343,99 @@ def test_the_untuned_branch_of_an_autotune_switch_is_read_with_its_configs():
     assert groups[0] == {"when": "_device_capability()[0] < 9", "configs": [{"TILE": 64, "occupancy": 2}]}
     assert groups[1]["when"] == "always" and len(groups[1]["configs"]) == 2
     assert facts.get("python.key") == "(rows, width, x.dtype)"
+
+
+CHOSEN_BY_DEVICE = """
+import math
+from types import SimpleNamespace
+
+import cuda.tile as ct
+import torch
+
+from tilegym.autotune import is_autotune_disabled
+from tilegym.backend import register_impl
+
+_cache = {}
+
+
+def _old_configs():
+    for tile in [64, 128]:
+        yield SimpleNamespace(TILE=tile, occupancy=2)
+    yield SimpleNamespace(TILE=64, occupancy=3)
+
+
+def _new_configs():
+    for tile in [128, 256]:
+        yield SimpleNamespace(TILE=tile, occupancy=1)
+
+
+@ct.kernel
+def _scale_kernel(X, Out, scale: float, TILE: ct.Constant[int], EVEN: ct.Constant[bool]):
+    pass
+
+
+@register_impl("scale_rows", backend="cutile")
+def scale_rows(x, scale=1.0, **kwargs):
+    rows, width = x.shape
+    out = torch.empty_like(x)
+    cap = torch.cuda.get_device_capability(x.device)
+    configs_fn = _old_configs if cap[0] < 9 else _new_configs
+    key = (rows, width, x.dtype, str(x.device))
+    if is_autotune_disabled():
+        cfg = next(configs_fn())
+        kernel = _scale_kernel.replace_hints(occupancy=cfg.occupancy)
+        ct.launch(torch.cuda.current_stream(), (math.ceil(rows / cfg.TILE), 1, 1), kernel, (x, out, scale, cfg.TILE, True))
+        return out
+    if key not in _cache:
+        _cache[key] = search(list(configs_fn()))
+    best = _cache[key]
+    ct.launch(torch.cuda.current_stream(), (rows, 1, 1), _scale_kernel, (x, out, scale, best.TILE, True))
+    return out
+"""
+
+
+def test_a_config_generator_chosen_by_the_device_is_a_config_group_per_device():
+    import ast
+
+    from bot.infer.facts import Facts
+    from bot.infer.reference import ReferenceOp
+
+    signature = _scale_rows_signature()
+    reading = reference_direct.read_tree(ast.parse(CHOSEN_BY_DEVICE), "scale_rows", signature)
+    args = {k: v for k, (v, _) in reading.args.items()}
+    # `next(configs_fn())` is the config launched; `_kernel.replace_hints(...)` is that kernel
+    assert args["tile"] == "int(cfg.TILE)" and args["num_programs"] == "cdiv(rows, cfg.TILE)"
+    # the key bound before the switch keys the tuning after its early return
+    assert reading.key == "(rows, width, x.dtype, str(x.device))"
+
+    facts = Facts()
+    ref = ReferenceOp(Path("ops/cutile/scale_rows.py"), ast.parse(CHOSEN_BY_DEVICE), "", "scale_rows")
+    reference_direct.gather(None, signature, facts, ref)
+    old, new = facts.get("python.configs")
+    # the capability of any device argument is the wrapper's own query; both loops are one group
+    assert old == {
+        "when": "_device_capability()[0] < 9",
+        "configs": [
+            {"TILE": 64, "occupancy": 2},
+            {"TILE": 128, "occupancy": 2},
+            {"TILE": 64, "occupancy": 3},
+        ],
+    }
+    assert new == {
+        "when": "always",
+        "configs": [{"TILE": 128, "occupancy": 1}, {"TILE": 256, "occupancy": 1}],
+    }
+    assert "_old_configs(), _new_configs()" in facts.source("python.configs").detail
+
+
+def test_a_generator_chosen_by_more_than_the_device_is_not_read():
+    import ast
+
+    source = CHOSEN_BY_DEVICE.replace("if cap[0] < 9 else", "if width < 9 else")
+    with pytest.raises(
+        NotThisShape, match="chosen by `width < 9`, which reads x besides the device capability"
+    ):
+        reference_direct.read_tree(ast.parse(source), "scale_rows", _scale_rows_signature())
 
 
 SWITCHED = """

@@ -11,7 +11,14 @@ import ast
 import copy
 from dataclasses import dataclass
 
-from bot.infer.direct_autotune import configs_calls, generator_of, switch_name, untuned_branch
+from bot.infer.direct_autotune import (
+    ConfigChoice,
+    configs_calls,
+    generator_choice,
+    generator_of,
+    switch_name,
+    untuned_branch,
+)
 from bot.infer.direct_module import MAX_INLINE, ReferenceModule, is_launch
 from bot.infer.direct_statements import (
     conditional_value,
@@ -36,6 +43,7 @@ from bot.infer.launch_ast import (
     bind,
     ceil_to_cdiv,
     ct_cdiv,
+    is_call,
     none_default,
     num_sms,
     products,
@@ -74,9 +82,10 @@ class Flattener:
         self.local: dict[str, ast.expr] = {}  # name -> value, for reading the launch's tuples
         self.launches: list[Launch] = []
         self.result: ast.expr | None = None
-        # autotuning: the module generator of the configs, the name of the one config launched,
+        # autotuning: the module generator(s) of the configs, the name of the one config launched,
         # names computed from it (kept out of the steps: the wrapper has them per config)
-        self.generator: ast.FunctionDef | None = None
+        self.generator: ConfigChoice | None = None
+        self.choices: dict[str, ConfigChoice] = {}  # `_fn = _a if cap[0] < 9 else _b`: name -> choice
         self.config_lists: set[str] = set()
         self.config_var = ""
         self.per_config: dict[str, ast.expr] = {}
@@ -97,7 +106,7 @@ class Flattener:
     ) -> tuple[bool, ast.expr | None]:
         """(whether the block returned, what it returned); ``launched``: launches before the function."""
         returned: ast.expr | None = None
-        for stmt in body:
+        for at, stmt in enumerate(body):
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) or is_ctx(stmt):
                 continue  # docstring, autograd bookkeeping
             after = len(self.launches) > launched
@@ -108,7 +117,7 @@ class Flattener:
             if untuned is not None:
                 # `if is_autotune_disabled(): <launch the first config> else: <search>`: the wrapper
                 # autotunes over the same configs itself, so the launch of one config is what it says
-                self._tuned_key(stmt)
+                self._tuned_key(body[at:])  # the tuning side: its else, or what follows an early return
                 done, value = self._block(untuned, depth, launched, post)
                 if done:
                     return True, value
@@ -154,10 +163,11 @@ class Flattener:
             self._statement(stmt)
         return False, returned
 
-    def _tuned_key(self, stmt: ast.If) -> None:
-        """The tuning branch's cache key (``if key not in _cache:``, ``key = (...)``) keys the wrapper's."""
-        assigned: dict[str, ast.expr] = {}
-        for node in ast.walk(stmt):
+    def _tuned_key(self, stmts: list[ast.stmt]) -> None:
+        """The tuning branch's cache key (``if key not in _cache:``, ``key = (...)`` there or before
+        the switch) keys the wrapper's."""
+        assigned = {k: v for k, v in self.local.items() if isinstance(v, ast.Tuple)}
+        for node in (n for stmt in stmts for n in ast.walk(stmt)):
             if plain_assign(node) and isinstance(node.value, ast.Tuple):
                 assigned[node.targets[0].id] = node.value
             if (
@@ -367,16 +377,23 @@ class Flattener:
             self._let(ast.Name(name, ast.Store()), ast.IfExp(test=test, body=s.value, orelse=keep))
 
     def _config_statement(self, target: ast.expr, value: ast.expr) -> bool:
-        """``configs = list(_gen(...))`` and ``cfg = configs[0]``: the configs the wrapper tunes over
-        and the name of the one launched; no wrapper step for either."""
+        """``configs = list(_gen(...))`` and ``cfg = configs[0]`` (or ``cfg = next(_gen())``): the
+        configs the wrapper tunes over and the name of the one launched; ``_fn = _a if <device> else
+        _b``: the generator the device picks. No wrapper step for any of them."""
         if not isinstance(target, ast.Name):
             return False
-        generator = generator_of(self.module.functions, value)
+        choice = generator_choice(self.module.functions, value, self.local)
+        if choice is not None:
+            self.choices[target.id] = choice
+            return True
+        first = is_call(value, "next") and len(value.args) == 1 and not value.keywords
+        generator = generator_of(self.module.functions, value.args[0] if first else value, self.choices)
         if generator is not None:
-            if self.generator is not None and self.generator is not generator:
-                raise NotThisShape(f"line {value.lineno}: configs of two generators")
-            self.generator = generator
-            self.config_lists.add(target.id)
+            self._use_configs(generator, value)
+            if first:  # the first config is the one launched
+                self.config_var = target.id
+            else:
+                self.config_lists.add(target.id)
             return True
         if (
             isinstance(value, ast.Subscript)
@@ -386,6 +403,14 @@ class Flattener:
             self.config_var = target.id
             return True
         return False
+
+    def _use_configs(self, configs: ConfigChoice, where: ast.expr) -> None:
+        if self.generator is not None and self.generator != configs:
+            raise NotThisShape(
+                f"line {getattr(where, 'lineno', '?')}: configs of two generators: "
+                f"{self.generator.name}, {configs.name}"
+            )
+        self.generator = configs
 
     def _per_config(self, value: ast.expr) -> bool:
         names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
@@ -423,11 +448,9 @@ class Flattener:
 
     def expr(self, node: ast.expr) -> str:
         node = substitute(node, {}, self.per_config) if self.per_config else node
-        node, generator = configs_calls(self.module.functions, node)
+        node, generator = configs_calls(self.module.functions, node, self.choices)
         if generator is not None:  # `max(c.TILE_N for c in _gen(d))`: over the wrapper's configs
-            if self.generator is not None and self.generator is not generator:
-                raise NotThisShape(f"configs of two generators: {self.generator.name}, {generator.name}")
-            self.generator = generator
+            self._use_configs(generator, node)
         return ast.unparse(_wrapper_expr(self._inline_helpers(node)))
 
 

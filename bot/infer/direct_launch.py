@@ -12,7 +12,7 @@ import ast
 from dataclasses import dataclass, field
 
 from bot.infer import by_position, naming
-from bot.infer.direct_autotune import CONFIGS_CALL
+from bot.infer.direct_autotune import CONFIGS_CALL, ConfigChoice
 from bot.infer.direct_flatten import Flattener, Launch
 from bot.infer.direct_statements import message_names, plain_assign
 from bot.infer.launch_ast import (
@@ -39,6 +39,7 @@ _WRAPPER_NAMES = {
 _BUILTINS = {
     "int",
     "float",
+    "str",
     "bool",
     "min",
     "max",
@@ -67,7 +68,7 @@ class Direct:
     tensor_params: list[str] = field(default_factory=list)  # wrapper parameters read as tensors
     unmatched: list[str] = field(default_factory=list)  # reference parameters kernel.rs has no twin of
     sequence: list[str] = field(default_factory=list)  # entries launched one after the other, in order
-    generator: ast.FunctionDef | None = None  # the config generator the wrapper autotunes over
+    generator: ConfigChoice | None = None  # the config generator(s) the wrapper autotunes over
     key: str = ""  # the reference's own tuning cache key
     checks: list[dict[str, str]] = field(default_factory=list)  # FFI checks (bool flags are 0 or 1)
 

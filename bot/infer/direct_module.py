@@ -36,8 +36,18 @@ class ReferenceModule(ModuleIndex):
         self.constants = module_assignments(tree, ast.Constant)
 
     def kernel_behind(self, value: ast.expr) -> ast.FunctionDef | None:
-        """The one ``@ct.kernel`` module function a helper call hands back (a tuned copy of it)."""
-        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+        """The one ``@ct.kernel`` module function a helper call hands back (a tuned copy of it), or
+        that ``_kernel.replace_hints(...)`` retunes."""
+        if not isinstance(value, ast.Call):
+            return None
+        func = value.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "replace_hints"
+            and isinstance(func.value, ast.Name)
+        ):
+            return self.functions[func.value.id] if func.value.id in self.kernels else None
+        if not isinstance(func, ast.Name):
             return None
         handed = [a for a in value.args if isinstance(a, ast.Name) and a.id in self.kernels]
         if len(handed) == 1:  # `cached_replace_hints(_kernel, **hints)`: that kernel, retuned

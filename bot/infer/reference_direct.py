@@ -40,7 +40,6 @@ from bot.infer.direct_launch import Direct, map_launch, param_names
 from bot.infer.direct_module import ReferenceModule
 from bot.infer.facts import Facts
 from bot.infer.launch_ast import NotThisShape
-from bot.infer.launch_configs import generator_configs
 from bot.infer.reference import ModuleLoader, ReferenceOp, read_with, registered_function
 from bot.types import Entry, KernelSignature, Source, Target
 
@@ -92,11 +91,8 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref:
     if reading.checks:
         facts.offer("ffi.checks", reading.checks, where("boolean kernel parameters: 0 or 1"))
     if reading.generator is not None:
-        groups = [
-            {"when": cond or "always", "configs": configs}
-            for cond, configs in generator_configs(reading.generator, {}, [])
-        ]
-        facts.offer("python.configs", groups, where(f"{reading.generator.name}(), the configs it launches"))
+        groups = reading.generator.groups()
+        facts.offer("python.configs", groups, where(f"{reading.generator.name}, the configs it launches"))
         key = (
             reading.key
             or "(" + ", ".join(f"tuple({t}.shape), {t}.dtype" for t in reading.tensors.values()) + ")"
