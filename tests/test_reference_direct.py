@@ -447,3 +447,78 @@ def test_a_reduction_along_dim_keeps_the_axis_handling_around_the_launch():
         reading.result
         == "out.view(moved.shape[:-1]).unsqueeze(dim) if keepdim else out.view(moved.shape[:-1])"
     )
+
+
+OPT_IN_TUNING = """
+import math
+from types import SimpleNamespace
+
+import cuda.tile as ct
+import torch
+from cuda.tile.tune import exhaustive_search
+
+from tilegym.backend import register_impl
+
+
+@ct.kernel
+def _scale_kernel(X, Out, scale: float, TILE: ct.Constant[int], EVEN: ct.Constant[bool]):
+    pass
+
+
+def _scale_configs(width):
+    if torch.cuda.get_device_capability()[0] < 9:
+        return [SimpleNamespace(TILE=64)]
+    small = [SimpleNamespace(TILE=128)]
+    large = [SimpleNamespace(TILE=256)]
+    if width > 4096:
+        return large + small
+    return small + large
+
+
+def _tuned(x, out, scale, rows, width):
+    result = exhaustive_search(
+        _scale_configs(width), torch.cuda.current_stream(), lambda c: (math.ceil(rows / c.TILE), 1, 1),
+        _scale_kernel, lambda c: (x, out, scale, c.TILE, width % c.TILE == 0),
+    )
+    cfg = result.best.config
+    ct.launch(torch.cuda.current_stream(), (math.ceil(rows / cfg.TILE), 1, 1), _scale_kernel,
+              (x, out, scale, cfg.TILE, width % cfg.TILE == 0))
+    return out
+
+
+@register_impl("scale_rows", backend="cutile")
+def scale_rows(x, scale=1.0, use_autotune=False, **kwargs):
+    rows, width = x.shape
+    out = torch.empty_like(x)
+    if use_autotune:
+        return _tuned(x, out, scale, rows, width)
+    TILE = _scale_configs(width)[0].TILE
+    ct.launch(torch.cuda.current_stream(), (math.ceil(rows / TILE), 1, 1), _scale_kernel,
+              (x, out, scale, TILE, width % TILE == 0))
+    return out
+"""
+
+
+def test_an_opt_in_tuned_path_is_refused_and_the_default_configs_helper_inlined():
+    """`if use_autotune: return _tuned(...)` is another launch path: the wrapper ports the one after
+    it and raises when asked for the other; `use_autotune` comes from the declared **kwargs; the
+    configs helper with early returns is inlined as one conditional expression."""
+    import ast
+
+    reading = reference_direct.read_tree(
+        ast.parse(OPT_IN_TUNING),
+        "scale_rows",
+        _scale_rows_signature(),
+        declared=["x", "scale"],
+        keywords="kwargs",
+    )
+    assert {"let": "use_autotune", "expr": 'kwargs.get("use_autotune", False)'} in reading.steps
+    check = next(s for s in reading.steps if s.get("raise") == "NotImplementedError")
+    assert check["check"] == "use_autotune" and "_tuned()" in check["message"]
+    tile = next(s["expr"] for s in reading.steps if s.get("let") == "TILE")
+    assert tile == (
+        "([SimpleNamespace(TILE=64)] if _device_capability()[0] < 9 else "
+        "[SimpleNamespace(TILE=256)] + [SimpleNamespace(TILE=128)] if width > 4096 else "
+        "[SimpleNamespace(TILE=128)] + [SimpleNamespace(TILE=256)])[0].TILE"
+    )
+    assert reading.args["tile"][0] == "int(TILE)" and reading.launch_lines == ["45"]

@@ -34,6 +34,7 @@ from bot.infer.launch_ast import (
     bind,
     ceil_to_cdiv,
     ct_cdiv,
+    device_capability,
     none_default,
     num_sms,
     products,
@@ -239,6 +240,18 @@ class Flattener:
                 self.steps.append({"check": self.expr(stmt.test), "raise": error, "message": message})
                 return
             early = early_return(stmt)
+            if isinstance(early, ast.Call) and self._reaches_launch(early):
+                # `if use_autotune: return _tuned(...)`: another launch path of the op; the wrapper
+                # ports the one after it and says so when a caller asks for the other
+                self.steps.append(
+                    {
+                        "check": self.expr(stmt.test),
+                        "raise": "NotImplementedError",
+                        "message": f"cutile-rs {self.op}: the reference's launch through "
+                        f"{ast.unparse(early.func)}() (when {ast.unparse(stmt.test)}) is not ported",
+                    }
+                )
+                return
             if early is not None:
                 self.steps.append({"return": self.expr(early), "when": self.expr(stmt.test)})
                 return
@@ -459,5 +472,5 @@ def with_names(fn: ast.FunctionDef, renames: dict[str, str]) -> ast.FunctionDef:
 def _wrapper_expr(node: ast.expr) -> ast.expr:
     """The reference's spelling turned into the wrapper's: ``math.ceil(a / b)`` and ``ct.cdiv(a, b)``
     -> ``cdiv(a, b)``, the SM count query -> ``get_num_sm()``, ``functools.reduce(operator.mul, xs,
-    1)`` -> ``math.prod(xs)``."""
-    return products(ct_cdiv(num_sms(ceil_to_cdiv(copy.deepcopy(node)))))
+    1)`` -> ``math.prod(xs)``, the device capability -> ``_device_capability()``."""
+    return device_capability(products(ct_cdiv(num_sms(ceil_to_cdiv(copy.deepcopy(node))))))

@@ -31,6 +31,8 @@ _WRAPPER_NAMES = {
     "cdiv",
     "next_power_of_2",
     "get_num_sm",
+    "_device_capability",
+    "SimpleNamespace",
     "None",
     "True",
     "False",

@@ -83,7 +83,8 @@ class ReferenceModule(ModuleIndex):
         return count
 
     def pure_helper(self, call: ast.Call) -> ast.expr | None:
-        """A module function made of single assignments and one ``return``, inlined at ``call``."""
+        """A module function made of single assignments, ``if c: return x`` and one last ``return``,
+        inlined at ``call`` (an early return becomes ``x if c else <the rest>``)."""
         fn = self.functions.get(getattr(call.func, "id", ""))
         if fn is None or self.launches(fn) or call.keywords:
             return None
@@ -91,7 +92,12 @@ class ReferenceModule(ModuleIndex):
         if body is None:
             return None
         local: dict[str, ast.expr] = {}
+        early: list[tuple[ast.expr, ast.expr]] = []  # (test, value) of each early return, in order
         for stmt in body[:-1]:
+            returned = _early_return(stmt)
+            if returned is not None:
+                early.append((substitute(returned[0], local, {}), substitute(returned[1], local, {})))
+                continue
             update = _update(stmt, local)
             if update is None and isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1:
                 inner = _update(stmt.body[0], local)  # `if c: x -= k` keeps x otherwise
@@ -104,7 +110,23 @@ class ReferenceModule(ModuleIndex):
         params = [a.arg for a in fn.args.args]
         if len(call.args) != len(params):
             return None
-        return substitute(body[-1].value, local, dict(zip(params, call.args, strict=True)))
+        value = substitute(body[-1].value, local, {})
+        for test, returned in reversed(early):
+            value = ast.IfExp(test=test, body=returned, orelse=value)
+        return substitute(value, {}, dict(zip(params, call.args, strict=True)))
+
+
+def _early_return(stmt: ast.stmt) -> tuple[ast.expr, ast.expr] | None:
+    """``if c: return x`` with no else: (c, x)."""
+    if (
+        isinstance(stmt, ast.If)
+        and not stmt.orelse
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], ast.Return)
+        and stmt.body[0].value is not None
+    ):
+        return stmt.test, stmt.body[0].value
+    return None
 
 
 def _update(stmt: ast.stmt, local: dict[str, ast.expr]) -> tuple[str, ast.expr] | None:

@@ -50,9 +50,10 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref:
     loader = ModuleLoader(target.repo) if target is not None else None
 
     declared = _declared_params(facts.get("python.signature"))
+    keywords = _declared_keywords(facts.get("python.signature"))
 
     def reader(tree: ast.Module, name: str, sig: KernelSignature) -> Direct | None:
-        return read_tree(tree, name, sig, loader, ref.rel, declared)
+        return read_tree(tree, name, sig, loader, ref.rel, declared, keywords)
 
     written = [k for k in KEYS if (src := facts.source(k)) is not None and src.kind == "contract"]
     if written:
@@ -112,11 +113,13 @@ def read_tree(
     loader: ModuleLoader | None = None,
     rel: Path | None = None,
     declared: list[str] | None = None,
+    keywords: str = "",
 ) -> Direct | None:
     """The reading of a reference that reaches ``ct.launch``: one launch for a one-entry kernel, or
     launches one after the other, each of a kernel with an entry of its own name; None when the
     reference launches nothing or one kernel for several entries (variants: another reader's).
-    ``declared``: the wrapper's positional parameters, when its signature is not the reference's."""
+    ``declared``: the wrapper's positional parameters, when its signature is not the reference's;
+    ``keywords``: the name of its ``**kwargs``, which brings the reference's other parameters."""
     fn = registered_function(tree, name)
     if fn is None:
         return None
@@ -129,6 +132,11 @@ def read_tree(
         return None
     params = param_names(fn)
     flat = Flattener(module, name, params)
+    if declared and keywords:
+        # `use_autotune=False` of the reference, not declared: the wrapper's **kwargs may bring it
+        # (an unread one is dropped from the plan, bot/plan/closure.py)
+        for param, default in _undeclared_defaults(fn, declared):
+            flat.steps.append({"let": param, "expr": f'{keywords}.get("{param}", {ast.unparse(default)})'})
     flat.result = flat.walk(fn, depth=0)
     if not flat.launches:
         raise NotThisShape(f"{fn.name}() reaches ct.launch only through a path the reader does not follow")
@@ -158,6 +166,27 @@ def _declared_params(signature: object) -> list[str]:
     except SyntaxError:
         return []
     return [a.arg for a in args.posonlyargs + args.args]
+
+
+def _declared_keywords(signature: object) -> str:
+    """The name of the wrapper signature's ``**kwargs``, or ""."""
+    if not isinstance(signature, str):
+        return ""
+    try:
+        kwarg = ast.parse(f"def f({signature}): pass").body[0].args.kwarg
+    except SyntaxError:
+        return ""
+    return kwarg.arg if kwarg is not None else ""
+
+
+def _undeclared_defaults(fn: ast.FunctionDef, declared: list[str]) -> list[tuple[str, ast.expr]]:
+    """The reference's parameters with a default that the wrapper's signature does not declare."""
+    args = fn.args.posonlyargs + fn.args.args
+    defaults = dict(zip(reversed([a.arg for a in args]), reversed(fn.args.defaults), strict=False))
+    defaults |= {
+        a.arg: d for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True) if d is not None
+    }
+    return [(name, value) for name, value in defaults.items() if name not in declared]
 
 
 def _as_declared(fn: ast.FunctionDef, declared: list[str]) -> ast.FunctionDef:
