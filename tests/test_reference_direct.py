@@ -522,3 +522,22 @@ def test_an_opt_in_tuned_path_is_refused_and_the_default_configs_helper_inlined(
         "[SimpleNamespace(TILE=128)] + [SimpleNamespace(TILE=256)])[0].TILE"
     )
     assert reading.args["tile"][0] == "int(TILE)" and reading.launch_lines == ["45"]
+
+
+def test_the_launched_kernel_s_literal_hints_are_its_compile_options():
+    import ast
+
+    hinted = REFERENCE.replace("@ct.kernel\n", "@ct.kernel(occupancy=2, num_ctas=1)\n", 1)
+    reading = _read(hinted)
+    assert reading.args["occupancy"][0] == "2" and reading.args["num_cta_in_cga"][0] == "1"
+    assert "@ct.kernel(occupancy=2, num_ctas=1) of _scaled_mask_kernel" in reading.args["occupancy"][1]
+    # a per-target hint is not one value: left at the compiler default
+    by_target = REFERENCE.replace(
+        "@ct.kernel\n", "@ct.kernel(occupancy=ct.ByTarget(sm_80=2, default=4))\n", 1
+    )
+    assert "occupancy" not in _read(by_target).args
+    # a kernel retuned by replace_hints runs other hints than its decorator's
+    rotate = ROTATE.replace("@ct.kernel\n", "@ct.kernel(occupancy=2)\n", 1)
+    assert (
+        "occupancy" not in reference_direct.read_tree(ast.parse(rotate), "rotate", _rotate_signature()).args
+    )

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from bot.infer import naming
 from bot.infer.direct_flatten import Flattener, Launch, with_names
-from bot.infer.direct_launch import Direct, map_launch, param_names
+from bot.infer.direct_launch import Direct, kernel_hints, map_launch, param_names
 from bot.infer.direct_module import ReferenceModule
 from bot.infer.facts import Facts
 from bot.infer.launch_ast import NotThisShape
@@ -143,7 +143,9 @@ def read_tree(
     if len(flat.launches) == 1:
         if len(signature.entries) != 1:
             return None
-        return map_launch(flat, flat.launches[0], signature.entries[0], fn, {})
+        direct = map_launch(flat, flat.launches[0], signature.entries[0], fn, {})
+        direct.args.update(kernel_hints(flat.launches[0]))
+        return direct
     entries = [_entry_of(launch, signature) for launch in flat.launches]
     if len({e.name for e in entries}) != len(entries) or len(entries) != len(signature.entries):
         raise NotThisShape(
