@@ -541,3 +541,61 @@ def test_the_launched_kernel_s_literal_hints_are_its_compile_options():
     assert (
         "occupancy" not in reference_direct.read_tree(ast.parse(rotate), "rotate", _rotate_signature()).args
     )
+
+
+PADDED = """
+import cuda.tile as ct
+import torch
+import torch.nn.functional as F
+from tilegym.backend import register_impl
+
+
+@ct.kernel
+def _rotate_kernel(a, b, table, ROWS, TILE_A):
+    pass
+
+
+@register_impl("rotate", backend="cutile")
+def rotate(a, b, table, width):
+    rows, cols = a.shape
+    if table.shape[0] != rows:
+        if table.shape[0] > rows or rows % table.shape[0] != 0:
+            raise ValueError(f"{rows} rows for a table of {table.shape[0]}")
+        table = table.repeat_interleave(rows // table.shape[0], dim=0)
+    if cols != width:
+        a = F.pad(a, (0, width - cols))
+    ct.launch(torch.cuda.current_stream(), (rows, 1, 1), _rotate_kernel, (a, b, table, rows, width))
+    return a, b
+"""
+
+
+def test_a_raise_nested_in_a_guarded_block_is_a_check_under_both_conditions():
+    import ast
+
+    reading = reference_direct.read_tree(ast.parse(PADDED), "rotate", _rotate_signature())
+    flag = {"let": "_branch_16", "expr": "table.shape[0] != rows"}
+    check = {
+        "check": "_branch_16 and (table.shape[0] > rows or rows % table.shape[0] != 0)",
+        "raise": "ValueError",
+        "message": "{rows} rows for a table of {table.shape[0]}",
+    }
+    repeat = {
+        "let": "table",
+        "expr": "table.repeat_interleave(rows // table.shape[0], dim=0) if _branch_16 else table",
+    }
+    steps = reading.steps
+    # the check runs where the reference raises: after the branch is decided, before what follows
+    assert steps.index(flag) < steps.index(check) < steps.index(repeat)
+
+
+def test_an_import_alias_of_torch_is_spelled_out_for_the_wrapper():
+    import ast
+
+    reading = reference_direct.read_tree(ast.parse(PADDED), "rotate", _rotate_signature())
+    assert {"let": "a", "expr": "torch.nn.functional.pad(a, (0, width - cols)) if cols != width else a"} in (
+        reading.steps
+    )
+    # the same module through `from torch.nn import functional as F`
+    other = PADDED.replace("import torch.nn.functional as F", "from torch.nn import functional as F")
+    steps = reference_direct.read_tree(ast.parse(other), "rotate", _rotate_signature()).steps
+    assert any("torch.nn.functional.pad(a" in s.get("expr", "") for s in steps)

@@ -330,7 +330,12 @@ class Flattener:
         condition = self.expr(test)
         for s in block:
             if isinstance(s, ast.If):  # taken when both hold; the outer test is read first
-                self._branch(s.body, ast.BoolOp(op=ast.And(), values=[test, s.test]))
+                both = ast.BoolOp(op=ast.And(), values=[test, s.test])
+                error = raised(s.body)
+                if error is not None:  # `if bad: raise E(..)` inside: the same check, under both
+                    self.steps.append({"check": self.expr(both), "raise": error[0], "message": error[1]})
+                    continue
+                self._branch(s.body, both)
                 continue
             if isinstance(s, ast.Assert):
                 self.steps.append(assert_step(s, condition, self.op))
@@ -380,7 +385,7 @@ class Flattener:
         self.steps.append({"let": ", ".join(ast.unparse(n) for n in names), "expr": self.expr(value)})
 
     def _inline_helpers(self, value: ast.expr) -> ast.expr:
-        module = self.module
+        module, bound = self.module, self.bound
 
         class Inline(ast.NodeTransformer):
             def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -390,7 +395,12 @@ class Flattener:
 
             def visit_Name(self, node: ast.Name) -> ast.AST:
                 const = module.constants.get(node.id)
-                return copy.deepcopy(const) if const is not None else node
+                if const is not None:
+                    return copy.deepcopy(const)
+                full = module.torch_aliases.get(node.id)
+                if full is not None and node.id not in bound:  # `F.pad` -> `torch.nn.functional.pad`
+                    return ast.copy_location(ast.parse(full, mode="eval").body, node)
+                return node
 
         return Inline().visit(copy.deepcopy(value))
 
@@ -405,11 +415,12 @@ class Flattener:
 
 
 def _simple(block: list[ast.stmt]) -> bool:
-    """Plain assignments, asserts and ``if c: x = f(x)`` inside: what a guarded branch may hold."""
+    """Plain assignments, asserts, ``if c: x = f(x)`` and ``if c: raise E(..)`` inside: what a
+    guarded branch may hold."""
     return all(
         (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name))
         or isinstance(s, ast.Assert)
-        or (isinstance(s, ast.If) and not s.orelse and _simple(s.body))  # `if c: x = f(x)` inside
+        or (isinstance(s, ast.If) and not s.orelse and (_simple(s.body) or raised(s.body) is not None))
         for s in block
     )
 

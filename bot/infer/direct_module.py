@@ -28,6 +28,7 @@ class ReferenceModule(ModuleIndex):
             for a in n.names
         }
         self._imported: dict[tuple, ReferenceModule | None] = {}
+        self.torch_aliases = torch_aliases(tree)
         self.kernels = {
             n.name
             for n in tree.body
@@ -137,6 +138,26 @@ def _update(stmt: ast.stmt, local: dict[str, ast.expr]) -> tuple[str, ast.expr] 
         value = ast.BinOp(left=local[stmt.target.id], op=stmt.op, right=substitute(stmt.value, local, {}))
         return stmt.target.id, value
     return None
+
+
+def torch_aliases(tree: ast.Module) -> dict[str, str]:
+    """Names the module imports from torch under a name of their own, with their full name
+    (``import torch.nn.functional as F``, ``from torch.nn import functional as F``: F ->
+    torch.nn.functional): the wrapper imports only ``torch`` and spells them out."""
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname and a.name.split(".")[0] == "torch":
+                    out[a.asname] = a.name
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").split(".")[0] == "torch"
+        ):
+            for a in node.names:
+                out[a.asname or a.name] = f"{node.module}.{a.name}"
+    return out
 
 
 def is_launch(node: ast.AST) -> bool:
