@@ -13,7 +13,8 @@ kernel's parameters by position and from there onto kernel.rs by name:
 - a kernel.rs tensor of the same name is packed from the argument (``x_flat``); an output is
   whatever the reference writes into: an allocation, a caller's tensor (in place), or either
   (``output = x if inplace else torch.empty_like(x)``);
-- the grid gives ``num_programs`` or ``grid_x/y/z``; the returned expression the result.
+- the grid gives ``num_programs`` or ``grid_x/y/z``; the returned expression the result;
+- a literal hint of the launched kernel's decorator (``@ct.kernel(occupancy=2)``) its compile option.
 
 Control flow the wrapper can say too is kept: ``if not training: return x`` (an early return),
 ``if inplace: a = x else: a = ...`` (a conditional value), ``if dim == 0: .. elif ..: .. else:
