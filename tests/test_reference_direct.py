@@ -540,3 +540,154 @@ def test_a_reduction_along_dim_keeps_the_axis_handling_around_the_launch():
         reading.result
         == "out.view(moved.shape[:-1]).unsqueeze(dim) if keepdim else out.view(moved.shape[:-1])"
     )
+
+
+OPT_IN_TUNING = """
+import math
+from types import SimpleNamespace
+
+import cuda.tile as ct
+import torch
+from cuda.tile.tune import exhaustive_search
+
+from tilegym.backend import register_impl
+
+
+@ct.kernel
+def _scale_kernel(X, Out, scale: float, TILE: ct.Constant[int], EVEN: ct.Constant[bool]):
+    pass
+
+
+def _scale_configs(width):
+    if torch.cuda.get_device_capability()[0] < 9:
+        return [SimpleNamespace(TILE=64)]
+    small = [SimpleNamespace(TILE=128)]
+    large = [SimpleNamespace(TILE=256)]
+    if width > 4096:
+        return large + small
+    return small + large
+
+
+def _tuned(x, out, scale, rows, width):
+    result = exhaustive_search(
+        _scale_configs(width), torch.cuda.current_stream(), lambda c: (math.ceil(rows / c.TILE), 1, 1),
+        _scale_kernel, lambda c: (x, out, scale, c.TILE, width % c.TILE == 0),
+    )
+    cfg = result.best.config
+    ct.launch(torch.cuda.current_stream(), (math.ceil(rows / cfg.TILE), 1, 1), _scale_kernel,
+              (x, out, scale, cfg.TILE, width % cfg.TILE == 0))
+    return out
+
+
+@register_impl("scale_rows", backend="cutile")
+def scale_rows(x, scale=1.0, use_autotune=False, **kwargs):
+    rows, width = x.shape
+    out = torch.empty_like(x)
+    if use_autotune:
+        return _tuned(x, out, scale, rows, width)
+    TILE = _scale_configs(width)[0].TILE
+    ct.launch(torch.cuda.current_stream(), (math.ceil(rows / TILE), 1, 1), _scale_kernel,
+              (x, out, scale, TILE, width % TILE == 0))
+    return out
+"""
+
+
+def test_an_opt_in_tuned_path_is_refused_and_the_default_configs_helper_inlined():
+    """`if use_autotune: return _tuned(...)` is another launch path: the wrapper ports the one after
+    it and raises when asked for the other; `use_autotune` comes from the declared **kwargs; the
+    configs helper with early returns is inlined as one conditional expression."""
+    import ast
+
+    reading = reference_direct.read_tree(
+        ast.parse(OPT_IN_TUNING),
+        "scale_rows",
+        _scale_rows_signature(),
+        declared=reference_direct._declared("x, scale, **kwargs"),
+    )
+    assert {"let": "use_autotune", "expr": "kwargs.get('use_autotune', False)"} in reading.steps
+    check = next(s for s in reading.steps if s.get("raise") == "NotImplementedError")
+    assert check["check"] == "use_autotune" and "_tuned()" in check["message"]
+    tile = next(s["expr"] for s in reading.steps if s.get("let") == "TILE")
+    assert tile == (
+        "([SimpleNamespace(TILE=64)] if _device_capability()[0] < 9 else "
+        "[SimpleNamespace(TILE=256)] + [SimpleNamespace(TILE=128)] if width > 4096 else "
+        "[SimpleNamespace(TILE=128)] + [SimpleNamespace(TILE=256)])[0].TILE"
+    )
+    assert reading.args["tile"][0] == "int(TILE)" and reading.launch_lines == ["45"]
+
+
+def test_the_launched_kernel_s_literal_hints_are_its_compile_options():
+    import ast
+
+    hinted = REFERENCE.replace("@ct.kernel\n", "@ct.kernel(occupancy=2, num_ctas=1)\n", 1)
+    reading = _read(hinted)
+    assert reading.args["occupancy"][0] == "2" and reading.args["num_cta_in_cga"][0] == "1"
+    assert "@ct.kernel(occupancy=2, num_ctas=1) of _scaled_mask_kernel" in reading.args["occupancy"][1]
+    # a per-target hint is not one value: left at the compiler default
+    by_target = REFERENCE.replace(
+        "@ct.kernel\n", "@ct.kernel(occupancy=ct.ByTarget(sm_80=2, default=4))\n", 1
+    )
+    assert "occupancy" not in _read(by_target).args
+    # a kernel retuned by replace_hints runs other hints than its decorator's
+    rotate = ROTATE.replace("@ct.kernel\n", "@ct.kernel(occupancy=2)\n", 1)
+    assert (
+        "occupancy" not in reference_direct.read_tree(ast.parse(rotate), "rotate", _rotate_signature()).args
+    )
+
+
+PADDED = """
+import cuda.tile as ct
+import torch
+import torch.nn.functional as F
+from tilegym.backend import register_impl
+
+
+@ct.kernel
+def _rotate_kernel(a, b, table, ROWS, TILE_A):
+    pass
+
+
+@register_impl("rotate", backend="cutile")
+def rotate(a, b, table, width):
+    rows, cols = a.shape
+    if table.shape[0] != rows:
+        if table.shape[0] > rows or rows % table.shape[0] != 0:
+            raise ValueError(f"{rows} rows for a table of {table.shape[0]}")
+        table = table.repeat_interleave(rows // table.shape[0], dim=0)
+    if cols != width:
+        a = F.pad(a, (0, width - cols))
+    ct.launch(torch.cuda.current_stream(), (rows, 1, 1), _rotate_kernel, (a, b, table, rows, width))
+    return a, b
+"""
+
+
+def test_a_raise_nested_in_a_guarded_block_is_a_check_under_both_conditions():
+    import ast
+
+    reading = reference_direct.read_tree(ast.parse(PADDED), "rotate", _rotate_signature())
+    flag = {"let": "_branch_16", "expr": "table.shape[0] != rows"}
+    check = {
+        "check": "_branch_16 and (table.shape[0] > rows or rows % table.shape[0] != 0)",
+        "raise": "ValueError",
+        "message": "{rows} rows for a table of {table.shape[0]}",
+    }
+    repeat = {
+        "let": "table",
+        "expr": "table.repeat_interleave(rows // table.shape[0], dim=0) if _branch_16 else table",
+    }
+    steps = reading.steps
+    # the check runs where the reference raises: after the branch is decided, before what follows
+    assert steps.index(flag) < steps.index(check) < steps.index(repeat)
+
+
+def test_an_import_alias_of_torch_is_spelled_out_for_the_wrapper():
+    import ast
+
+    reading = reference_direct.read_tree(ast.parse(PADDED), "rotate", _rotate_signature())
+    assert {"let": "a", "expr": "torch.nn.functional.pad(a, (0, width - cols)) if cols != width else a"} in (
+        reading.steps
+    )
+    # the same module through `from torch.nn import functional as F`
+    other = PADDED.replace("import torch.nn.functional as F", "from torch.nn import functional as F")
+    steps = reference_direct.read_tree(ast.parse(other), "rotate", _rotate_signature()).steps
+    assert any("torch.nn.functional.pad(a" in s.get("expr", "") for s in steps)

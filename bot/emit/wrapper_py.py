@@ -32,7 +32,7 @@ def render(plan: LaunchPlan) -> str:
         "",
     ]
     standard = ["import math"] if re.search(r"\bmath\.", body_text) else []
-    if py.launch_mode == "autotune":
+    if py.launch_mode == "autotune" or "SimpleNamespace(" in body_text:
         standard.append("from types import SimpleNamespace")
     if standard:
         lines += standard + [""]

@@ -43,6 +43,7 @@ from bot.infer.launch_ast import (
     bind,
     ceil_to_cdiv,
     ct_cdiv,
+    device_capability,
     is_call,
     none_default,
     num_sms,
@@ -289,6 +290,18 @@ class Flattener:
                 self.steps.append({"check": self.expr(stmt.test), "raise": error, "message": message})
                 return
             early = early_return(stmt)
+            if isinstance(early, ast.Call) and self._reaches_launch(early):
+                # `if use_autotune: return _tuned(...)`: another launch path of the op; the wrapper
+                # ports the one after it and says so when a caller asks for the other
+                self.steps.append(
+                    {
+                        "check": self.expr(stmt.test),
+                        "raise": "NotImplementedError",
+                        "message": f"cutile-rs {self.op}: the reference's launch through "
+                        f"{ast.unparse(early.func)}() (when {ast.unparse(stmt.test)}) is not ported",
+                    }
+                )
+                return
             if early is not None:
                 self.steps.append({"return": self.expr(early), "when": self.expr(stmt.test)})
                 return
@@ -367,7 +380,12 @@ class Flattener:
         condition = self.expr(test)
         for s in block:
             if isinstance(s, ast.If):  # taken when both hold; the outer test is read first
-                self._branch(s.body, ast.BoolOp(op=ast.And(), values=[test, s.test]))
+                both = ast.BoolOp(op=ast.And(), values=[test, s.test])
+                error = raised(s.body)
+                if error is not None:  # `if bad: raise E(..)` inside: the same check, under both
+                    self.steps.append({"check": self.expr(both), "raise": error[0], "message": error[1]})
+                    continue
+                self._branch(s.body, both)
                 continue
             if isinstance(s, ast.Assert):
                 self.steps.append(assert_step(s, condition, self.op))
@@ -432,7 +450,7 @@ class Flattener:
         self.steps.append({"let": ", ".join(ast.unparse(n) for n in names), "expr": self.expr(value)})
 
     def _inline_helpers(self, value: ast.expr) -> ast.expr:
-        module = self.module
+        module, bound = self.module, self.bound
 
         class Inline(ast.NodeTransformer):
             def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -442,7 +460,12 @@ class Flattener:
 
             def visit_Name(self, node: ast.Name) -> ast.AST:
                 const = module.constants.get(node.id)
-                return copy.deepcopy(const) if const is not None else node
+                if const is not None:
+                    return copy.deepcopy(const)
+                full = module.torch_aliases.get(node.id)
+                if full is not None and node.id not in bound:  # `F.pad` -> `torch.nn.functional.pad`
+                    return ast.copy_location(ast.parse(full, mode="eval").body, node)
+                return node
 
         return Inline().visit(copy.deepcopy(value))
 
@@ -455,11 +478,12 @@ class Flattener:
 
 
 def _simple(block: list[ast.stmt]) -> bool:
-    """Plain assignments, asserts and ``if c: x = f(x)`` inside: what a guarded branch may hold."""
+    """Plain assignments, asserts, ``if c: x = f(x)`` and ``if c: raise E(..)`` inside: what a
+    guarded branch may hold."""
     return all(
         (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name))
         or isinstance(s, ast.Assert)
-        or (isinstance(s, ast.If) and not s.orelse and _simple(s.body))  # `if c: x = f(x)` inside
+        or (isinstance(s, ast.If) and not s.orelse and (_simple(s.body) or raised(s.body) is not None))
         for s in block
     )
 
@@ -522,5 +546,5 @@ def with_names(fn: ast.FunctionDef, renames: dict[str, str]) -> ast.FunctionDef:
 def _wrapper_expr(node: ast.expr) -> ast.expr:
     """The reference's spelling turned into the wrapper's: ``math.ceil(a / b)`` and ``ct.cdiv(a, b)``
     -> ``cdiv(a, b)``, the SM count query -> ``get_num_sm()``, ``functools.reduce(operator.mul, xs,
-    1)`` -> ``math.prod(xs)``."""
-    return products(ct_cdiv(num_sms(ceil_to_cdiv(copy.deepcopy(node)))))
+    1)`` -> ``math.prod(xs)``, the device capability -> ``_device_capability()``."""
+    return device_capability(products(ct_cdiv(num_sms(ceil_to_cdiv(copy.deepcopy(node))))))

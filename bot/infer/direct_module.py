@@ -28,6 +28,7 @@ class ReferenceModule(ModuleIndex):
             for a in n.names
         }
         self._imported: dict[tuple, ReferenceModule | None] = {}
+        self.torch_aliases = torch_aliases(tree)
         self.kernels = {
             n.name
             for n in tree.body
@@ -93,7 +94,8 @@ class ReferenceModule(ModuleIndex):
         return count
 
     def pure_helper(self, call: ast.Call) -> ast.expr | None:
-        """A module function made of single assignments and one ``return``, inlined at ``call``."""
+        """A module function made of single assignments, ``if c: return x`` and one last ``return``,
+        inlined at ``call`` (an early return becomes ``x if c else <the rest>``)."""
         fn = self.functions.get(getattr(call.func, "id", ""))
         if fn is None or self.launches(fn) or call.keywords:
             return None
@@ -101,7 +103,12 @@ class ReferenceModule(ModuleIndex):
         if body is None:
             return None
         local: dict[str, ast.expr] = {}
+        early: list[tuple[ast.expr, ast.expr]] = []  # (test, value) of each early return, in order
         for stmt in body[:-1]:
+            returned = _early_return(stmt)
+            if returned is not None:
+                early.append((substitute(returned[0], local, {}), substitute(returned[1], local, {})))
+                continue
             update = _update(stmt, local)
             if update is None and isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1:
                 inner = _update(stmt.body[0], local)  # `if c: x -= k` keeps x otherwise
@@ -114,7 +121,23 @@ class ReferenceModule(ModuleIndex):
         params = [a.arg for a in fn.args.args]
         if len(call.args) != len(params):
             return None
-        return substitute(body[-1].value, local, dict(zip(params, call.args, strict=True)))
+        value = substitute(body[-1].value, local, {})
+        for test, returned in reversed(early):
+            value = ast.IfExp(test=test, body=returned, orelse=value)
+        return substitute(value, {}, dict(zip(params, call.args, strict=True)))
+
+
+def _early_return(stmt: ast.stmt) -> tuple[ast.expr, ast.expr] | None:
+    """``if c: return x`` with no else: (c, x)."""
+    if (
+        isinstance(stmt, ast.If)
+        and not stmt.orelse
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], ast.Return)
+        and stmt.body[0].value is not None
+    ):
+        return stmt.test, stmt.body[0].value
+    return None
 
 
 def _update(stmt: ast.stmt, local: dict[str, ast.expr]) -> tuple[str, ast.expr] | None:
@@ -125,6 +148,26 @@ def _update(stmt: ast.stmt, local: dict[str, ast.expr]) -> tuple[str, ast.expr] 
         value = ast.BinOp(left=local[stmt.target.id], op=stmt.op, right=substitute(stmt.value, local, {}))
         return stmt.target.id, value
     return None
+
+
+def torch_aliases(tree: ast.Module) -> dict[str, str]:
+    """Names the module imports from torch under a name of their own, with their full name
+    (``import torch.nn.functional as F``, ``from torch.nn import functional as F``: F ->
+    torch.nn.functional): the wrapper imports only ``torch`` and spells them out."""
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname and a.name.split(".")[0] == "torch":
+                    out[a.asname] = a.name
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").split(".")[0] == "torch"
+        ):
+            for a in node.names:
+                out[a.asname or a.name] = f"{node.module}.{a.name}"
+    return out
 
 
 def is_launch(node: ast.AST) -> bool:
