@@ -447,3 +447,36 @@ def test_a_reduction_along_dim_keeps_the_axis_handling_around_the_launch():
         reading.result
         == "out.view(moved.shape[:-1]).unsqueeze(dim) if keepdim else out.view(moved.shape[:-1])"
     )
+
+
+def test_a_helper_with_an_unpacked_capability_and_early_returns_is_inlined():
+    """tilegym 1.5.1's mla_decoding: ``TILE_H, TILE_N = _select_tile_config()``, a helper that unpacks
+    the device capability and returns early per architecture, becomes one conditional value (the
+    wrapper has torch, so it asks the capability itself)."""
+    helper = (
+        "def _tiles():\n"
+        '    """Per architecture."""\n'
+        "    major, _minor = torch.cuda.get_device_capability()\n"
+        "    if major == 10:\n"
+        "        return 1024, 2\n"
+        "    if major == 9:\n"
+        "        return 512, 4\n"
+        "    return 256, 8\n\n\n"
+    )
+    source = (
+        REFERENCE.replace("def _mix(seed):", helper + "def _mix(seed):")
+        .replace("        rows, n = x.shape\n", "        rows, n = x.shape\n        tile, _ways = _tiles()\n")
+        .replace("_mix(seed), TILE, training)", "_mix(seed), tile, training)")
+    )
+    reading = _read(source)
+    assert {
+        "let": "tile, _ways",
+        "expr": "(1024, 2) if torch.cuda.get_device_capability()[0] == 10 "
+        "else (512, 4) if torch.cuda.get_device_capability()[0] == 9 "
+        "else (256, 8)",
+    } in reading.steps
+    assert reading.args["block_size"][0] == "int(tile)"
+    # a value assigned after an early return holds only on some paths: not inlined
+    late = source.replace("    return 256, 8\n", "    major = 7\n    return 256, 8\n")
+    with pytest.raises(NotThisShape, match="would need _tiles of the reference module"):
+        _read(late)
