@@ -691,3 +691,35 @@ def test_an_import_alias_of_torch_is_spelled_out_for_the_wrapper():
     other = PADDED.replace("import torch.nn.functional as F", "from torch.nn import functional as F")
     steps = reference_direct.read_tree(ast.parse(other), "rotate", _rotate_signature()).steps
     assert any("torch.nn.functional.pad(a" in s.get("expr", "") for s in steps)
+
+
+def test_a_helper_with_an_unpacked_capability_and_early_returns_is_inlined():
+    """tilegym 1.5.1's mla_decoding: ``TILE_H, TILE_N = _select_tile_config()``, a helper that unpacks
+    the device capability and returns early per architecture, becomes one conditional value (the
+    wrapper asks the capability itself)."""
+    helper = (
+        "def _tiles():\n"
+        '    """Per architecture."""\n'
+        "    major, _minor = torch.cuda.get_device_capability()\n"
+        "    if major == 10:\n"
+        "        return 1024, 2\n"
+        "    if major == 9:\n"
+        "        return 512, 4\n"
+        "    return 256, 8\n\n\n"
+    )
+    source = (
+        REFERENCE.replace("def _mix(seed):", helper + "def _mix(seed):")
+        .replace("        rows, n = x.shape\n", "        rows, n = x.shape\n        tile, _ways = _tiles()\n")
+        .replace("_mix(seed), TILE, training)", "_mix(seed), tile, training)")
+    )
+    reading = _read(source)
+    assert {
+        "let": "tile, _ways",
+        "expr": "(1024, 2) if _device_capability()[0] == 10 "
+        "else (512, 4) if _device_capability()[0] == 9 "
+        "else (256, 8)",
+    } in reading.steps
+    assert reading.args["block_size"][0] == "int(tile)"
+    # a value assigned after an early return is read only on the paths past it
+    late = source.replace("    return 256, 8\n", "    major = 7\n    return 256, major\n")
+    assert any(s.get("expr", "").endswith("else (256, 7)") for s in _read(late).steps)

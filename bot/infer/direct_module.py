@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from bot.infer.launch_ast import is_call, returning_body, substitute
+from bot.infer.launch_ast import bind, is_call, returning_body, substitute
 from bot.infer.reference import ModuleIndex, ModuleLoader, module_assignments
 
 MAX_INLINE = 4  # callee depth
@@ -94,8 +94,8 @@ class ReferenceModule(ModuleIndex):
         return count
 
     def pure_helper(self, call: ast.Call) -> ast.expr | None:
-        """A module function made of single assignments, ``if c: return x`` and one last ``return``,
-        inlined at ``call`` (an early return becomes ``x if c else <the rest>``)."""
+        """A module function made of single assignments (a tuple unpacked too), early returns under
+        ``if c:`` and one last ``return``, inlined at ``call`` (the early returns as ``x if c else``)."""
         fn = self.functions.get(getattr(call.func, "id", ""))
         if fn is None or self.launches(fn) or call.keywords:
             return None
@@ -103,11 +103,14 @@ class ReferenceModule(ModuleIndex):
         if body is None:
             return None
         local: dict[str, ast.expr] = {}
-        early: list[tuple[ast.expr, ast.expr]] = []  # (test, value) of each early return, in order
+        early: list[tuple[ast.expr, ast.expr]] = []  # (condition, value) of each `if c: return v`
         for stmt in body[:-1]:
-            returned = _early_return(stmt)
-            if returned is not None:
-                early.append((substitute(returned[0], local, {}), substitute(returned[1], local, {})))
+            if _early_return(stmt):
+                early.append((substitute(stmt.test, local, {}), substitute(stmt.body[0].value, local, {})))
+                continue
+            # a value set after an early return is read only after it: in that return's `else`
+            if _unpacks(stmt):
+                bind(stmt.targets[0], substitute(stmt.value, local, {}), local)  # `major, _ = f()`
                 continue
             update = _update(stmt, local)
             if update is None and isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1:
@@ -127,17 +130,25 @@ class ReferenceModule(ModuleIndex):
         return substitute(value, {}, dict(zip(params, call.args, strict=True)))
 
 
-def _early_return(stmt: ast.stmt) -> tuple[ast.expr, ast.expr] | None:
-    """``if c: return x`` with no else: (c, x)."""
-    if (
+def _early_return(stmt: ast.stmt) -> bool:
+    """``if c: return v`` with nothing else."""
+    return (
         isinstance(stmt, ast.If)
         and not stmt.orelse
         and len(stmt.body) == 1
         and isinstance(stmt.body[0], ast.Return)
         and stmt.body[0].value is not None
-    ):
-        return stmt.test, stmt.body[0].value
-    return None
+    )
+
+
+def _unpacks(stmt: ast.stmt) -> bool:
+    """``a, b = v`` onto plain names."""
+    return (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Tuple)
+        and all(isinstance(e, ast.Name) for e in stmt.targets[0].elts)
+    )
 
 
 def _update(stmt: ast.stmt, local: dict[str, ast.expr]) -> tuple[str, ast.expr] | None:
