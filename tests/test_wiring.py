@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 from bot.emit import wiring
@@ -394,3 +396,39 @@ def test_a_routed_call_through_an_import_alias_and_no_tilegym_import():
     assert 'return ("é", tilegym.ops.cutile_rs.blend.blend(1))[1]' in out
     assert out.startswith("import tilegym\n")  # the twin's path needs the package bound
     assert 'return ("é", ct_blend.blend(1))[1]' in out  # the cutile branch is unchanged
+
+
+SKIPPING_TEST = """\
+import pytest
+
+_backends = ["cutile"]
+
+
+@pytest.mark.parametrize("is_causal", [True, False])
+@pytest.mark.parametrize("transpose", [True, False])
+@pytest.mark.parametrize("backend", _backends)
+def test_op(backend, is_causal, transpose):
+    if backend == "cutile" and is_causal == False:
+        pytest.skip('cutile: causal only')
+    if backend == "cutile":
+        if transpose:
+            pytest.skip("cutile: no transpose")
+    if backend == "cutile" and is_causal == False:
+        print("not only a skip")
+        pytest.skip("x")
+    run(backend, is_causal, transpose)
+"""
+
+
+def test_a_cutile_skip_on_what_the_wrapper_checks_is_inherited_and_only_that():
+    out = wiring.inherited_skips(SKIPPING_TEST, {"is_causal"})
+    added = [line for line in out.splitlines() if line not in SKIPPING_TEST.splitlines()]
+    assert added == [
+        '    if backend == "cutile-rs" and is_causal == False:',
+        f"        pytest.skip('{wiring.INHERITED_SKIP}cutile: causal only')",
+    ]  # `transpose` is not checked by the wrapper; the third block does more than skip
+    ast.parse(out)
+    assert wiring.inherited_skips(out, {"is_causal"}) == out  # wiring twice changes nothing
+    both = wiring.inherited_skips(SKIPPING_TEST, {"is_causal", "transpose"})
+    assert '    if backend == "cutile-rs":\n        if transpose:\n' in both
+    assert wiring.inherited_skips(SKIPPING_TEST, set()) == SKIPPING_TEST
