@@ -194,9 +194,7 @@ def inherited_skips(text: str, checked: Iterable[str]) -> str:
             following = "".join(lines[node.end_lineno : node.end_lineno + len(twin)])
             if following != "".join(twin):
                 inserts.append((node.end_lineno, twin))
-    for at, block in sorted(inserts, key=lambda x: x[0], reverse=True):
-        lines[at:at] = block
-    return "".join(lines)
+    return _with_blocks(text, tree, lines, inserts, "")
 
 
 def _cutile_compare(node: ast.AST, arg: str) -> ast.Constant | None:
@@ -331,16 +329,7 @@ def forward_only_skips(text: str, backward: Iterable[str]) -> str:
                 ],
             )
         )
-    if not inserts:
-        return text
-    if lines and not lines[-1].endswith(("\n", "\r")):
-        lines[-1] += newline
-    for at, block in sorted(inserts, key=lambda x: x[0], reverse=True):
-        lines[at:at] = block
-    out = "".join(lines)
-    if not _binds(text, "pytest"):
-        out = _after_header(out, tree, f"import pytest{newline}")
-    return out
+    return _with_blocks(text, tree, lines, inserts, "pytest")
 
 
 def route_backend_calls(text: str, routes: dict[str, str]) -> str:
@@ -397,16 +386,7 @@ def route_backend_calls(text: str, routes: dict[str, str]) -> str:
             if body and not body[-1].endswith(("\n", "\r")):
                 body[-1] += newline
             inserts.append((last, [f'{indent}elif {arg} == "cutile-rs":{newline}', *body]))
-    if not inserts:
-        return text
-    if lines and not lines[-1].endswith(("\n", "\r")):
-        lines[-1] += newline
-    for at, block in sorted(inserts, key=lambda x: x[0], reverse=True):
-        lines[at:at] = block
-    out = "".join(lines)
-    if not _binds(text, "tilegym"):
-        out = _after_header(out, tree, f"import tilegym{newline}")
-    return out
+    return _with_blocks(text, tree, lines, inserts, "tilegym")
 
 
 def _tests_backend(test: ast.expr, arg: str, backend: str) -> bool:
@@ -473,6 +453,24 @@ def _skips_cutile_rs(fn: ast.FunctionDef | ast.AsyncFunctionDef, arg: str) -> bo
         ):
             return True
     return False
+
+
+def _with_blocks(
+    text: str, tree: ast.Module, lines: list[str], inserts: list[tuple[int, list[str]]], module: str
+) -> str:
+    """``lines`` with each block inserted before its line (0-based), ``import <module>`` added when
+    the file does not bind it; ``text`` itself when there is nothing to insert."""
+    if not inserts:
+        return text
+    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += newline
+    for at, block in sorted(inserts, key=lambda x: x[0], reverse=True):
+        lines[at:at] = block
+    out = "".join(lines)
+    if module and not _binds(text, module):
+        out = _after_header(out, tree, f"import {module}{newline}")
+    return out
 
 
 def _after_header(text: str, tree: ast.Module, line: str) -> str:
