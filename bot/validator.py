@@ -43,6 +43,8 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from bot.discover import discover
@@ -273,200 +275,270 @@ def validate(
     return ValidatorRun(command=shlex.join(cmd), output="\n".join(lines) + "\n", exit_code=exit_code)
 
 
+@dataclass
+class _Inputs:
+    """What the checks read; a check may leave what it found for a later one (``ffi_text``)."""
+
+    base: Path  # <out root>/<op>
+    op: str
+    repo: Path
+    so_path: Path | None
+    test_files: list[str] | None
+    ffi_text: str | None = None
+    analysis: object | None = None
+    wired: bool = True  # the checkout has src/tilegym, so its wiring can be checked
+
+
 def _run_checks(
     out: _Out, base: Path, op: str, repo: Path, so_path: Path | None, test_files: list[str] | None
 ) -> None:
-    # --- correctness.md
-    report = base / "reports" / "correctness.md"
+    inputs = _Inputs(base, op, repo, so_path, test_files)
+    for check in CHECKS:
+        check(inputs, out)
+
+
+def _correctness_report(i: _Inputs, out: _Out) -> None:
+    report = i.base / "reports" / "correctness.md"
     text = _read(report) if _nonempty(report) else None
     if text is None:
         out.fail("correctness.md missing or empty")
-    else:
-        blocked = _BLOCK_CLASS.search(text)
-        out.blocked = blocked.group(1) if blocked else ""
-        first = text.split("\n", 1)[0]
-        out.check(
-            bool(_VERDICT_FIRST_LINE.match(first)),
-            f"verdict line: {first}",
-            f"first line must be 'VERDICT: ALL_PASS' or 'VERDICT: FAIL', got: {first}",
-        )
-        out.check("| Test " in text, "has results table", "missing results table")
+        return
+    blocked = _BLOCK_CLASS.search(text)
+    out.blocked = blocked.group(1) if blocked else ""
+    first = text.split("\n", 1)[0]
+    out.check(
+        bool(_VERDICT_FIRST_LINE.match(first)),
+        f"verdict line: {first}",
+        f"first line must be 'VERDICT: ALL_PASS' or 'VERDICT: FAIL', got: {first}",
+    )
+    out.check("| Test " in text, "has results table", "missing results table")
 
-    # --- raw pytest log
-    raw = base / "correctness_cutile_rs.txt"
+
+def _pytest_log(i: _Inputs, out: _Out) -> None:
+    raw = i.base / "correctness_cutile_rs.txt"
     if not raw.is_file():
         out.missing("correctness_cutile_rs.txt missing (pytest did not run)")
-    elif not _nonempty(raw):
+        return
+    if not _nonempty(raw):
         out.fail("correctness_cutile_rs.txt empty")
+        return
+    log = _read(raw) or ""
+    n_lines = log.count("\n")  # as wc -l counts
+    n_pass, n_fail, n_skip = (_count_lines_with(log, w) for w in ("PASSED", "FAILED", "SKIPPED"))
+    out.ok(f"correctness_cutile_rs.txt ({n_lines} lines, passed={n_pass} failed={n_fail} skipped={n_skip})")
+    # On a blocked run pytest may have stopped before its session began (no torch for conftest):
+    # then there is no result or header to check, which `missing` reports as not run.
+    if n_pass + n_fail + n_skip == 0:
+        out.missing("correctness_cutile_rs.txt has no PASSED/FAILED/SKIPPED lines: not pytest output")
+    if _HEADER_MARKERS.search(log):
+        out.ok("correctness_cutile_rs.txt contains real-pytest framework markers")
     else:
-        log = _read(raw) or ""
-        n_lines = log.count("\n")  # as wc -l counts
-        n_pass, n_fail, n_skip = (_count_lines_with(log, w) for w in ("PASSED", "FAILED", "SKIPPED"))
-        out.ok(
-            f"correctness_cutile_rs.txt ({n_lines} lines, passed={n_pass} failed={n_fail} skipped={n_skip})"
+        out.missing(
+            "correctness_cutile_rs.txt has no real-pytest framework markers",
+            "(no 'platform <os> -- Python ...', 'rootdir: ...' or 'plugins: ...' line;",
+            " a hand-made runner or --no-header)",
         )
-        # On a blocked run pytest may have stopped before its session began (no torch for conftest):
-        # then there is no result or header to check, which `missing` reports as not run.
-        if n_pass + n_fail + n_skip == 0:
-            out.missing("correctness_cutile_rs.txt has no PASSED/FAILED/SKIPPED lines: not pytest output")
-        if _HEADER_MARKERS.search(log):
-            out.ok("correctness_cutile_rs.txt contains real-pytest framework markers")
-        else:
-            out.missing(
-                "correctness_cutile_rs.txt has no real-pytest framework markers",
-                "(no 'platform <os> -- Python ...', 'rootdir: ...' or 'plugins: ...' line;",
-                " a hand-made runner or --no-header)",
-            )
-        if _HAND_THRESHOLD.search(log):
-            out.fail(
-                "correctness_cutile_rs.txt contains a hand-made absolute-threshold judgment",
-                "('max_diff > 1e-2' / 'if diff > 1e-2'): the tests' own comparison must decide",
-            )
+    if _HAND_THRESHOLD.search(log):
+        out.fail(
+            "correctness_cutile_rs.txt contains a hand-made absolute-threshold judgment",
+            "('max_diff > 1e-2' / 'if diff > 1e-2'): the tests' own comparison must decide",
+        )
 
-    # --- decision log
+
+def _decision_log(i: _Inputs, out: _Out) -> None:
     out.check(
-        _nonempty(base / "reports" / "agent_logs" / "agent_d.md"),
+        _nonempty(i.base / "reports" / "agent_logs" / "agent_d.md"),
         "agent_d.md log",
         "agent_d.md log missing (reports/agent_logs/agent_d.md)",
     )
 
-    # --- ffi.rs (the out-folder copy)
-    ffi = base / "ffi.rs"
+
+def _ffi_present(i: _Inputs, out: _Out) -> None:
+    ffi = i.base / "ffi.rs"
     if _nonempty(ffi):
         out.ok("ffi.rs present (Agent D)")
     else:
         out.missing(f"ffi.rs missing: the C-ABI host launcher belongs at {ffi}")
-    ffi_text = _read(ffi) if ffi.is_file() else None
-    if ffi_text is not None:
-        out.check(
-            bool(_TENSOR_DESC_ARG.search(ffi_text)),
-            "ffi.rs takes tensors as *const TensorDesc",
-            "ffi.rs does not take tensors as '*const TensorDesc'",
-            "(tensors cross the boundary as descriptors, not raw pointer + loose shape/stride args)",
-        )
-        out.check(
-            bool(_UNPACK.search(ffi_text)),
-            "ffi.rs unpacks descriptors via borrow_tensor / DevicePointer::from_cu_deviceptr",
-            "ffi.rs unpacks no descriptor via borrow_tensor::<E> or DevicePointer::from_cu_deviceptr",
-        )
-        banned = sorted(set(_BANNED_FFI.findall(ffi_text)))
-        out.check(
-            not banned,
-            "no op-level from_raw_parts / mem::forget / transmute in ffi.rs",
-            f"ffi.rs uses op-level {' / '.join(banned)}",
+    i.ffi_text = _read(ffi) if ffi.is_file() else None
+
+
+# One row per rule of ffi.rs's text: (holds, OK line, FAIL line, FAIL detail lines).
+FFI_RULES: tuple[tuple[Callable[[str], bool], str, str, tuple[str, ...]], ...] = (
+    (
+        lambda t: bool(_TENSOR_DESC_ARG.search(t)),
+        "ffi.rs takes tensors as *const TensorDesc",
+        "ffi.rs does not take tensors as '*const TensorDesc'",
+        ("(tensors cross the boundary as descriptors, not raw pointer + loose shape/stride args)",),
+    ),
+    (
+        lambda t: bool(_UNPACK.search(t)),
+        "ffi.rs unpacks descriptors via borrow_tensor / DevicePointer::from_cu_deviceptr",
+        "ffi.rs unpacks no descriptor via borrow_tensor::<E> or DevicePointer::from_cu_deviceptr",
+        (),
+    ),
+    (
+        lambda t: not _BANNED_FFI.search(t),
+        "no op-level from_raw_parts / mem::forget / transmute in ffi.rs",
+        "ffi.rs uses op-level {banned}",
+        (
             "(only ffi_util::borrow_tensor may build a Tensor from raw parts; its ManuallyDrop",
             " already keeps PyTorch's memory alive)",
-        )
-        out.check(
-            bool(_UNSAFE_NO_MANGLE.search(ffi_text)),
-            "ffi.rs uses #[unsafe(no_mangle)] (Rust 2024 export)",
-            "ffi.rs does not use #[unsafe(no_mangle)] (plain #[no_mangle] does not build in edition 2024)",
-        )
-        out.check(
-            device_from_argument(ffi_text),
-            "ffi.rs builds Device from device_id (multi-GPU correct)",
-            "ffi.rs does not build its device from device_id",
-            "(expected Device::new(device_id ...) or setup_device_stream!(.., .., device_id, raw_stream))",
-        )
-        if _DEVICE_NEW_ZERO.search(ffi_text):
-            out.warn("ffi.rs contains a hard-coded Device::new(0)")
+        ),
+    ),
+    (
+        lambda t: bool(_UNSAFE_NO_MANGLE.search(t)),
+        "ffi.rs uses #[unsafe(no_mangle)] (Rust 2024 export)",
+        "ffi.rs does not use #[unsafe(no_mangle)] (plain #[no_mangle] does not build in edition 2024)",
+        (),
+    ),
+    (
+        device_from_argument,
+        "ffi.rs builds Device from device_id (multi-GPU correct)",
+        "ffi.rs does not build its device from device_id",
+        ("(expected Device::new(device_id ...) or setup_device_stream!(.., .., device_id, raw_stream))",),
+    ),
+)
 
-    # --- the cdylib exports cutile_<op>
-    symbol = f"cutile_{op}"
-    so = Path(so_path) if so_path is not None else _find_so(repo)
+
+def _ffi_rules(i: _Inputs, out: _Out) -> None:
+    if i.ffi_text is None:
+        return
+    banned = " / ".join(sorted(set(_BANNED_FFI.findall(i.ffi_text))))
+    for holds, ok, fail, detail in FFI_RULES:
+        out.check(holds(i.ffi_text), ok, fail.format(banned=banned), *detail)
+    if _DEVICE_NEW_ZERO.search(i.ffi_text):
+        out.warn("ffi.rs contains a hard-coded Device::new(0)")
+
+
+def _exports_symbol(i: _Inputs, out: _Out) -> None:
+    symbol = f"cutile_{i.op}"
+    so = Path(i.so_path) if i.so_path is not None else _find_so(i.repo)
     if so is None or not so.is_file():
         out.missing(
-            f"{SO_NAME} missing (looked {'at ' + str(so) if so else 'under ' + str(repo)})",
-            f"register mod {op} in cutile_kernels/src/lib.rs and run cargo build --release",
+            f"{SO_NAME} missing (looked {'at ' + str(so) if so else 'under ' + str(i.repo)})",
+            f"register mod {i.op} in cutile_kernels/src/lib.rs and run cargo build --release",
         )
-    else:
-        try:
-            funcs = exported_functions(so)
-            err = ""
-        except (OSError, ValueError) as exc:
-            funcs, err = [], str(exc)
-        out.check(
-            symbol in funcs,
-            f"{so.name} ({so}) exports symbol {symbol}",
-            f"{so.name} ({so}) does not export {symbol}" + (f": {err}" if err else ""),
-            f"(no defined global FUNC {symbol} in its .dynsym; register mod {op} in lib.rs and rebuild)",
-        )
-
-    # --- analysis.json driven checks
-    analysis = _load_analysis(base / "reference" / "analysis.json", out)
-    if analysis is not None and ffi_text is not None:
-        dumped = json.dumps(analysis)
-        if "num_cta_in_cga" in dumped or "num_ctas" in dumped:
-            out.check(
-                "num_cta_in_cga" in ffi_text,
-                "ffi.rs exposes/applies num_cta_in_cga compile-option",
-                "analysis.json tunes num_cta_in_cga/num_ctas but ffi.rs does not apply it",
-                "(expected: if num_cta_in_cga > 0 { opts = opts.num_cta_in_cga(v); })",
-            )
-
-    # --- wrapper
-    wrapper = find_wrapper(repo, op)
-    wtext = _read(wrapper) if wrapper is not None else None
-    if wtext is None:
-        out.missing(f"cutile_rs wrapper for {op} not found under ops/cutile_rs/")
-    else:
-        out.ok(f"cutile_rs wrapper present ({wrapper})")
-        out.check(
-            bool(_CDEF.search(wtext)),
-            "wrapper uses cffi (_FFI_CDEF + bind_kernel_function_cffi)",
-            "wrapper has no cffi boundary (_FFI_CDEF / bind_kernel_function_cffi)",
-        )
-        out.check(
-            bool(_MAKE_DESC.search(wtext)),
-            "wrapper packs tensors with make_tensor_desc",
-            "wrapper does not pack tensors with make_tensor_desc (const TensorDesc* boundary)",
-        )
-        out.check(
-            bool(_CHECK_RC.search(wtext)),
-            "wrapper checks the FFI return code with check_rc",
-            "wrapper does not call check_rc(rc, _FFI_NAME) after the launch",
-        )
-        if _CTYPES_ARGTYPES.search(wtext):
-            out.fail("wrapper still declares ctypes _FFI_ARGTYPES/.argtypes (old pattern)")
-        if analysis is not None:
-            tuned = isinstance(analysis, dict) and bool(
-                analysis.get("autotune_configs") or analysis.get("autotune_backends")
-            )
-            if tuned:
-                out.check(
-                    "autotune_launch" in wtext,
-                    "wrapper uses autotune_launch (autotune_configs present)",
-                    "analysis.json has autotune configs but the wrapper does not use autotune_launch",
-                )
-            else:
-                out.ok("no autotune required (analysis.json has no autotune_configs)")
-
-    # --- wiring
-    if not (repo / "src" / "tilegym").is_dir():
-        out.warn(f"{repo} has no src/tilegym: backend registration checks skipped")
         return
-    ops_init = _read(repo / "src" / "tilegym" / "ops" / "__init__.py") or ""
+    try:
+        funcs, err = exported_functions(so), ""
+    except (OSError, ValueError) as exc:
+        funcs, err = [], str(exc)
+    out.check(
+        symbol in funcs,
+        f"{so.name} ({so}) exports symbol {symbol}",
+        f"{so.name} ({so}) does not export {symbol}" + (f": {err}" if err else ""),
+        f"(no defined global FUNC {symbol} in its .dynsym; register mod {i.op} in lib.rs and rebuild)",
+    )
+
+
+def _analysis_rules(i: _Inputs, out: _Out) -> None:
+    i.analysis = _load_analysis(i.base / "reference" / "analysis.json", out)
+    if i.analysis is None or i.ffi_text is None:
+        return
+    dumped = json.dumps(i.analysis)
+    if "num_cta_in_cga" in dumped or "num_ctas" in dumped:
+        out.check(
+            "num_cta_in_cga" in i.ffi_text,
+            "ffi.rs exposes/applies num_cta_in_cga compile-option",
+            "analysis.json tunes num_cta_in_cga/num_ctas but ffi.rs does not apply it",
+            "(expected: if num_cta_in_cga > 0 { opts = opts.num_cta_in_cga(v); })",
+        )
+
+
+# One row per rule of the wrapper's text: (pattern that must appear, OK line, FAIL line).
+WRAPPER_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (
+        _CDEF,
+        "wrapper uses cffi (_FFI_CDEF + bind_kernel_function_cffi)",
+        "wrapper has no cffi boundary (_FFI_CDEF / bind_kernel_function_cffi)",
+    ),
+    (
+        _MAKE_DESC,
+        "wrapper packs tensors with make_tensor_desc",
+        "wrapper does not pack tensors with make_tensor_desc (const TensorDesc* boundary)",
+    ),
+    (
+        _CHECK_RC,
+        "wrapper checks the FFI return code with check_rc",
+        "wrapper does not call check_rc(rc, _FFI_NAME) after the launch",
+    ),
+)
+
+
+def _wrapper(i: _Inputs, out: _Out) -> None:
+    wrapper = find_wrapper(i.repo, i.op)
+    text = _read(wrapper) if wrapper is not None else None
+    if text is None:
+        out.missing(f"cutile_rs wrapper for {i.op} not found under ops/cutile_rs/")
+        return
+    out.ok(f"cutile_rs wrapper present ({wrapper})")
+    for pattern, ok, fail in WRAPPER_RULES:
+        out.check(bool(pattern.search(text)), ok, fail)
+    if _CTYPES_ARGTYPES.search(text):
+        out.fail("wrapper still declares ctypes _FFI_ARGTYPES/.argtypes (old pattern)")
+    if i.analysis is None:
+        return
+    tuned = isinstance(i.analysis, dict) and bool(
+        i.analysis.get("autotune_configs") or i.analysis.get("autotune_backends")
+    )
+    if tuned:
+        out.check(
+            "autotune_launch" in text,
+            "wrapper uses autotune_launch (autotune_configs present)",
+            "analysis.json has autotune configs but the wrapper does not use autotune_launch",
+        )
+    else:
+        out.ok("no autotune required (analysis.json has no autotune_configs)")
+
+
+def _package_wiring(i: _Inputs, out: _Out) -> None:
+    if not (i.repo / "src" / "tilegym").is_dir():
+        out.warn(f"{i.repo} has no src/tilegym: backend registration checks skipped")
+        i.wired = False
+        return
+    ops_init = _read(i.repo / "src" / "tilegym" / "ops" / "__init__.py") or ""
     out.check(
         bool(_OPS_INIT_IMPORT.search(ops_init)),
         "ops/__init__.py imports cutile_rs",
         "ops/__init__.py does not import cutile_rs ('from . import cutile_rs' missing)",
     )
-    selector = _read(repo / "src" / "tilegym" / "backend" / "selector.py") or ""
+    selector = _read(i.repo / "src" / "tilegym" / "backend" / "selector.py") or ""
     out.check(
         bool(_MENTIONS_BACKEND.search(selector)),
         "backend/selector.py references cutile-rs",
         "backend/selector.py does not register cutile-rs",
     )
+
+
+def _test_wiring(i: _Inputs, out: _Out) -> None:
+    if not i.wired:
+        return
+    test_files = i.test_files
     if test_files is None:
-        test_files = [site.path for site in discover(Target(repo, op)).test_sites]
+        test_files = [site.path for site in discover(Target(i.repo, i.op)).test_sites]
     if not test_files:
-        out.fail(f"no test file under tests/ reaches {op} (nothing to parametrize)")
+        out.fail(f"no test file under tests/ reaches {i.op} (nothing to parametrize)")
     for rel in test_files:
         out.check(
-            bool(_MENTIONS_BACKEND.search(_read(repo / rel) or "")),
+            bool(_MENTIONS_BACKEND.search(_read(i.repo / rel) or "")),
             f"{rel} includes cutile-rs backend",
             f"{rel} does not include cutile-rs in its parametrization",
         )
+
+
+# The checks, in the order their lines are printed (as the upstream validate_agent_d.sh reads).
+CHECKS: tuple[Callable[[_Inputs, _Out], None], ...] = (
+    _correctness_report,
+    _pytest_log,
+    _decision_log,
+    _ffi_present,
+    _ffi_rules,
+    _exports_symbol,
+    _analysis_rules,
+    _wrapper,
+    _package_wiring,
+    _test_wiring,
+)
 
 
 # --------------------------------------------------------------------------- the repo's own script
