@@ -13,10 +13,6 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from bot.testrun import Interpreter
 
 # The crate is built against CUDA 13.0 headers (toolchain.HEADER_WHEELS); cuda-bindings refuses a
 # driver whose CUDA major is lower ("CUDA driver too old: built against X but runtime is Y").
@@ -148,3 +144,35 @@ def _torch_error(error: str) -> str:
         if part.startswith("torch: "):
             return part.removeprefix("torch: ")
     return ""
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    python: str
+    pytest: str | None
+    timeout_plugin: bool
+    torch: str | None
+    cuda: bool
+    device: str
+    error: str
+    gpus: int = 0
+    driver: str = ""
+    driver_version: int = 0  # cuDriverGetVersion: 13000 is CUDA 13.0; 0 when unknown
+    tileiras: str = ""  # the tile compiler cutile-rs will use, "" when it will find none
+    missing: bool = False  # the interpreter itself does not exist
+    tile_home: str = ""  # why tileiras will not compile with this CUDA_HOME ("" when it will)
+
+    def env_problems(self) -> list[EnvProblem]:
+        return problems(self)
+
+    def env_problem(self) -> str:
+        """Why pytest here cannot prove the kernel on a GPU, every reason; empty when it can."""
+        return "; ".join(p.reason for p in self.env_problems())
+
+    def env_report(self) -> str:
+        """Every reason with its fix, for the verdict: ``<reason> (fix: <fix>); ...``."""
+        return "; ".join(f"{p.reason} (fix: {p.fix})" for p in self.env_problems())
+
+    def env_fix(self) -> str:
+        """What the runner's owner must do, every fix on one line (the verdict's fix line)."""
+        return "; ".join(p.fix for p in self.env_problems())

@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from bot import envcheck, progress
 from bot.discover import is_functional
+from bot.envcheck import Interpreter
 from bot.types import Target, TestSite
 
 PROBE = r"""
@@ -64,38 +65,6 @@ except Exception as exc:
     info["error"] = (info["error"] + "; " if info["error"] else "") + f"torch: {exc}"
 print(json.dumps(info))
 """
-
-
-@dataclass(frozen=True)
-class Interpreter:
-    python: str
-    pytest: str | None
-    timeout_plugin: bool
-    torch: str | None
-    cuda: bool
-    device: str
-    error: str
-    gpus: int = 0
-    driver: str = ""
-    driver_version: int = 0  # cuDriverGetVersion: 13000 is CUDA 13.0; 0 when unknown
-    tileiras: str = ""  # the tile compiler cutile-rs will use, "" when it will find none
-    missing: bool = False  # the interpreter itself does not exist
-    tile_home: str = ""  # why tileiras will not compile with this CUDA_HOME ("" when it will)
-
-    def env_problems(self) -> list[envcheck.EnvProblem]:
-        return envcheck.problems(self)
-
-    def env_problem(self) -> str:
-        """Why pytest here cannot prove the kernel on a GPU, every reason; empty when it can."""
-        return "; ".join(p.reason for p in self.env_problems())
-
-    def env_report(self) -> str:
-        """Every reason with its fix, for the verdict: ``<reason> (fix: <fix>); ...``."""
-        return "; ".join(f"{p.reason} (fix: {p.fix})" for p in self.env_problems())
-
-    def env_fix(self) -> str:
-        """What the runner's owner must do, every fix on one line (the verdict's fix line)."""
-        return "; ".join(p.fix for p in self.env_problems())
 
 
 def probe(python: str, env: dict[str, str] | None = None) -> Interpreter:

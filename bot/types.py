@@ -18,7 +18,7 @@ OPS_DIR = Path("src", "tilegym", "ops", "cutile_rs")
 KERNELS_CRATE = OPS_DIR / "cutile_kernels"  # the one crate every kernel of a checkout is built in
 
 if TYPE_CHECKING:
-    from bot.dryrun.compare import DryRun
+    from bot.dryrun.result import DryRun
 
 
 @dataclass(frozen=True)

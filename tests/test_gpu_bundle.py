@@ -116,7 +116,7 @@ PORT_STDOUT = json.dumps(
 
 
 def test_port_outcome_generated_vs_blocked():
-    from gpu.pack import port_outcome
+    from gpu.porting import port_outcome
 
     ok = port_outcome(PORT_STDOUT, 3)
     assert ok["status"] == "generated" and ok["stages"]["abi smoke"] == "ok"
@@ -131,7 +131,7 @@ def test_port_outcome_generated_vs_blocked():
 
 
 def test_strip_op_removes_host_files_and_wiring(tmp_path):
-    from gpu.pack import CUTILE_RS, strip_op
+    from gpu.porting import CUTILE_RS, strip_op
 
     ops = tmp_path / CUTILE_RS
     (ops / "silu_and_mul_kernel").mkdir(parents=True)

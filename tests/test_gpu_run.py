@@ -7,7 +7,7 @@ import os
 import sys
 import tarfile
 
-from gpu import bundle, device, table
+from gpu import bundle, device, steps, table
 from gpu_proof_support import MANIFEST, PYTEST_LOG, RESULTS, tar_xz
 
 
@@ -67,7 +67,7 @@ def test_crossed_benchmarks_only_for_generated_ops(tmp_path):
 
 
 def test_parse_pytest_counts_and_first_failure():
-    r = device.parse_pytest(PYTEST_LOG)
+    r = steps.parse_pytest(PYTEST_LOG)
     assert (r["passed"], r["failed"], r["skipped"]) == (1, 1, 1)
     assert r["first_failure"].startswith("FAILED tests/ops/test_silu_and_mul.py::Test_SiLUAndMul::test_op[")
     assert "Tensor-likes are not close" in r["first_failure"]
@@ -76,11 +76,11 @@ def test_parse_pytest_counts_and_first_failure():
 
 
 def test_failures_marked_against_the_hand_written_run():
-    agent = device.parse_pytest(PYTEST_LOG)
-    hand = device.parse_pytest(PYTEST_LOG)
+    agent = steps.parse_pytest(PYTEST_LOG)
+    hand = steps.parse_pytest(PYTEST_LOG)
     rows = device.compare(agent, hand)
     assert [r["mark"] for r in rows] == ["also fails with hand-written code"]
-    passing = device.parse_pytest(PYTEST_LOG.replace("dtype2] FAILED", "dtype2] PASSED"))
+    passing = steps.parse_pytest(PYTEST_LOG.replace("dtype2] FAILED", "dtype2] PASSED"))
     assert device.compare(agent, passing)[0]["mark"] == "passes with hand-written code"
 
 
@@ -91,7 +91,7 @@ def test_parse_verify_reads_the_json_summary():
         '[\n  {\n    "op": "silu_and_mul",\n    "verdict": "ALL_PASS",\n    "class": "",\n'
         '    "reason": "all selected tests passed"\n  }\n]\n'
     )
-    v = device.parse_verify(text)
+    v = steps.parse_verify(text)
     assert v["verdict"] == "ALL_PASS" and v["reason"] == "all selected tests passed"
     assert v["line"].startswith("[agent-d] silu_and_mul: ALL_PASS")
 

@@ -26,57 +26,10 @@ from __future__ import annotations
 
 import difflib
 import math
-from dataclasses import dataclass, field
 
 from bot.dryrun.port_side import EvalError, PortLaunch, port_launches
+from bot.dryrun.result import DryRun, Row
 from bot.types import KernelSignature, LaunchPlan
-
-
-@dataclass(frozen=True)
-class Row:
-    """One compared value of one case."""
-
-    case: str
-    param: str  # the kernel.rs parameter ("grid", "out_ptr", "BLOCK_SIZE")
-    what: str  # grid | dtype | shape | strides | numel | value | launch
-    reference: str
-    cutile_rs: str
-    same: bool
-
-
-@dataclass
-class DryRun:
-    status: str  # compared | not run | not compared
-    why: str = ""  # not run / not compared: the reason; compared: the cases' summary
-    cases: list[str] = field(default_factory=list)
-    rows: list[Row] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # cases not compared, with why
-    notes: list[str] = field(default_factory=list)  # what the compared values cannot show
-
-    @property
-    def differences(self) -> list[Row]:
-        return [r for r in self.rows if not r.same]
-
-    @property
-    def identical(self) -> bool:
-        return self.status == "compared" and not self.differences
-
-    def headline(self) -> str:
-        if self.status != "compared":
-            return f"dry run {self.status}: {self.why}"
-        if self.differences:
-            first = self.differences[0]
-            return (
-                f"the launch differs from the cuTile reference's in {len({r.case for r in self.differences})} of "
-                f"{len(self.cases)} case(s): {describe_row(first)}"
-            )
-        return (
-            f"the launch equals the cuTile reference's in {len(self.cases)} case(s) ({len(self.rows)} values)"
-        )
-
-
-def describe_row(row: Row) -> str:
-    return f"{row.param} {row.what}: reference {row.reference}, cutile-rs {row.cutile_rs} ({row.case})"
 
 
 def compare(plan: LaunchPlan, signature: KernelSignature, cases: dict[str, dict]) -> DryRun:

@@ -14,7 +14,8 @@ import subprocess
 from pathlib import Path
 
 from bot import testrun
-from bot.dryrun.compare import DryRun, Row, compare, describe_row
+from bot.dryrun.compare import compare
+from bot.dryrun.result import DryRun, Row, describe_row
 
 __all__ = ["DryRun", "dry_run", "host_fix", "table"]
 from bot.types import KernelSignature, LaunchPlan, Target
