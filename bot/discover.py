@@ -36,7 +36,8 @@ def discover(target: Target) -> Discovery:
     registry = _registrations(repo, files)
     reference, name, registry_name, name_source = _reference(target.op, registry, tried)
     public = _public(repo, name, tried, files)
-    tests, keywords = _tests(repo, target.op, name, public, tried, files)
+    reference_path = _reference_path(registry, reference)
+    tests, keywords = _tests(repo, target.op, name, public, reference_path, tried, files)
     return Discovery(
         op=target.op,
         dispatch_name=name,
@@ -178,6 +179,16 @@ def _reference(op: str, registry: list[_Registration], tried: list[str]):
     return None, op, op, Source("naming", f"no cuTile registration found: the kernel name {op!r}")
 
 
+def _reference_path(registry: list[_Registration], reference: Found | None) -> str:
+    """``tilegym.ops.cutile.<module>.<function>``: the reference's registered function by its module
+    path, as a test names it when it calls each backend's module itself (test_mla_decoding); ''
+    when there is no reference."""
+    for reg in registry:
+        if reference is not None and (reg.rel.as_posix(), reg.line) == (reference.path, reference.line):
+            return f"{_module_name(reg.rel)}.{reg.function}"
+    return ""
+
+
 # --------------------------------------------------------------------------- the public function
 
 
@@ -222,7 +233,7 @@ def public_function(repo: Path, found: Found) -> ast.FunctionDef | None:
 # --------------------------------------------------------------------------- tests
 
 
-def _aliases(tree: ast.Module) -> dict[str, str]:
+def tilegym_aliases(tree: ast.Module) -> dict[str, str]:
     out: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -235,7 +246,7 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
     return out
 
 
-def _dotted(node: ast.expr, aliases: dict[str, str]) -> str:
+def tilegym_path(node: ast.expr, aliases: dict[str, str]) -> str:
     """``tilegym.ops.activation.gelu`` for an attribute chain rooted at a tilegym import, else ''."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
@@ -324,9 +335,22 @@ def _reaches(path: str, reach: dict[str, str]) -> str:
     return ""
 
 
-def _tests(repo: Path, op: str, name: str, public: Found | None, tried: list[str], files: _Files):
-    """(test sites, keyword names the tests pass the op), every file that reaches the op."""
+def _tests(
+    repo: Path,
+    op: str,
+    name: str,
+    public: Found | None,
+    reference_path: str,
+    tried: list[str],
+    files: _Files,
+):
+    """(test sites, keyword names the tests pass the op), every file that reaches the op: through
+    the public function, or through the cuTile reference's own function named by its module path
+    (such a file picks each backend's module itself; the site's ``reference_calls`` says so, and
+    wiring gives it a cutile-rs branch)."""
     reach = _reachers(repo, public, files) if public else {}
+    if reference_path:
+        reach[reference_path] = reference_path.rsplit(".", 1)[1]
     plain_names = {d.rsplit(".", 1)[1] for d in reach}
     sites: list[TestSite] = []
     named: list[TestSite] = []
@@ -341,7 +365,8 @@ def _tests(repo: Path, op: str, name: str, public: Found | None, tried: list[str
         tree = files.tree(path)
         if tree is None:
             continue
-        refs = _op_references(tree, _aliases(tree), reach)
+        aliases = tilegym_aliases(tree)
+        refs = _op_references(tree, aliases, reach)
         rel = path.relative_to(repo).as_posix()
         line, scope = _backends_line(text)
         backward = _backward_tests(tree, path.name)
@@ -354,6 +379,9 @@ def _tests(repo: Path, op: str, name: str, public: Found | None, tried: list[str
         # a backward-only test file exercises the op's gradient, which a forward port does not have
         functional = () if "backward" in path.name else _functional_tests(tree, refs)
         through_helper = all("->" in how for _, how in refs)
+        reference_calls = tuple(
+            sorted({p for p in (tilegym_path(n, aliases) for n, _ in refs) if p == reference_path})
+        )
         sites.append(
             TestSite(
                 rel,
@@ -363,6 +391,7 @@ def _tests(repo: Path, op: str, name: str, public: Found | None, tried: list[str
                 direct=not through_helper,
                 functional=functional,
                 backward=backward,
+                reference_calls=reference_calls,
             )
         )
         if functional:  # keywords of the correctness tests, not of benchmarks
@@ -420,7 +449,7 @@ def _op_references(tree: ast.Module, aliases: dict[str, str], reach: dict[str, s
     refs: list[tuple[ast.expr, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
-            path = _dotted(node, aliases)
+            path = tilegym_path(node, aliases)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             path = aliases.get(node.id, "")
         else:

@@ -31,8 +31,16 @@ def generate(target: Target, plan: LaunchPlan, checkout: Checkout) -> GeneratedF
         (repo / OPS_INIT, wiring.ops_init),
         (repo / SELECTOR, wiring.selector),
     ]
+    # a test that calls the reference's function by its module path calls the wrapper's in its
+    # cutile-rs branch: the wrapper module is <op>.py, its function the registered name
+    wrapper_function = f"tilegym.ops.cutile_rs.{target.op}.{plan.python.register_name}"
     edits += [
-        (repo / site.path, lambda t, backward=site.backward: wiring.test_backends(t, backward))
+        (
+            repo / site.path,
+            lambda t, site=site: wiring.test_backends(
+                t, site.backward, dict.fromkeys(site.reference_calls, wrapper_function)
+            ),
+        )
         for site in checkout.test_sites
     ]
     for path, edit in edits:

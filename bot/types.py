@@ -86,6 +86,10 @@ class TestSite:
     # its backward tests (every test of a backward-only file): cutile-rs is forward-only, so wiring
     # makes each skip its cutile-rs case with a citation
     backward: tuple[str, ...] = ()
+    # the cuTile reference's function as the file names it by module path
+    # (``tilegym.ops.cutile.mla_decoding.mla_decoding``): the file calls each backend's module itself,
+    # so wiring routes its cutile-rs case to the wrapper's function (wiring.route_backend_calls)
+    reference_calls: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -324,3 +324,38 @@ def test_a_getter_is_dispatched_by_the_op_name_and_registered_as_get_op(tmp_path
     monkeypatch.setattr(testrun, "registered_backends", backends)
     assert stage_tests.registered(target, found, "python3") == ["cutile", "cutile-rs"]
     assert asked == ["get_gate"]
+
+
+def test_a_test_that_calls_the_reference_by_its_module_path_is_a_direct_site(tmp_path):
+    """TileGym's test_mla_decoding picks each backend's module itself
+    (``tilegym.ops.cutile.mla_decoding.mla_decoding``): that file calls the op, its ``test_op`` is the
+    correctness test, and the site names the path so wiring can route the cutile-rs case."""
+    repo = _tree(tmp_path)
+    _write(
+        repo,
+        "tests/ops/test_blend_by_module.py",
+        """\
+        import tilegym
+
+        _backends = ["cutile"]
+
+
+        def test_op(backend):
+            if backend == "cutile":
+                out = tilegym.ops.cutile.blend.blend_decode(1, 2, 3.0)
+            else:
+                out = None
+
+
+        def test_perf(backend):
+            from tilegym.ops.cutile.blend import blend_decode_backward
+
+            blend_decode_backward(1, 2, 3.0)
+        """,
+    )
+    found = discover(Target(repo, "blend"))
+    site = next(t for t in found.tests if t.path == "tests/ops/test_blend_by_module.py")
+    assert site.direct and site.functional == ("test_op",)
+    assert site.reference_calls == ("tilegym.ops.cutile.blend.blend_decode",)
+    # a file that reaches the op through the public function names no reference path
+    assert all(not t.reference_calls for t in found.tests if t is not site)

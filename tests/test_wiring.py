@@ -312,3 +312,85 @@ def test_backward_tests_skip_their_cutile_rs_case_module_level():
     assert _run(out, None, "test_op_backward", backend="cutile-rs").msg == wiring.FORWARD_ONLY_SKIP
     assert _run(out, None, "test_op_backward", backend="cutile") is None
     assert _run(out, None, "test_op", backend="cutile-rs") is None
+
+
+# --------------------------------------------------------------------------- backend branches routed
+
+# In the shape of TileGym's test_mla_decoding: each backend's module is called by its path, a backend
+# the chain does not know is skipped, and a cutile-only guard calls nothing.
+BY_MODULE = """import pytest
+
+import tilegym
+from tilegym.backend import is_backend_available
+
+
+class Test_Blend:
+    _backends = ["cutile"]
+    if is_backend_available("tilecpp"):
+        _backends = _backends + ["tilecpp"]
+
+    @pytest.mark.parametrize("backend", _backends)
+    def test_op(self, backend, flag=True):
+        if backend == "cutile":
+            if not flag:
+                pytest.skip("cutile needs flag")
+        if backend == "cutile":
+
+            def fn():
+                return ("é", tilegym.ops.cutile.blend.blend(1))[1]  # a wide character before the call
+
+        elif backend == "tilecpp":
+
+            def fn():
+                return tilegym.ops.tilecpp.blend.blend(1)
+
+        else:
+            pytest.skip(f"Backend {backend} not supported")
+        return fn()
+"""
+ROUTES = {"tilegym.ops.cutile.blend.blend": "tilegym.ops.cutile_rs.blend.blend"}
+
+
+def _run_by_module(text: str, backend: str):
+    """What the wired test_op returns for ``backend`` (the module that answered), or its skip."""
+    from types import SimpleNamespace as NS
+
+    def module(name):
+        return NS(blend=lambda *a: name)
+
+    tilegym = NS(ops=NS(cutile=NS(blend=module("cutile")), cutile_rs=NS(blend=module("cutile_rs"))))
+    text = text.replace("import tilegym\n", "").replace(
+        "from tilegym.backend import is_backend_available\n", ""
+    )
+    namespace = {"tilegym": tilegym, "is_backend_available": lambda name: name == "cutile-rs"}
+    exec(compile(text, "test_blend.py", "exec"), namespace)
+    try:
+        return namespace["Test_Blend"]().test_op(backend)
+    except pytest.skip.Exception as skipped:
+        return skipped.msg
+
+
+def test_a_backend_branch_calling_the_reference_by_module_gets_a_cutile_rs_twin():
+    assert "Backend cutile-rs not supported" in _run_by_module(wiring.test_backends(BY_MODULE), "cutile-rs")
+    out = wiring.test_backends(BY_MODULE, (), ROUTES)
+    assert wiring.test_backends(out, (), ROUTES) == out  # idempotent
+    assert _run_by_module(out, "cutile-rs") == "cutile_rs"  # reaches the wrapper's function
+    assert _run_by_module(out, "cutile") == "cutile"  # the other backends keep their own calls
+    assert "not supported" in _run_by_module(out, "other")
+    # only the calling branch is twinned, right after it, with the comment and wide character kept
+    assert out.count('backend == "cutile-rs"') == 1
+    assert (
+        '        elif backend == "cutile-rs":\n\n            def fn():\n'
+        '                return ("é", tilegym.ops.cutile_rs.blend.blend(1))[1]  # a wide character before the call\n'
+        '\n        elif backend == "tilecpp":\n'
+    ) in out
+
+
+def test_a_routed_call_through_an_import_alias_and_no_tilegym_import():
+    text = BY_MODULE.replace(
+        "import tilegym\n", "from tilegym.ops.cutile import blend as ct_blend\n"
+    ).replace("tilegym.ops.cutile.blend.blend(1)", "ct_blend.blend(1)")
+    out = wiring.test_backends(text, (), ROUTES)
+    assert 'return ("é", tilegym.ops.cutile_rs.blend.blend(1))[1]' in out
+    assert out.startswith("import tilegym\n")  # the twin's path needs the package bound
+    assert 'return ("é", ct_blend.blend(1))[1]' in out  # the cutile branch is unchanged

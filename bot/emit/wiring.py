@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from bot.discover import tilegym_aliases, tilegym_path
+
 
 class WiringError(ValueError):
     pass
@@ -139,10 +141,12 @@ def selector(text: str) -> str:
     return text[: anchor.start()].rstrip("\n") + probe + "\n\n" + text[anchor.start() :]
 
 
-def test_backends(text: str, backward: Iterable[str] = ()) -> str:
+def test_backends(text: str, backward: Iterable[str] = (), routes: dict[str, str] | None = None) -> str:
     """Add ``"cutile-rs"`` to ``_backends`` right after the tilecpp block, at ``_backends``' indentation;
-    then make each test named in ``backward`` skip its cutile-rs case (:func:`forward_only_skips`)."""
-    return forward_only_skips(_add_backend(text), backward)
+    then make each test named in ``backward`` skip its cutile-rs case (:func:`forward_only_skips`) and
+    give each backend branch that calls a reference function in ``routes`` its cutile-rs twin
+    (:func:`route_backend_calls`)."""
+    return route_backend_calls(forward_only_skips(_add_backend(text), backward), routes or {})
 
 
 def _add_backend(text: str) -> str:
@@ -240,6 +244,94 @@ def forward_only_skips(text: str, backward: Iterable[str]) -> str:
     if not _binds(text, "pytest"):
         out = _after_header(out, tree, f"import pytest{newline}")
     return out
+
+
+def route_backend_calls(text: str, routes: dict[str, str]) -> str:
+    """Give each ``if <backend> == "cutile":`` branch that calls a function of ``routes`` (the cuTile
+    reference's function by its module path, ``tilegym.ops.cutile.m.f``) a twin
+    ``elif <backend> == "cutile-rs":`` right after it: the same statements, each such call naming the
+    cutile-rs wrapper's function (``routes[path]``) instead.
+
+    Such a test picks each backend's module itself and skips a backend it does not know in its
+    ``else``; without the twin the cutile-rs case would never reach the port. A chain that already
+    tests for ``"cutile-rs"`` is left as it is, so wiring twice changes nothing.
+    """
+    if not routes:
+        return text
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    aliases = tilegym_aliases(tree)
+    lines = text.splitlines(keepends=True)
+    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    inserts: list[tuple[int, list[str]]] = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        arg = _backend_param(fn)
+        if arg is None:
+            continue
+        for branch in ast.walk(fn):
+            if not (isinstance(branch, ast.If) and _tests_backend(branch.test, arg, "cutile")):
+                continue
+            if any(_tests_backend(b.test, arg, "cutile-rs") for b in _chain(fn, branch)):
+                continue
+            calls = [
+                n
+                for stmt in branch.body
+                for n in ast.walk(stmt)
+                if isinstance(n, (ast.Attribute, ast.Name)) and tilegym_path(n, aliases) in routes
+            ]
+            one_line = all(n.lineno == n.end_lineno for n in calls)
+            if not calls or not one_line or branch.body[0].lineno == branch.lineno:
+                continue  # nothing to route, or no line of its own to copy
+            # from the line after the header, so blank lines and comments opening the body come too
+            first, last = branch.test.end_lineno + 1, branch.body[-1].end_lineno
+            body = lines[first - 1 : last]
+            for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset), reverse=True):
+                row = body[node.lineno - first].encode()  # ast offsets count UTF-8 bytes
+                routed = routes[tilegym_path(node, aliases)].encode()
+                body[node.lineno - first] = (
+                    row[: node.col_offset] + routed + row[node.end_col_offset :]
+                ).decode()
+            head = lines[branch.lineno - 1]
+            indent = head[: len(head) - len(head.lstrip())]
+            if body and not body[-1].endswith(("\n", "\r")):
+                body[-1] += newline
+            inserts.append((last, [f'{indent}elif {arg} == "cutile-rs":{newline}', *body]))
+    if not inserts:
+        return text
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += newline
+    for at, block in sorted(inserts, key=lambda x: x[0], reverse=True):
+        lines[at:at] = block
+    out = "".join(lines)
+    if not _binds(text, "tilegym"):
+        out = _after_header(out, tree, f"import tilegym{newline}")
+    return out
+
+
+def _tests_backend(test: ast.expr, arg: str, backend: str) -> bool:
+    """Whether ``test`` is ``<arg> == "<backend>"`` (either side)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(x, ast.Name) and x.id == arg for x in sides) and any(
+        isinstance(x, ast.Constant) and x.value == backend for x in sides
+    )
+
+
+def _chain(fn: ast.AST, branch: ast.If) -> list[ast.If]:
+    """The ``if``/``elif`` chain ``branch`` belongs to, from its head."""
+    parent = {id(child): node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
+    head = branch
+    while isinstance(up := parent.get(id(head)), ast.If) and up.orelse == [head]:
+        head = up
+    chain = [head]
+    while len(chain[-1].orelse) == 1 and isinstance(chain[-1].orelse[0], ast.If):
+        chain.append(chain[-1].orelse[0])
+    return chain
 
 
 def _backend_param(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
