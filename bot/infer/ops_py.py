@@ -41,12 +41,21 @@ def gather(target: Target, found: Discovery, facts: Facts) -> None:
             f"{found.public.path}:{fn.lineno}: tests pass {', '.join(unknown)}=, which {name}() does not declare",
         )
         return
+    if _names_nothing(fn.args):
+        # `def f(*args, **kwargs)`: the declaration forwards whatever it gets, it names no parameter;
+        # the cuTile reference's signature is what the callers were written against
+        facts.note_tried("python.signature", f"{found.public.path}:{fn.lineno}: {name}() names no parameter")
+        return
     facts.offer("python.signature", render_signature(fn.args), where)
     if kind == "direct":
         facts.offer("python.tensor_params", tensor_params(fn.args), where)
         out = [a.arg for a in fn.args.args if a.arg == "out"]
         if out:
             facts.offer("python.out_param", out[0], where)
+
+
+def _names_nothing(args: ast.arguments) -> bool:
+    return not (args.posonlyargs or args.args or args.kwonlyargs)
 
 
 def _unknown_keywords(args: ast.arguments, keywords: tuple[str, ...]) -> list[str]:
