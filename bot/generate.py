@@ -43,6 +43,16 @@ def generate(target: Target, plan: LaunchPlan, checkout: Checkout) -> GeneratedF
         )
         for site in checkout.test_sites
     ]
+    # the tilegym helpers between a test and the op: their "cutile" branches get cutile-rs twins
+    helpers: dict[str, list[str]] = {}
+    for site in checkout.test_sites:
+        for helper in site.helpers:
+            module, function = helper.split("::")
+            helpers.setdefault(module, []).append(function)
+    edits += [
+        (repo / module, lambda t, functions=tuple(functions): wiring.helper_backend_twins(t, functions))
+        for module, functions in sorted(helpers.items())
+    ]
     for path, edit in edits:
         current = path.read_text(encoding="utf-8") if path.is_file() else None
         if current is None and path.name != "__init__.py":

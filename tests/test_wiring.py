@@ -394,3 +394,56 @@ def test_a_routed_call_through_an_import_alias_and_no_tilegym_import():
     assert 'return ("é", tilegym.ops.cutile_rs.blend.blend(1))[1]' in out
     assert out.startswith("import tilegym\n")  # the twin's path needs the package bound
     assert 'return ("é", ct_blend.blend(1))[1]' in out  # the cutile branch is unchanged
+
+
+HELPER = """from tilegym.backend import get_current_backend
+
+
+def experts(x, fp8=False):
+    _backend = get_current_backend()
+    if _backend == "cutile":
+        config = {"TILE_SIZE_M": 128}
+        # fp8 wants smaller tiles
+        if fp8:
+            config["TILE_SIZE_M"] = 64
+    elif _backend == "tilecpp":
+        config = {"BLOCK_SIZE_M": 128}
+    return config
+
+
+def other(x):
+    backend = get_current_backend()
+    if backend == "cutile":
+        return 1
+    return 0
+"""
+
+
+def _config(text: str, backend: str, **kw):
+    import types
+
+    module = types.ModuleType("helper")
+    exec(text.replace("from tilegym.backend import get_current_backend\n", ""), module.__dict__)  # noqa: S102
+    module.get_current_backend = lambda: backend
+    return module.experts(None, **kw)
+
+
+def test_a_helper_branch_on_the_current_backend_gets_a_cutile_rs_twin_of_the_same_statements():
+    with pytest.raises(UnboundLocalError):
+        _config(HELPER, "cutile-rs")  # what test_moe's cutile-rs case hit before any launch
+    out = wiring.helper_backend_twins(HELPER, ["experts"])
+    assert wiring.helper_backend_twins(out, ["experts"]) == out  # idempotent
+    assert _config(out, "cutile-rs") == {"TILE_SIZE_M": 128}
+    assert _config(out, "cutile-rs", fp8=True) == {"TILE_SIZE_M": 64}
+    assert _config(out, "tilecpp") == {"BLOCK_SIZE_M": 128}  # the other backends keep theirs
+    # right after the "cutile" branch, its comment kept; a function not named is left alone
+    assert '            config["TILE_SIZE_M"] = 64\n    elif _backend == "cutile-rs":\n' in out
+    assert out.count('== "cutile-rs"') == 1
+
+
+def test_a_helper_chain_that_already_names_cutile_rs_is_left_as_it_is():
+    text = HELPER.replace(
+        '    elif _backend == "tilecpp":',
+        '    elif _backend == "cutile-rs":\n        config = {}\n    elif _backend == "tilecpp":',
+    )
+    assert wiring.helper_backend_twins(text, ["experts", "other"]).count('== "cutile-rs"') == 2

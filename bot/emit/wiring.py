@@ -312,6 +312,70 @@ def route_backend_calls(text: str, routes: dict[str, str]) -> str:
     return out
 
 
+def helper_backend_twins(text: str, functions: Iterable[str]) -> str:
+    """Give each ``if <b> == "cutile":`` branch of the helper ``functions`` (module level) a twin
+    ``elif <b> == "cutile-rs":`` right after it, the same statements: ``<b>`` a name the function
+    binds to ``get_current_backend()``.
+
+    Such a helper (``fused_experts_impl``) sets what the cuTile backend's implementation reads
+    (``config``, ``block_size``) only for the backends it names; the cutile-rs wrapper takes the
+    reference's parameters, so it reads the same values. A chain that already tests for
+    ``"cutile-rs"`` is left as it is, so wiring twice changes nothing.
+    """
+    names = set(functions)
+    if not names:
+        return text
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    lines = text.splitlines(keepends=True)
+    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    inserts: list[tuple[int, list[str]]] = []
+    for fn in tree.body:
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name not in names:
+            continue
+        for arg in _current_backend_names(fn):
+            for branch in ast.walk(fn):
+                if not (isinstance(branch, ast.If) and _tests_backend(branch.test, arg, "cutile")):
+                    continue
+                if any(_tests_backend(b.test, arg, "cutile-rs") for b in _chain(fn, branch)):
+                    continue
+                if branch.body[0].lineno == branch.lineno:
+                    continue  # a one-line branch: no lines of its own to copy
+                first, last = branch.test.end_lineno + 1, branch.body[-1].end_lineno
+                body = lines[first - 1 : last]
+                head = lines[branch.lineno - 1]
+                indent = head[: len(head) - len(head.lstrip())]
+                if body and not body[-1].endswith(("\n", "\r")):
+                    body[-1] += newline
+                inserts.append((last, [f'{indent}elif {arg} == "cutile-rs":{newline}', *body]))
+    if not inserts:
+        return text
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += newline
+    for at, block in sorted(inserts, key=lambda x: x[0], reverse=True):
+        lines[at:at] = block
+    return "".join(lines)
+
+
+def _current_backend_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The names ``fn`` binds to ``get_current_backend()`` (``_backend = get_current_backend()``)."""
+    out: list[str] = []
+    for node in ast.walk(fn):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and (getattr(node.value.func, "id", "") or getattr(node.value.func, "attr", ""))
+            == "get_current_backend"
+            and node.targets[0].id not in out
+        ):
+            out.append(node.targets[0].id)
+    return out
+
+
 def _tests_backend(test: ast.expr, arg: str, backend: str) -> bool:
     """Whether ``test`` is ``<arg> == "<backend>"`` (either side)."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
