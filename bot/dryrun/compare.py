@@ -79,8 +79,14 @@ def describe_row(row: Row) -> str:
     return f"{row.param} {row.what}: reference {row.reference}, cutile-rs {row.cutile_rs} ({row.case})"
 
 
-def compare(plan: LaunchPlan, signature: KernelSignature, cases: dict[str, dict]) -> DryRun:
-    """``cases``: the plugin's records, nodeid -> {backend, case, launches, error}."""
+def compare(
+    plan: LaunchPlan, signature: KernelSignature, cases: dict[str, dict], reference_module: str = ""
+) -> DryRun:
+    """``cases``: the plugin's records, nodeid -> {backend, case, launches, error}.
+
+    A test that runs several ops (test_moe: moe_align_block's launches, then the fused GEMM's)
+    records every op's launches: only this op's are compared, the C calls of its symbol and the
+    launches of kernels of its reference's module (``reference_module``; '' keeps them all)."""
     pairs: dict[str, dict[str, dict]] = {}
     for nodeid, record in cases.items():
         pairs.setdefault(record["case"], {})[record["backend"]] = {**record, "nodeid": nodeid}
@@ -91,12 +97,17 @@ def compare(plan: LaunchPlan, signature: KernelSignature, cases: dict[str, dict]
         if ref is None or port is None:
             continue
         label = port["nodeid"].rsplit("::", 1)[-1]  # the cutile-rs test as pytest names it
+        ref = {**ref, "launches": [x for x in ref["launches"] if _of_module(x, reference_module)]}
         if not ref["launches"]:
             run.skipped.append(
                 f"{label}: the reference did not launch on the CPU ({ref['error'] or 'no launch'})"
             )
             continue
-        calls = [x for x in port["launches"] if x.get("side") == "cutile-rs"]
+        calls = [
+            x
+            for x in port["launches"]
+            if x.get("side") == "cutile-rs" and x.get("symbol", plan.ffi.symbol) == plan.ffi.symbol
+        ]
         if not calls:
             run.cases.append(label)
             run.rows.append(
@@ -148,6 +159,11 @@ def compare(plan: LaunchPlan, signature: KernelSignature, cases: dict[str, dict]
         run.status = "not compared"
         run.why = "; ".join(run.skipped) or "no test case runs both the cuTile and the cutile-rs backend"
     return run
+
+
+def _of_module(launch: dict, module: str) -> bool:
+    """Whether a reference launch is of a kernel of ``module`` (a record without one: yes)."""
+    return not module or launch.get("module", module) == module
 
 
 def per_element_launches(launch: dict) -> list[dict]:

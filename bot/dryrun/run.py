@@ -35,6 +35,7 @@ def dry_run(
     out_dir: Path,
     cases: int = CASES,
     timeout: float = TIMEOUT_S,
+    reference_module: str = "",
 ) -> DryRun:
     records = out_dir / RECORDS_NAME
     records.unlink(missing_ok=True)
@@ -72,7 +73,7 @@ def dry_run(
     data = json.loads(records.read_text(encoding="utf-8"))
     if data.get("unavailable"):
         return DryRun("not run", "; ".join(data["unavailable"]))
-    found = compare(plan, signature, data.get("cases", {}))
+    found = compare(plan, signature, data.get("cases", {}), reference_module)
     if found.status == "not compared" and data.get("skipped_files"):
         found.why = "pytest skipped the test file: " + "; ".join(data["skipped_files"])
     return found
