@@ -423,7 +423,7 @@ def _config(text: str, backend: str, **kw):
     import types
 
     module = types.ModuleType("helper")
-    exec(text.replace("from tilegym.backend import get_current_backend\n", ""), module.__dict__)  # noqa: S102
+    exec(text.replace("from tilegym.backend import get_current_backend\n", ""), module.__dict__)
     module.get_current_backend = lambda: backend
     return module.experts(None, **kw)
 
