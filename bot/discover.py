@@ -452,16 +452,32 @@ def _backward_tests(tree: ast.Module, file_name: str) -> tuple[str, ...]:
 
 
 def _functional_tests(tree: ast.Module, refs) -> tuple[str, ...]:
-    """Functional test functions whose body names the op, in file order."""
+    """Functional test functions whose body names the op, in file order, or calls a helper of the
+    file that does (``self._run_test(...)``, a module function), helpers of helpers included."""
     ref_nodes = {id(node) for node, _ in refs}
-    names = [
-        fn.name
-        for fn in ast.walk(tree)
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-        and is_functional(fn.name)
-        and any(id(n) in ref_nodes for n in ast.walk(fn))
-    ]
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    reaching = {fn.name for fn in functions if any(id(n) in ref_nodes for n in ast.walk(fn))}
+    while True:  # a helper calling one that reaches the op reaches it too
+        more = {fn.name for fn in functions if fn.name not in reaching and _calls_any(fn, reaching)}
+        if not more:
+            break
+        reaching |= more
+    names = [fn.name for fn in functions if is_functional(fn.name) and fn.name in reaching]
     return tuple(dict.fromkeys(names))
+
+
+def _calls_any(fn: ast.AST, names: set[str]) -> bool:
+    """Whether ``fn`` calls one of ``names`` as ``name(..)`` or ``self.name(..)`` / ``cls.name(..)``."""
+    for call in ast.walk(fn):
+        if not isinstance(call, ast.Call):
+            continue
+        f = call.func
+        if isinstance(f, ast.Name) and f.id in names:
+            return True
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls"):
+            if f.attr in names:
+                return True
+    return False
 
 
 def _op_references(tree: ast.Module, aliases: dict[str, str], reach: dict[str, str]):

@@ -34,11 +34,12 @@ def generate(target: Target, plan: LaunchPlan, checkout: Checkout) -> GeneratedF
     # a test that calls the reference's function by its module path calls the wrapper's in its
     # cutile-rs branch: the wrapper module is <op>.py, its function the registered name
     wrapper_function = f"tilegym.ops.cutile_rs.{target.op}.{plan.python.register_name}"
+    checked = wrapper_py.checked_names(plan)
     edits += [
         (
             repo / site.path,
             lambda t, site=site: wiring.test_backends(
-                t, site.backward, dict.fromkeys(site.reference_calls, wrapper_function)
+                t, site.backward, dict.fromkeys(site.reference_calls, wrapper_function), checked
             ),
         )
         for site in checkout.test_sites

@@ -116,6 +116,22 @@ def test_no_position_unless_both_kernels_take_the_same_parameters(params, output
         _read(params, outputs, generics)
 
 
+def test_a_runtime_scalar_among_the_constants_is_placed_before_kernel_rs_generics():
+    # mla's `_prefill_mla_kernel(.., TILE_D, TILE_KPE, H: int, TILE_M, ..)`: kernel.rs can only
+    # take the runtime H before its const generics
+    source = REFERENCE.replace(
+        "scale: float, N: int, TILE: ConstInt,", "scale: float, TILE: ConstInt, N: int,"
+    ).replace("(x, out, factor, n_elements, TILE, fast)", "(x, out, factor, TILE, n_elements, fast)")
+    values = {k: v for k, (v, _) in _read(source=source).args.items()}
+    assert values["u3"] == "n_elements" and values["g0"] == "int(TILE)" and values["g1"] == "int(bool(fast))"
+
+
+def test_a_runtime_scalar_of_the_reference_is_never_a_const_generic():
+    # kinds alone would pair N: int with G0 (both integers): kernel.rs takes no runtime integer
+    with pytest.raises(NotThisShape, match="have no twin"):
+        _read(PLAIN[:3], ("u1",), ("G0", "G1", "G2"))
+
+
 def test_a_reference_parameter_of_unknown_kind_places_nothing():
     source = REFERENCE.replace("N: int,", "N,")  # neither annotated nor used as an array
     with pytest.raises(NotThisShape, match="have no twin"):

@@ -236,6 +236,38 @@ def test_a_helper_chain_counts_when_no_test_calls_the_op_itself(tmp_path):
     assert site.scope == "module"
 
 
+def test_a_functional_test_that_runs_the_op_through_a_helper_method_counts(tmp_path):
+    repo = _tree(tmp_path)
+    path = repo / "tests/ops/activation/test_squash.py"
+    path.write_text(
+        path.read_text()
+        + textwrap.indent(
+            textwrap.dedent(
+                """
+                def _run_case(self, x, backend):
+                    def run(x):
+                        return tilegym.ops.activation.squash(x, slope=0.1)
+
+                    self.assertCorrectness(run, self.reference, {"x": x})
+
+                def _small(self, backend):
+                    self._run_case(x, backend)
+
+                def test_op_small(self, backend):
+                    self._small(backend)
+
+                def test_perf_small(self, backend):
+                    self._run_case(x, backend)
+                """
+            ),
+            "    ",
+        )
+    )
+    site = discover(Target(repo, "squash")).tests[0]
+    # through a helper of a helper; the benchmark and the backward test are not the correctness surface
+    assert site.functional == ("test_op", "test_op_small")
+
+
 def test_unclear_names_are_reported_with_what_was_tried(tmp_path):
     repo = _tree(tmp_path)
     _write(

@@ -285,3 +285,9 @@ def test_values_are_paired_with_the_reference_by_what_they_hold_not_by_name(silu
     assert [(r.param, r.what, r.reference, r.cutile_rs) for r in worse.differences][:1] == [
         ("out_ptr", "numel", "y: 2112", "4224")
     ]
+
+
+@pytest.mark.parametrize(("setting", "count"), [("", 3), ("8", 8), ("0", 3), ("-2", 3), ("many", 3)])
+def test_a_porter_widens_the_dry_run_with_its_setting_and_nothing_else_changes_it(setting, count):
+    assert dry.CASES == 3
+    assert dry.case_count(setting) == count

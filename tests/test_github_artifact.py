@@ -218,3 +218,30 @@ def test_pr_code_sees_only_the_allow_listed_environment(tmp_path, monkeypatch):
             text = path.read_text()
             assert not [v for v in LEAKY.values() if v in text], path
     assert all(os.environ[k] == v for k, v in LEAKY.items())  # restored for the trusted caller
+
+
+@pytest.mark.parametrize(
+    ("kind", "klass", "accepted"),
+    [
+        ("FAIL", "kernel", True),
+        ("BLOCKED", "env", True),
+        ("ALL_PASS", "", True),
+        ("FAIL", "env", False),
+        ("ALL_PASS", "host", False),
+        ("BLOCKED", "<img src=x onerror=alert(1)>", False),
+        ("FAIL", "@everyone", False),
+    ],
+)
+def test_a_verdict_class_is_one_of_agent_d_s_words_for_its_kind(tmp_path, kind, klass, accepted):
+    # the class is shown unescaped in the review heading and the status comment: free text from the
+    # untrusted job would reach the pull request as markup or a mention
+    path = "src/tilegym/ops/cutile_rs/x_kernel/ffi.rs"
+    art = _write(tmp_path, _diff(path, "new file mode 100644\n"), [path])
+    result = json.loads((art / "result.json").read_text())
+    result["verdicts"]["x"].update(kind=kind, klass=klass)
+    (art / "result.json").write_text(json.dumps(result))
+    if accepted:
+        assert read_artifact(art).verdicts["x"].klass == klass
+    else:
+        with pytest.raises(ArtifactError, match="klass"):
+            read_artifact(art)

@@ -10,13 +10,18 @@ from __future__ import annotations
 import json
 import logging
 import subprocess
+import traceback
 from pathlib import Path
 
+import pytest
 from ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake  # noqa: F401
+from ghfake.server import DOCS
 from test_github_artifact import LEAKY
 from test_github_e2e import BOTS, CANARY, REPO, world  # noqa: F401
 from test_github_support import VALIDATOR, fake_generate
 
+from bot.github.dispatch import Dispatcher
+from bot.github.finalize import Finalizer, FinalizeRequest
 from bot.github.runner import run_all
 
 
@@ -53,3 +58,19 @@ def test_pr_code_prints_its_environment_and_no_runner_secret_reaches_github(
     assert leaked == [], f"runner secrets on GitHub or in the artifact: {leaked}"
     assert not set(LEAKY) & set(seen), sorted(set(LEAKY) & set(seen))
     assert CANARY not in "\n".join(texts)
+
+
+def test_a_github_error_echoing_the_token_leaves_it_out_of_finalize_s_exception(world):  # noqa: F811
+    pr = world.open_kernel_pr()
+    d = Dispatcher(world.gh, world.event("pull_request", "opened", pr=pr.number), BOTS).run()
+    echoed = {"message": f"upstream failed for 'Authorization: token {CANARY}'", "documentation_url": DOCS}
+    world.fake.inject("POST", r"/issues/\d+/reactions$", 500, body=echoed)  # finalize's lock, not retried
+    request = FinalizeRequest(REPO, pr.number, d.head_sha, d.check_run_id, [])
+    with pytest.raises(Exception) as crash:
+        Finalizer(world.gh, request, BOTS, fake_generate).run()
+    assert any(i.hits for i in world.fake.injections)  # GitHub did echo it
+    shown = "".join(traceback.format_exception(crash.value))
+    assert CANARY not in shown and "***" in shown and "upstream failed" in shown
+    # and the check is still concluded, with no token either
+    check = world.repo.get_check_run(d.check_run_id)
+    assert check.status == "completed" and CANARY not in f"{check.output.title} {check.output.summary}"

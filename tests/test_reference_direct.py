@@ -332,7 +332,7 @@ def test_the_untuned_branch_of_an_autotune_switch_is_read_with_its_configs():
     assert not any("cfg" in s.get("expr", "") and "for c" not in s.get("expr", "") for s in reading.steps)
     # the configs the reference reads before tuning are the wrapper's own
     assert {"let": "widest", "expr": "max((c.TILE for c in _autotune_configs()))"} in reading.steps
-    assert reading.generator.name == "_configs" and reading.key == "(rows, width, x.dtype)"
+    assert reading.generator.name == "_configs()" and reading.key == "(rows, width, x.dtype)"
     # EVEN is boolean in the reference: the FFI refuses anything but 0 or 1
     assert reading.checks == [{"when": "even != 0 and even != 1", "rc": "INVALID_ARGS"}]
 
@@ -343,6 +343,99 @@ def test_the_untuned_branch_of_an_autotune_switch_is_read_with_its_configs():
     assert groups[0] == {"when": "_device_capability()[0] < 9", "configs": [{"TILE": 64, "occupancy": 2}]}
     assert groups[1]["when"] == "always" and len(groups[1]["configs"]) == 2
     assert facts.get("python.key") == "(rows, width, x.dtype)"
+
+
+CHOSEN_BY_DEVICE = """
+import math
+from types import SimpleNamespace
+
+import cuda.tile as ct
+import torch
+
+from tilegym.autotune import is_autotune_disabled
+from tilegym.backend import register_impl
+
+_cache = {}
+
+
+def _old_configs():
+    for tile in [64, 128]:
+        yield SimpleNamespace(TILE=tile, occupancy=2)
+    yield SimpleNamespace(TILE=64, occupancy=3)
+
+
+def _new_configs():
+    for tile in [128, 256]:
+        yield SimpleNamespace(TILE=tile, occupancy=1)
+
+
+@ct.kernel
+def _scale_kernel(X, Out, scale: float, TILE: ct.Constant[int], EVEN: ct.Constant[bool]):
+    pass
+
+
+@register_impl("scale_rows", backend="cutile")
+def scale_rows(x, scale=1.0, **kwargs):
+    rows, width = x.shape
+    out = torch.empty_like(x)
+    cap = torch.cuda.get_device_capability(x.device)
+    configs_fn = _old_configs if cap[0] < 9 else _new_configs
+    key = (rows, width, x.dtype, str(x.device))
+    if is_autotune_disabled():
+        cfg = next(configs_fn())
+        kernel = _scale_kernel.replace_hints(occupancy=cfg.occupancy)
+        ct.launch(torch.cuda.current_stream(), (math.ceil(rows / cfg.TILE), 1, 1), kernel, (x, out, scale, cfg.TILE, True))
+        return out
+    if key not in _cache:
+        _cache[key] = search(list(configs_fn()))
+    best = _cache[key]
+    ct.launch(torch.cuda.current_stream(), (rows, 1, 1), _scale_kernel, (x, out, scale, best.TILE, True))
+    return out
+"""
+
+
+def test_a_config_generator_chosen_by_the_device_is_a_config_group_per_device():
+    import ast
+
+    from bot.infer.facts import Facts
+    from bot.infer.reference import ReferenceOp
+
+    signature = _scale_rows_signature()
+    reading = reference_direct.read_tree(ast.parse(CHOSEN_BY_DEVICE), "scale_rows", signature)
+    args = {k: v for k, (v, _) in reading.args.items()}
+    # `next(configs_fn())` is the config launched; `_kernel.replace_hints(...)` is that kernel
+    assert args["tile"] == "int(cfg.TILE)" and args["num_programs"] == "cdiv(rows, cfg.TILE)"
+    # the key bound before the switch keys the tuning after its early return
+    assert reading.key == "(rows, width, x.dtype, str(x.device))"
+
+    facts = Facts()
+    ref = ReferenceOp(Path("ops/cutile/scale_rows.py"), ast.parse(CHOSEN_BY_DEVICE), "", "scale_rows")
+    reference_direct.gather(None, signature, facts, ref)
+    old, new = facts.get("python.configs")
+    # the capability of any device argument is the wrapper's own query; both loops are one group
+    assert old == {
+        "when": "_device_capability()[0] < 9",
+        "configs": [
+            {"TILE": 64, "occupancy": 2},
+            {"TILE": 128, "occupancy": 2},
+            {"TILE": 64, "occupancy": 3},
+        ],
+    }
+    assert new == {
+        "when": "always",
+        "configs": [{"TILE": 128, "occupancy": 1}, {"TILE": 256, "occupancy": 1}],
+    }
+    assert "_old_configs(), _new_configs()" in facts.source("python.configs").detail
+
+
+def test_a_generator_chosen_by_more_than_the_device_is_not_read():
+    import ast
+
+    source = CHOSEN_BY_DEVICE.replace("if cap[0] < 9 else", "if width < 9 else")
+    with pytest.raises(
+        NotThisShape, match="chosen by `width < 9`, which reads x besides the device capability"
+    ):
+        reference_direct.read_tree(ast.parse(source), "scale_rows", _scale_rows_signature())
 
 
 SWITCHED = """
@@ -458,3 +551,186 @@ def test_a_log_call_on_the_module_logger_is_passed_over_and_no_other_call_is():
         _read(logged)  # `logger` is not bound to a logger: a call like any other
     bound = "import logging\nlogger = logging.getLogger(__name__)\n" + logged
     assert _read(bound) is not None  # read through: the log line is no step of the wrapper
+
+
+OPT_IN_TUNING = """
+import math
+from types import SimpleNamespace
+
+import cuda.tile as ct
+import torch
+from cuda.tile.tune import exhaustive_search
+
+from tilegym.backend import register_impl
+
+
+@ct.kernel
+def _scale_kernel(X, Out, scale: float, TILE: ct.Constant[int], EVEN: ct.Constant[bool]):
+    pass
+
+
+def _scale_configs(width):
+    if torch.cuda.get_device_capability()[0] < 9:
+        return [SimpleNamespace(TILE=64)]
+    small = [SimpleNamespace(TILE=128)]
+    large = [SimpleNamespace(TILE=256)]
+    if width > 4096:
+        return large + small
+    return small + large
+
+
+def _tuned(x, out, scale, rows, width):
+    result = exhaustive_search(
+        _scale_configs(width), torch.cuda.current_stream(), lambda c: (math.ceil(rows / c.TILE), 1, 1),
+        _scale_kernel, lambda c: (x, out, scale, c.TILE, width % c.TILE == 0),
+    )
+    cfg = result.best.config
+    ct.launch(torch.cuda.current_stream(), (math.ceil(rows / cfg.TILE), 1, 1), _scale_kernel,
+              (x, out, scale, cfg.TILE, width % cfg.TILE == 0))
+    return out
+
+
+@register_impl("scale_rows", backend="cutile")
+def scale_rows(x, scale=1.0, use_autotune=False, **kwargs):
+    rows, width = x.shape
+    out = torch.empty_like(x)
+    if use_autotune:
+        return _tuned(x, out, scale, rows, width)
+    TILE = _scale_configs(width)[0].TILE
+    ct.launch(torch.cuda.current_stream(), (math.ceil(rows / TILE), 1, 1), _scale_kernel,
+              (x, out, scale, TILE, width % TILE == 0))
+    return out
+"""
+
+
+def test_an_opt_in_tuned_path_is_refused_and_the_default_configs_helper_inlined():
+    """`if use_autotune: return _tuned(...)` is another launch path: the wrapper ports the one after
+    it and raises when asked for the other; `use_autotune` comes from the declared **kwargs; the
+    configs helper with early returns is inlined as one conditional expression."""
+    import ast
+
+    reading = reference_direct.read_tree(
+        ast.parse(OPT_IN_TUNING),
+        "scale_rows",
+        _scale_rows_signature(),
+        declared=reference_direct._declared("x, scale, **kwargs"),
+    )
+    assert {"let": "use_autotune", "expr": "kwargs.get('use_autotune', False)"} in reading.steps
+    check = next(s for s in reading.steps if s.get("raise") == "NotImplementedError")
+    assert check["check"] == "use_autotune" and "_tuned()" in check["message"]
+    tile = next(s["expr"] for s in reading.steps if s.get("let") == "TILE")
+    assert tile == (
+        "([SimpleNamespace(TILE=64)] if _device_capability()[0] < 9 else "
+        "[SimpleNamespace(TILE=256)] + [SimpleNamespace(TILE=128)] if width > 4096 else "
+        "[SimpleNamespace(TILE=128)] + [SimpleNamespace(TILE=256)])[0].TILE"
+    )
+    assert reading.args["tile"][0] == "int(TILE)" and reading.launch_lines == ["45"]
+
+
+def test_the_launched_kernel_s_literal_hints_are_its_compile_options():
+    import ast
+
+    hinted = REFERENCE.replace("@ct.kernel\n", "@ct.kernel(occupancy=2, num_ctas=1)\n", 1)
+    reading = _read(hinted)
+    assert reading.args["occupancy"][0] == "2" and reading.args["num_cta_in_cga"][0] == "1"
+    assert "@ct.kernel(occupancy=2, num_ctas=1) of _scaled_mask_kernel" in reading.args["occupancy"][1]
+    # a per-target hint is not one value: left at the compiler default
+    by_target = REFERENCE.replace(
+        "@ct.kernel\n", "@ct.kernel(occupancy=ct.ByTarget(sm_80=2, default=4))\n", 1
+    )
+    assert "occupancy" not in _read(by_target).args
+    # a kernel retuned by replace_hints runs other hints than its decorator's
+    rotate = ROTATE.replace("@ct.kernel\n", "@ct.kernel(occupancy=2)\n", 1)
+    assert (
+        "occupancy" not in reference_direct.read_tree(ast.parse(rotate), "rotate", _rotate_signature()).args
+    )
+
+
+PADDED = """
+import cuda.tile as ct
+import torch
+import torch.nn.functional as F
+from tilegym.backend import register_impl
+
+
+@ct.kernel
+def _rotate_kernel(a, b, table, ROWS, TILE_A):
+    pass
+
+
+@register_impl("rotate", backend="cutile")
+def rotate(a, b, table, width):
+    rows, cols = a.shape
+    if table.shape[0] != rows:
+        if table.shape[0] > rows or rows % table.shape[0] != 0:
+            raise ValueError(f"{rows} rows for a table of {table.shape[0]}")
+        table = table.repeat_interleave(rows // table.shape[0], dim=0)
+    if cols != width:
+        a = F.pad(a, (0, width - cols))
+    ct.launch(torch.cuda.current_stream(), (rows, 1, 1), _rotate_kernel, (a, b, table, rows, width))
+    return a, b
+"""
+
+
+def test_a_raise_nested_in_a_guarded_block_is_a_check_under_both_conditions():
+    import ast
+
+    reading = reference_direct.read_tree(ast.parse(PADDED), "rotate", _rotate_signature())
+    flag = {"let": "_branch_16", "expr": "table.shape[0] != rows"}
+    check = {
+        "check": "_branch_16 and (table.shape[0] > rows or rows % table.shape[0] != 0)",
+        "raise": "ValueError",
+        "message": "{rows} rows for a table of {table.shape[0]}",
+    }
+    repeat = {
+        "let": "table",
+        "expr": "table.repeat_interleave(rows // table.shape[0], dim=0) if _branch_16 else table",
+    }
+    steps = reading.steps
+    # the check runs where the reference raises: after the branch is decided, before what follows
+    assert steps.index(flag) < steps.index(check) < steps.index(repeat)
+
+
+def test_an_import_alias_of_torch_is_spelled_out_for_the_wrapper():
+    import ast
+
+    reading = reference_direct.read_tree(ast.parse(PADDED), "rotate", _rotate_signature())
+    assert {"let": "a", "expr": "torch.nn.functional.pad(a, (0, width - cols)) if cols != width else a"} in (
+        reading.steps
+    )
+    # the same module through `from torch.nn import functional as F`
+    other = PADDED.replace("import torch.nn.functional as F", "from torch.nn import functional as F")
+    steps = reference_direct.read_tree(ast.parse(other), "rotate", _rotate_signature()).steps
+    assert any("torch.nn.functional.pad(a" in s.get("expr", "") for s in steps)
+
+
+def test_a_helper_with_an_unpacked_capability_and_early_returns_is_inlined():
+    """tilegym 1.5.1's mla_decoding: ``TILE_H, TILE_N = _select_tile_config()``, a helper that unpacks
+    the device capability and returns early per architecture, becomes one conditional value (the
+    wrapper asks the capability itself)."""
+    helper = (
+        "def _tiles():\n"
+        '    """Per architecture."""\n'
+        "    major, _minor = torch.cuda.get_device_capability()\n"
+        "    if major == 10:\n"
+        "        return 1024, 2\n"
+        "    if major == 9:\n"
+        "        return 512, 4\n"
+        "    return 256, 8\n\n\n"
+    )
+    source = (
+        REFERENCE.replace("def _mix(seed):", helper + "def _mix(seed):")
+        .replace("        rows, n = x.shape\n", "        rows, n = x.shape\n        tile, _ways = _tiles()\n")
+        .replace("_mix(seed), TILE, training)", "_mix(seed), tile, training)")
+    )
+    reading = _read(source)
+    assert {
+        "let": "tile, _ways",
+        "expr": "(1024, 2) if _device_capability()[0] == 10 "
+        "else (512, 4) if _device_capability()[0] == 9 "
+        "else (256, 8)",
+    } in reading.steps
+    assert reading.args["block_size"][0] == "int(tile)"
+    # a value assigned after an early return is read only on the paths past it
+    late = source.replace("    return 256, 8\n", "    major = 7\n    return 256, major\n")
+    assert any(s.get("expr", "").endswith("else (256, 7)") for s in _read(late).steps)

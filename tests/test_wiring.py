@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 from bot.emit import wiring
@@ -447,3 +449,39 @@ def test_a_helper_chain_that_already_names_cutile_rs_is_left_as_it_is():
         '    elif _backend == "cutile-rs":\n        config = {}\n    elif _backend == "tilecpp":',
     )
     assert wiring.helper_backend_twins(text, ["experts", "other"]).count('== "cutile-rs"') == 2
+
+
+SKIPPING_TEST = """\
+import pytest
+
+_backends = ["cutile"]
+
+
+@pytest.mark.parametrize("is_causal", [True, False])
+@pytest.mark.parametrize("transpose", [True, False])
+@pytest.mark.parametrize("backend", _backends)
+def test_op(backend, is_causal, transpose):
+    if backend == "cutile" and is_causal == False:
+        pytest.skip('cutile: causal only')
+    if backend == "cutile":
+        if transpose:
+            pytest.skip("cutile: no transpose")
+    if backend == "cutile" and is_causal == False:
+        print("not only a skip")
+        pytest.skip("x")
+    run(backend, is_causal, transpose)
+"""
+
+
+def test_a_cutile_skip_on_what_the_wrapper_checks_is_inherited_and_only_that():
+    out = wiring.inherited_skips(SKIPPING_TEST, {"is_causal"})
+    added = [line for line in out.splitlines() if line not in SKIPPING_TEST.splitlines()]
+    assert added == [
+        '    if backend == "cutile-rs" and is_causal == False:',
+        f"        pytest.skip('{wiring.INHERITED_SKIP}cutile: causal only')",
+    ]  # `transpose` is not checked by the wrapper; the third block does more than skip
+    ast.parse(out)
+    assert wiring.inherited_skips(out, {"is_causal"}) == out  # wiring twice changes nothing
+    both = wiring.inherited_skips(SKIPPING_TEST, {"is_causal", "transpose"})
+    assert '    if backend == "cutile-rs":\n        if transpose:\n' in both
+    assert wiring.inherited_skips(SKIPPING_TEST, set()) == SKIPPING_TEST

@@ -26,6 +26,11 @@ TABLE_NAME = "dry_run.md"
 AGENT_D_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `bot` package
 
 
+def case_count(setting: str) -> int:
+    """The number of cases a setting asks for: a positive whole number, else :data:`CASES`."""
+    return int(setting) if setting.strip().isdigit() and int(setting) > 0 else CASES
+
+
 def dry_run(
     target: Target,
     plan: LaunchPlan,
@@ -33,10 +38,13 @@ def dry_run(
     python: str,
     tests: testrun.TestFile,
     out_dir: Path,
-    cases: int = CASES,
+    cases: int | None = None,
     timeout: float = TIMEOUT_S,
     reference_module: str = "",
 ) -> DryRun:
+    """``cases``: how many of the test file's cases to compare; by default ``$AGENT_D_DRYRUN_CASES``
+    when that is a positive number (a porter's wider check), else :data:`CASES`."""
+    cases = cases or case_count(os.environ.get("AGENT_D_DRYRUN_CASES", ""))
     records = out_dir / RECORDS_NAME
     records.unlink(missing_ok=True)
     missing = _missing_modules(python)

@@ -141,12 +141,107 @@ def selector(text: str) -> str:
     return text[: anchor.start()].rstrip("\n") + probe + "\n\n" + text[anchor.start() :]
 
 
-def test_backends(text: str, backward: Iterable[str] = (), routes: dict[str, str] | None = None) -> str:
+def test_backends(
+    text: str,
+    backward: Iterable[str] = (),
+    routes: dict[str, str] | None = None,
+    checked: Iterable[str] = (),
+) -> str:
     """Add ``"cutile-rs"`` to ``_backends`` right after the tilecpp block, at ``_backends``' indentation;
-    then make each test named in ``backward`` skip its cutile-rs case (:func:`forward_only_skips`) and
+    give each cuTile skip on a value the wrapper checks a cutile-rs twin (:func:`inherited_skips`),
+    make each test named in ``backward`` skip its cutile-rs case (:func:`forward_only_skips`) and
     give each backend branch that calls a reference function in ``routes`` its cutile-rs twin
     (:func:`route_backend_calls`)."""
-    return route_backend_calls(forward_only_skips(_add_backend(text), backward), routes or {})
+    text = forward_only_skips(inherited_skips(_add_backend(text), checked), backward)
+    return route_backend_calls(text, routes or {})
+
+
+# A case the cuTile reference refuses with a check the wrapper carries over (`assert is_causal`),
+# and which the test file skips for cuTile, is skipped for cutile-rs too: the wrapper refuses it
+# the same way. Skips on anything else are cuTile's own and stay its own.
+INHERITED_SKIP = "cutile-rs carries the check of the cuTile reference, so it inherits this cuTile skip: "
+
+
+def inherited_skips(text: str, checked: Iterable[str]) -> str:
+    """After each ``if <backend> == "cutile" [and <cond>]:`` block that only skips (``pytest.skip``,
+    possibly under further ``if``s) and reads a name in ``checked`` (the names the wrapper's
+    checks read), the same block for ``"cutile-rs"``, its skip messages prefixed with
+    :data:`INHERITED_SKIP`. A block that already has its twin is left alone (wiring twice changes
+    nothing); a block that does anything but skip is not copied."""
+    checked = set(checked)
+    if not checked:
+        return text
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    lines = text.splitlines(keepends=True)
+    inserts: list[tuple[int, list[str]]] = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        arg = _backend_param(fn)
+        if arg is None:
+            continue
+        for node in ast.walk(fn):
+            literal = _cutile_compare(node, arg)
+            if literal is None or not _only_skips(node.body) or node.orelse:
+                continue
+            read = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - {arg, "pytest"}
+            if not read & checked:
+                continue
+            twin = _twin(lines, node, literal)
+            following = "".join(lines[node.end_lineno : node.end_lineno + len(twin)])
+            if following != "".join(twin):
+                inserts.append((node.end_lineno, twin))
+    return _with_blocks(text, tree, lines, inserts, "")
+
+
+def _cutile_compare(node: ast.AST, arg: str) -> ast.Constant | None:
+    """The ``"cutile"`` literal of ``if <arg> == "cutile"`` or ``if <arg> == "cutile" and ...``."""
+    if not isinstance(node, ast.If):
+        return None
+    test = node.test
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        test = test.values[0]
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return None
+    left, right = test.left, test.comparators[0]
+    if (
+        isinstance(left, ast.Name)
+        and left.id == arg
+        and isinstance(right, ast.Constant)
+        and right.value == "cutile"
+    ):
+        return right if right.lineno == node.lineno else None
+    return None
+
+
+def _only_skips(body: list[ast.stmt]) -> bool:
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            if not (_only_skips(stmt.body) and _only_skips(stmt.orelse)):
+                return False
+        elif not (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and ast.unparse(stmt.value.func) == "pytest.skip"
+        ):
+            return False
+    return True
+
+
+def _twin(lines: list[str], node: ast.If, literal: ast.Constant) -> list[str]:
+    """The lines of ``node`` for cutile-rs: its literal replaced, its string skip messages prefixed."""
+    block = lines[node.lineno - 1 : node.end_lineno]
+    first = block[0]
+    quote = first[literal.col_offset]
+    block[0] = f"{first[: literal.col_offset]}{quote}cutile-rs{quote}{first[literal.end_col_offset :]}"
+    out = []
+    for line in block:
+        m = re.match(r"^(\s*pytest\.skip\()(f?)([\"'])(.*)$", line)
+        out.append(f"{m.group(1)}{m.group(2)}{m.group(3)}{INHERITED_SKIP}{m.group(4)}\n" if m else line)
+    return [x if x.endswith("\n") else x + "\n" for x in out]
 
 
 def _add_backend(text: str) -> str:
@@ -234,16 +329,7 @@ def forward_only_skips(text: str, backward: Iterable[str]) -> str:
                 ],
             )
         )
-    if not inserts:
-        return text
-    if lines and not lines[-1].endswith(("\n", "\r")):
-        lines[-1] += newline
-    for at, block in sorted(inserts, key=lambda x: x[0], reverse=True):
-        lines[at:at] = block
-    out = "".join(lines)
-    if not _binds(text, "pytest"):
-        out = _after_header(out, tree, f"import pytest{newline}")
-    return out
+    return _with_blocks(text, tree, lines, inserts, "pytest")
 
 
 def route_backend_calls(text: str, routes: dict[str, str]) -> str:
@@ -300,16 +386,7 @@ def route_backend_calls(text: str, routes: dict[str, str]) -> str:
             if body and not body[-1].endswith(("\n", "\r")):
                 body[-1] += newline
             inserts.append((last, [f'{indent}elif {arg} == "cutile-rs":{newline}', *body]))
-    if not inserts:
-        return text
-    if lines and not lines[-1].endswith(("\n", "\r")):
-        lines[-1] += newline
-    for at, block in sorted(inserts, key=lambda x: x[0], reverse=True):
-        lines[at:at] = block
-    out = "".join(lines)
-    if not _binds(text, "tilegym"):
-        out = _after_header(out, tree, f"import tilegym{newline}")
-    return out
+    return _with_blocks(text, tree, lines, inserts, "tilegym")
 
 
 def helper_backend_twins(text: str, functions: Iterable[str]) -> str:
@@ -350,13 +427,7 @@ def helper_backend_twins(text: str, functions: Iterable[str]) -> str:
                 if body and not body[-1].endswith(("\n", "\r")):
                     body[-1] += newline
                 inserts.append((last, [f'{indent}elif {arg} == "cutile-rs":{newline}', *body]))
-    if not inserts:
-        return text
-    if lines and not lines[-1].endswith(("\n", "\r")):
-        lines[-1] += newline
-    for at, block in sorted(inserts, key=lambda x: x[0], reverse=True):
-        lines[at:at] = block
-    return "".join(lines)
+    return _with_blocks(text, tree, lines, inserts, "")
 
 
 def _current_backend_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
@@ -440,6 +511,24 @@ def _skips_cutile_rs(fn: ast.FunctionDef | ast.AsyncFunctionDef, arg: str) -> bo
         ):
             return True
     return False
+
+
+def _with_blocks(
+    text: str, tree: ast.Module, lines: list[str], inserts: list[tuple[int, list[str]]], module: str
+) -> str:
+    """``lines`` with each block inserted before its line (0-based), ``import <module>`` added when
+    the file does not bind it; ``text`` itself when there is nothing to insert."""
+    if not inserts:
+        return text
+    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += newline
+    for at, block in sorted(inserts, key=lambda x: x[0], reverse=True):
+        lines[at:at] = block
+    out = "".join(lines)
+    if module and not _binds(text, module):
+        out = _after_header(out, tree, f"import {module}{newline}")
+    return out
 
 
 def _after_header(text: str, tree: ast.Module, line: str) -> str:

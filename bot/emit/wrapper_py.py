@@ -6,6 +6,7 @@ The text is rendered plainly and formatted afterwards with the checkout's ruff s
 
 from __future__ import annotations
 
+import ast
 import re
 
 from bot.emit import cdef
@@ -32,7 +33,7 @@ def render(plan: LaunchPlan) -> str:
         "",
     ]
     standard = ["import math"] if re.search(r"\bmath\.", body_text) else []
-    if py.launch_mode == "autotune":
+    if py.launch_mode == "autotune" or "SimpleNamespace(" in body_text:
         standard.append("from types import SimpleNamespace")
     if standard:
         lines += standard + [""]
@@ -103,6 +104,21 @@ def render(plan: LaunchPlan) -> str:
     lines += ["", ""]
     lines.append(body_text)
     return "\n".join(lines) + "\n"
+
+
+def checked_names(plan: LaunchPlan) -> set[str]:
+    """The names the wrapper's checks read (``not (is_causal)`` reads ``is_causal``): a case they
+    refuse is refused as the cuTile reference refuses it."""
+    names: set[str] = set()
+    for step in plan.python.steps:
+        if step.kind == "check":
+            try:
+                names |= {
+                    n.id for n in ast.walk(ast.parse(step.expr, mode="eval")) if isinstance(n, ast.Name)
+                }
+            except SyntaxError:
+                continue
+    return names
 
 
 def _launcher(plan: LaunchPlan) -> list[str]:

@@ -66,11 +66,24 @@ _VERDICT_SCHEMA = {
     "additionalProperties": False,
     "properties": {
         "kind": {"enum": list(VERDICT_KINDS)},
-        "klass": {"type": "string", "maxLength": 40},
+        "klass": {"type": "string"},
         "reason": {"type": "string", "maxLength": MAX_REASON},
         "validator_block": {"type": "string", "maxLength": MAX_VALIDATOR_BLOCK},
         "withheld": {"type": "boolean"},
     },
+    # the class is one of agent-d's own words for the kind, never free text: it is shown unescaped
+    # in the check title, the review heading and the status comment
+    "allOf": [
+        {
+            "if": {"properties": {"kind": {"const": kind}}},
+            "then": {"properties": {"klass": {"enum": classes}}},
+        }
+        for kind, classes in (
+            ("ALL_PASS", [""]),
+            ("FAIL", ["host", "kernel"]),
+            ("BLOCKED", ["env", "host", "kernel"]),
+        )
+    ],
 }
 RESULT_SCHEMA = {
     "type": "object",

@@ -59,6 +59,10 @@ class FinalizeResult:
     notes: list[str] = field(default_factory=list)
 
 
+class FinalizeCrash(RuntimeError):
+    """Finalize stopped on an error; its text redacted (a GitHub 500 may echo the request's token)."""
+
+
 class Finalizer:
     def __init__(
         self, gh, req: FinalizeRequest, bots: tuple[str, ...], generate: regenerate.Generator | None = None
@@ -72,7 +76,11 @@ class Finalizer:
         except Exception as exc:
             if getattr(self, "check", None) is not None:  # set once it is known to be this commit's
                 self._conclude_after_crash(exc)
-            raise
+            said = f"{type(exc).__name__}: {exc}"
+            if redact(said) == said:
+                raise
+            # the original (its text, its traceback's locals) stays out of every log that prints this one
+            raise FinalizeCrash(redact(said)) from None
 
     def _run(self) -> FinalizeResult:
         req = self.req

@@ -13,6 +13,11 @@ passes the values of both in one tuple), equal in number, each pair of one kind:
 - an integer or flag (``int``, ``bool``, ``ConstInt``, ``ConstBool``) and an integer or ``bool``
   scalar, or a const generic;
 
+the reference's parameters as written, or else its runtime parameters followed by its compile-time
+constants (``ct.Constant[..]``, ``ConstInt``: the one order kernel.rs can keep for them);
+a runtime scalar of the reference (``H: int``) never a const generic (a port may make a
+compile-time constant a runtime scalar, as dropout's seed, but a value the reference varies per call
+is no ``TILE_KPE`` though both are integers);
 every pair the names already made at the same position, and the tensors the reference writes
 exactly the ones kernel.rs writes. Anything short of that (a parameter of unknown kind, one more on
 either side, a name pairing that crosses another position) says nothing: the parameters stay
@@ -135,14 +140,34 @@ def align(
     when the two kernels take the same parameters of the same kinds in the same order and agree
     with ``named`` (the pairs names already made); None otherwise."""
     refs = [a.arg for a in kernel.args.args]
+    consts = {a.arg for a in kernel.args.args if _is_constant(a.annotation)}
+    # as written, else its runtime parameters then its constants, the order kernel.rs must keep
+    # (`H: int` between `TILE_KPE` and `TILE_M` is kernel.rs's runtime `h` before its generics)
+    split = [r for r in refs if r not in consts] + [r for r in refs if r in consts]
+    for order in [refs] + ([split] if split != refs else []):
+        pairs = _align_in(order, consts, kernel, entry, named, functions)
+        if pairs is not None:
+            return pairs
+    return None
+
+
+def _align_in(
+    refs: list[str],
+    consts: set[str],
+    kernel: ast.FunctionDef,
+    entry: Entry,
+    named: dict[str, str],
+    functions: dict[str, ast.FunctionDef] | None,
+) -> dict[str, str] | None:
+    """``align`` with the reference's parameters taken in the order ``refs``."""
     places = kernel_rs_places(entry)
     if len(refs) != len(places):
         return None
     kinds = reference_kinds(kernel, functions)
     taken = set(named.values())
     pairs: dict[str, str] = {}
-    for ref, (name, kind, _generic) in zip(refs, places, strict=True):
-        if not kind or kinds[ref] != kind:
+    for ref, (name, kind, generic) in zip(refs, places, strict=True):
+        if not kind or kinds[ref] != kind or (generic and ref not in consts):
             return None
         if ref in named:
             if named[ref] != name:
@@ -154,6 +179,11 @@ def align(
     if {pairs[r] for r in writes} != set(entry.outputs):
         return None
     return pairs
+
+
+def _is_constant(annotation: ast.expr | None) -> bool:
+    """``ct.Constant[int]``, or an alias of it named so (``ConstInt``, ``ConstBool``)."""
+    return annotation is not None and "const" in ast.unparse(annotation).lower()
 
 
 def single_tensor(

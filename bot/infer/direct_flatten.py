@@ -11,7 +11,14 @@ import ast
 import copy
 from dataclasses import dataclass
 
-from bot.infer.direct_autotune import configs_calls, generator_of, switch_name, untuned_branch
+from bot.infer.direct_autotune import (
+    ConfigChoice,
+    configs_calls,
+    generator_choice,
+    generator_of,
+    switch_name,
+    untuned_branch,
+)
 from bot.infer.direct_module import MAX_INLINE, ReferenceModule, is_launch
 from bot.infer.direct_statements import (
     conditional_value,
@@ -36,6 +43,8 @@ from bot.infer.launch_ast import (
     bind,
     ceil_to_cdiv,
     ct_cdiv,
+    device_capability,
+    is_call,
     none_default,
     num_sms,
     products,
@@ -74,9 +83,10 @@ class Flattener:
         self.local: dict[str, ast.expr] = {}  # name -> value, for reading the launch's tuples
         self.launches: list[Launch] = []
         self.result: ast.expr | None = None
-        # autotuning: the module generator of the configs, the name of the one config launched,
+        # autotuning: the module generator(s) of the configs, the name of the one config launched,
         # names computed from it (kept out of the steps: the wrapper has them per config)
-        self.generator: ast.FunctionDef | None = None
+        self.generator: ConfigChoice | None = None
+        self.choices: dict[str, ConfigChoice] = {}  # `_fn = _a if cap[0] < 9 else _b`: name -> choice
         self.config_lists: set[str] = set()
         self.config_var = ""
         self.per_config: dict[str, ast.expr] = {}
@@ -97,7 +107,7 @@ class Flattener:
     ) -> tuple[bool, ast.expr | None]:
         """(whether the block returned, what it returned); ``launched``: launches before the function."""
         returned: ast.expr | None = None
-        for stmt in body:
+        for at, stmt in enumerate(body):
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) or is_ctx(stmt):
                 continue  # docstring, autograd bookkeeping
             after = len(self.launches) > launched
@@ -108,7 +118,7 @@ class Flattener:
             if untuned is not None:
                 # `if is_autotune_disabled(): <launch the first config> else: <search>`: the wrapper
                 # autotunes over the same configs itself, so the launch of one config is what it says
-                self._tuned_key(stmt)
+                self._tuned_key(body[at:])  # the tuning side: its else, or what follows an early return
                 done, value = self._block(untuned, depth, launched, post)
                 if done:
                     return True, value
@@ -154,10 +164,11 @@ class Flattener:
             self._statement(stmt)
         return False, returned
 
-    def _tuned_key(self, stmt: ast.If) -> None:
-        """The tuning branch's cache key (``if key not in _cache:``, ``key = (...)``) keys the wrapper's."""
-        assigned: dict[str, ast.expr] = {}
-        for node in ast.walk(stmt):
+    def _tuned_key(self, stmts: list[ast.stmt]) -> None:
+        """The tuning branch's cache key (``if key not in _cache:``, ``key = (...)`` there or before
+        the switch) keys the wrapper's."""
+        assigned = {k: v for k, v in self.local.items() if isinstance(v, ast.Tuple)}
+        for node in (n for stmt in stmts for n in ast.walk(stmt)):
             if plain_assign(node) and isinstance(node.value, ast.Tuple):
                 assigned[node.targets[0].id] = node.value
             if (
@@ -281,6 +292,18 @@ class Flattener:
                 self.steps.append({"check": self.expr(stmt.test), "raise": error, "message": message})
                 return
             early = early_return(stmt)
+            if isinstance(early, ast.Call) and self._reaches_launch(early):
+                # `if use_autotune: return _tuned(...)`: another launch path of the op; the wrapper
+                # ports the one after it and says so when a caller asks for the other
+                self.steps.append(
+                    {
+                        "check": self.expr(stmt.test),
+                        "raise": "NotImplementedError",
+                        "message": f"cutile-rs {self.op}: the reference's launch through "
+                        f"{ast.unparse(early.func)}() (when {ast.unparse(stmt.test)}) is not ported",
+                    }
+                )
+                return
             if early is not None:
                 self.steps.append({"return": self.expr(early), "when": self.expr(stmt.test)})
                 return
@@ -359,7 +382,12 @@ class Flattener:
         condition = self.expr(test)
         for s in block:
             if isinstance(s, ast.If):  # taken when both hold; the outer test is read first
-                self._branch(s.body, ast.BoolOp(op=ast.And(), values=[test, s.test]))
+                both = ast.BoolOp(op=ast.And(), values=[test, s.test])
+                error = raised(s.body)
+                if error is not None:  # `if bad: raise E(..)` inside: the same check, under both
+                    self.steps.append({"check": self.expr(both), "raise": error[0], "message": error[1]})
+                    continue
+                self._branch(s.body, both)
                 continue
             if isinstance(s, ast.Assert):
                 self.steps.append(assert_step(s, condition, self.op))
@@ -369,16 +397,23 @@ class Flattener:
             self._let(ast.Name(name, ast.Store()), ast.IfExp(test=test, body=s.value, orelse=keep))
 
     def _config_statement(self, target: ast.expr, value: ast.expr) -> bool:
-        """``configs = list(_gen(...))`` and ``cfg = configs[0]``: the configs the wrapper tunes over
-        and the name of the one launched; no wrapper step for either."""
+        """``configs = list(_gen(...))`` and ``cfg = configs[0]`` (or ``cfg = next(_gen())``): the
+        configs the wrapper tunes over and the name of the one launched; ``_fn = _a if <device> else
+        _b``: the generator the device picks. No wrapper step for any of them."""
         if not isinstance(target, ast.Name):
             return False
-        generator = generator_of(self.module.functions, value)
+        choice = generator_choice(self.module.functions, value, self.local)
+        if choice is not None:
+            self.choices[target.id] = choice
+            return True
+        first = is_call(value, "next") and len(value.args) == 1 and not value.keywords
+        generator = generator_of(self.module.functions, value.args[0] if first else value, self.choices)
         if generator is not None:
-            if self.generator is not None and self.generator is not generator:
-                raise NotThisShape(f"line {value.lineno}: configs of two generators")
-            self.generator = generator
-            self.config_lists.add(target.id)
+            self._use_configs(generator, value)
+            if first:  # the first config is the one launched
+                self.config_var = target.id
+            else:
+                self.config_lists.add(target.id)
             return True
         if (
             isinstance(value, ast.Subscript)
@@ -388,6 +423,14 @@ class Flattener:
             self.config_var = target.id
             return True
         return False
+
+    def _use_configs(self, configs: ConfigChoice, where: ast.expr) -> None:
+        if self.generator is not None and self.generator != configs:
+            raise NotThisShape(
+                f"line {getattr(where, 'lineno', '?')}: configs of two generators: "
+                f"{self.generator.name}, {configs.name}"
+            )
+        self.generator = configs
 
     def _per_config(self, value: ast.expr) -> bool:
         names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
@@ -409,7 +452,7 @@ class Flattener:
         self.steps.append({"let": ", ".join(ast.unparse(n) for n in names), "expr": self.expr(value)})
 
     def _inline_helpers(self, value: ast.expr) -> ast.expr:
-        module = self.module
+        module, bound = self.module, self.bound
 
         class Inline(ast.NodeTransformer):
             def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -419,26 +462,30 @@ class Flattener:
 
             def visit_Name(self, node: ast.Name) -> ast.AST:
                 const = module.constants.get(node.id)
-                return copy.deepcopy(const) if const is not None else node
+                if const is not None:
+                    return copy.deepcopy(const)
+                full = module.torch_aliases.get(node.id)
+                if full is not None and node.id not in bound:  # `F.pad` -> `torch.nn.functional.pad`
+                    return ast.copy_location(ast.parse(full, mode="eval").body, node)
+                return node
 
         return Inline().visit(copy.deepcopy(value))
 
     def expr(self, node: ast.expr) -> str:
         node = substitute(node, {}, self.per_config) if self.per_config else node
-        node, generator = configs_calls(self.module.functions, node)
+        node, generator = configs_calls(self.module.functions, node, self.choices)
         if generator is not None:  # `max(c.TILE_N for c in _gen(d))`: over the wrapper's configs
-            if self.generator is not None and self.generator is not generator:
-                raise NotThisShape(f"configs of two generators: {self.generator.name}, {generator.name}")
-            self.generator = generator
+            self._use_configs(generator, node)
         return ast.unparse(_wrapper_expr(self._inline_helpers(node)))
 
 
 def _simple(block: list[ast.stmt]) -> bool:
-    """Plain assignments, asserts and ``if c: x = f(x)`` inside: what a guarded branch may hold."""
+    """Plain assignments, asserts, ``if c: x = f(x)`` and ``if c: raise E(..)`` inside: what a
+    guarded branch may hold."""
     return all(
         (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name))
         or isinstance(s, ast.Assert)
-        or (isinstance(s, ast.If) and not s.orelse and _simple(s.body))  # `if c: x = f(x)` inside
+        or (isinstance(s, ast.If) and not s.orelse and (_simple(s.body) or raised(s.body) is not None))
         for s in block
     )
 
@@ -501,5 +548,5 @@ def with_names(fn: ast.FunctionDef, renames: dict[str, str]) -> ast.FunctionDef:
 def _wrapper_expr(node: ast.expr) -> ast.expr:
     """The reference's spelling turned into the wrapper's: ``math.ceil(a / b)`` and ``ct.cdiv(a, b)``
     -> ``cdiv(a, b)``, the SM count query -> ``get_num_sm()``, ``functools.reduce(operator.mul, xs,
-    1)`` -> ``math.prod(xs)``."""
-    return products(ct_cdiv(num_sms(ceil_to_cdiv(copy.deepcopy(node)))))
+    1)`` -> ``math.prod(xs)``, the device capability -> ``_device_capability()``."""
+    return device_capability(products(ct_cdiv(num_sms(ceil_to_cdiv(copy.deepcopy(node))))))

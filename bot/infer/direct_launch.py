@@ -12,7 +12,7 @@ import ast
 from dataclasses import dataclass, field
 
 from bot.infer import by_position, naming
-from bot.infer.direct_autotune import CONFIGS_CALL
+from bot.infer.direct_autotune import CONFIGS_CALL, ConfigChoice
 from bot.infer.direct_flatten import Flattener, Launch
 from bot.infer.direct_statements import message_names, plain_assign
 from bot.infer.launch_ast import (
@@ -31,6 +31,8 @@ _WRAPPER_NAMES = {
     "cdiv",
     "next_power_of_2",
     "get_num_sm",
+    "_device_capability",
+    "SimpleNamespace",
     "None",
     "True",
     "False",
@@ -39,6 +41,7 @@ _WRAPPER_NAMES = {
 _BUILTINS = {
     "int",
     "float",
+    "str",
     "bool",
     "min",
     "max",
@@ -67,9 +70,36 @@ class Direct:
     tensor_params: list[str] = field(default_factory=list)  # wrapper parameters read as tensors
     unmatched: list[str] = field(default_factory=list)  # reference parameters kernel.rs has no twin of
     sequence: list[str] = field(default_factory=list)  # entries launched one after the other, in order
-    generator: ast.FunctionDef | None = None  # the config generator the wrapper autotunes over
+    generator: ConfigChoice | None = None  # the config generator(s) the wrapper autotunes over
     key: str = ""  # the reference's own tuning cache key
     checks: list[dict[str, str]] = field(default_factory=list)  # FFI checks (bool flags are 0 or 1)
+
+
+# a @ct.kernel(...) hint -> the compile option (C argument) that carries it
+_KERNEL_HINTS = {"occupancy": "occupancy", "num_ctas": "num_cta_in_cga"}
+
+
+def kernel_hints(record: Launch) -> dict[str, tuple[str, str]]:
+    """The compile hints the launched kernel's ``@ct.kernel(occupancy=2)`` states, as C arguments.
+    Only a literal integer, and only where the launch passes the decorated function itself (a
+    ``replace_hints`` kernel or a per-target ``ct.ByTarget(..)`` says other values: left at the
+    compiler default, as before)."""
+    kernel = record.kernel
+    handed = record.call.args[2] if len(record.call.args) > 2 else None
+    if kernel is None or not (isinstance(handed, ast.Name) and handed.id == kernel.name):
+        return {}
+    out: dict[str, tuple[str, str]] = {}
+    for deco in kernel.decorator_list:
+        if not (isinstance(deco, ast.Call) and ast.unparse(deco.func).split(".")[-1] == "kernel"):
+            continue
+        for kw in deco.keywords:
+            value = kw.value
+            if kw.arg in _KERNEL_HINTS and isinstance(value, ast.Constant) and type(value.value) is int:
+                out[_KERNEL_HINTS[kw.arg]] = (
+                    str(value.value),
+                    f"@{ast.unparse(deco)} of {kernel.name} (line {deco.lineno})",
+                )
+    return out
 
 
 def param_names(fn: ast.FunctionDef) -> list[str]:

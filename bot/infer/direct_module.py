@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from bot.infer.launch_ast import is_call, returning_body, substitute
+from bot.infer.launch_ast import bind, is_call, returning_body, substitute
 from bot.infer.reference import ModuleIndex, ModuleLoader, module_assignments
 
 MAX_INLINE = 4  # callee depth
@@ -28,6 +28,7 @@ class ReferenceModule(ModuleIndex):
             for a in n.names
         }
         self._imported: dict[tuple, ReferenceModule | None] = {}
+        self.torch_aliases = torch_aliases(tree)
         self.kernels = {
             n.name
             for n in tree.body
@@ -54,8 +55,18 @@ class ReferenceModule(ModuleIndex):
         )
 
     def kernel_behind(self, value: ast.expr) -> ast.FunctionDef | None:
-        """The one ``@ct.kernel`` module function a helper call hands back (a tuned copy of it)."""
-        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+        """The one ``@ct.kernel`` module function a helper call hands back (a tuned copy of it), or
+        that ``_kernel.replace_hints(...)`` retunes."""
+        if not isinstance(value, ast.Call):
+            return None
+        func = value.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "replace_hints"
+            and isinstance(func.value, ast.Name)
+        ):
+            return self.functions[func.value.id] if func.value.id in self.kernels else None
+        if not isinstance(func, ast.Name):
             return None
         handed = [a for a in value.args if isinstance(a, ast.Name) and a.id in self.kernels]
         if len(handed) == 1:  # `cached_replace_hints(_kernel, **hints)`: that kernel, retuned
@@ -101,7 +112,8 @@ class ReferenceModule(ModuleIndex):
         return count
 
     def pure_helper(self, call: ast.Call) -> ast.expr | None:
-        """A module function made of single assignments and one ``return``, inlined at ``call``."""
+        """A module function made of single assignments (a tuple unpacked too), early returns under
+        ``if c:`` and one last ``return``, inlined at ``call`` (the early returns as ``x if c else``)."""
         fn = self.functions.get(getattr(call.func, "id", ""))
         if fn is None or self.launches(fn) or call.keywords:
             return None
@@ -109,7 +121,15 @@ class ReferenceModule(ModuleIndex):
         if body is None:
             return None
         local: dict[str, ast.expr] = {}
+        early: list[tuple[ast.expr, ast.expr]] = []  # (condition, value) of each `if c: return v`
         for stmt in body[:-1]:
+            if _early_return(stmt):
+                early.append((substitute(stmt.test, local, {}), substitute(stmt.body[0].value, local, {})))
+                continue
+            # a value set after an early return is read only after it: in that return's `else`
+            if _unpacks(stmt):
+                bind(stmt.targets[0], substitute(stmt.value, local, {}), local)  # `major, _ = f()`
+                continue
             update = _update(stmt, local)
             if update is None and isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1:
                 inner = _update(stmt.body[0], local)  # `if c: x -= k` keeps x otherwise
@@ -122,7 +142,31 @@ class ReferenceModule(ModuleIndex):
         params = [a.arg for a in fn.args.args]
         if len(call.args) != len(params):
             return None
-        return substitute(body[-1].value, local, dict(zip(params, call.args, strict=True)))
+        value = substitute(body[-1].value, local, {})
+        for test, returned in reversed(early):
+            value = ast.IfExp(test=test, body=returned, orelse=value)
+        return substitute(value, {}, dict(zip(params, call.args, strict=True)))
+
+
+def _early_return(stmt: ast.stmt) -> bool:
+    """``if c: return v`` with nothing else."""
+    return (
+        isinstance(stmt, ast.If)
+        and not stmt.orelse
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], ast.Return)
+        and stmt.body[0].value is not None
+    )
+
+
+def _unpacks(stmt: ast.stmt) -> bool:
+    """``a, b = v`` onto plain names."""
+    return (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Tuple)
+        and all(isinstance(e, ast.Name) for e in stmt.targets[0].elts)
+    )
 
 
 def _update(stmt: ast.stmt, local: dict[str, ast.expr]) -> tuple[str, ast.expr] | None:
@@ -133,6 +177,26 @@ def _update(stmt: ast.stmt, local: dict[str, ast.expr]) -> tuple[str, ast.expr] 
         value = ast.BinOp(left=local[stmt.target.id], op=stmt.op, right=substitute(stmt.value, local, {}))
         return stmt.target.id, value
     return None
+
+
+def torch_aliases(tree: ast.Module) -> dict[str, str]:
+    """Names the module imports from torch under a name of their own, with their full name
+    (``import torch.nn.functional as F``, ``from torch.nn import functional as F``: F ->
+    torch.nn.functional): the wrapper imports only ``torch`` and spells them out."""
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname and a.name.split(".")[0] == "torch":
+                    out[a.asname] = a.name
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").split(".")[0] == "torch"
+        ):
+            for a in node.names:
+                out[a.asname or a.name] = f"{node.module}.{a.name}"
+    return out
 
 
 def is_launch(node: ast.AST) -> bool:

@@ -238,6 +238,20 @@ def num_sms(expr: ast.expr) -> ast.expr:
     return Sms().visit(expr)
 
 
+def device_capability(expr: ast.expr) -> ast.expr:
+    """``torch.cuda.get_device_capability()`` -> the wrapper's ``_device_capability()``, asked once
+    per device (bot/emit/wrapper_py.py)."""
+
+    class Capability(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            if ast.unparse(node) == "torch.cuda.get_device_capability()":
+                return ast.Call(func=ast.Name("_device_capability", ast.Load()), args=[], keywords=[])
+            return node
+
+    return Capability().visit(expr)
+
+
 def bool_params(kernel: ast.FunctionDef) -> set[str]:
     """The reference kernel's parameters declared boolean (``ConstBool``, ``ct.Constant[bool]``)."""
     return {

@@ -20,6 +20,7 @@ def generator_configs(
     """``gen``'s configs as (capability condition or "", configs), fields renamed, dropped ones left out."""
     local: dict[str, ast.expr] = {}
     branches: list[tuple[str, list[ast.stmt]]] = []
+    run: list[ast.stmt] | None = None  # the unconditional statements being read, one group
     for stmt in gen.body:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
             continue
@@ -28,8 +29,13 @@ def generator_configs(
             continue
         if isinstance(stmt, ast.If):
             branches += _branches(stmt)
+            run = None
             continue
-        branches.append(("", [stmt]))
+        if run is not None:
+            run.append(stmt)  # `for ...: yield` loops one after another: one group
+            continue
+        run = [stmt]
+        branches.append(("", run))
     out = []
     for cond, body in branches:
         text = ast.unparse(substitute(ast.parse(cond, mode="eval").body, local, {})) if cond else ""

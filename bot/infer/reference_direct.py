@@ -13,7 +13,8 @@ kernel's parameters by position and from there onto kernel.rs by name:
 - a kernel.rs tensor of the same name is packed from the argument (``x_flat``); an output is
   whatever the reference writes into: an allocation, a caller's tensor (in place), or either
   (``output = x if inplace else torch.empty_like(x)``);
-- the grid gives ``num_programs`` or ``grid_x/y/z``; the returned expression the result.
+- the grid gives ``num_programs`` or ``grid_x/y/z``; the returned expression the result;
+- a literal hint of the launched kernel's decorator (``@ct.kernel(occupancy=2)``) its compile option.
 
 Control flow the wrapper can say too is kept: ``if not training: return x`` (an early return),
 ``if inplace: a = x else: a = ...`` (a conditional value), ``if dim == 0: .. elif ..: .. else:
@@ -36,11 +37,10 @@ from pathlib import Path
 
 from bot.infer import naming
 from bot.infer.direct_flatten import Flattener, Launch, with_names
-from bot.infer.direct_launch import Direct, map_launch, param_names
+from bot.infer.direct_launch import Direct, kernel_hints, map_launch, param_names
 from bot.infer.direct_module import ReferenceModule
 from bot.infer.facts import Facts
 from bot.infer.launch_ast import NotThisShape
-from bot.infer.launch_configs import generator_configs
 from bot.infer.reference import ModuleLoader, ReferenceOp, read_with, registered_function
 from bot.types import Entry, KernelSignature, Source, Target
 
@@ -92,11 +92,8 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref:
     if reading.checks:
         facts.offer("ffi.checks", reading.checks, where("boolean kernel parameters: 0 or 1"))
     if reading.generator is not None:
-        groups = [
-            {"when": cond or "always", "configs": configs}
-            for cond, configs in generator_configs(reading.generator, {}, [])
-        ]
-        facts.offer("python.configs", groups, where(f"{reading.generator.name}(), the configs it launches"))
+        groups = reading.generator.groups()
+        facts.offer("python.configs", groups, where(f"{reading.generator.name}, the configs it launches"))
         key = (
             reading.key
             or "(" + ", ".join(f"tuple({t}.shape), {t}.dtype" for t in reading.tensors.values()) + ")"
@@ -136,7 +133,9 @@ def read_tree(
     if len(flat.launches) == 1:
         if len(signature.entries) != 1:
             return None
-        return map_launch(flat, flat.launches[0], signature.entries[0], fn, {})
+        direct = map_launch(flat, flat.launches[0], signature.entries[0], fn, {})
+        direct.args.update(kernel_hints(flat.launches[0]))
+        return direct
     entries = _entries_of(flat.launches, signature)
     if len({e.name for e in entries}) != len(entries) or len(entries) != len(signature.entries):
         raise NotThisShape(
