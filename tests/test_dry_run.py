@@ -291,3 +291,49 @@ def test_values_are_paired_with_the_reference_by_what_they_hold_not_by_name(silu
 def test_a_porter_widens_the_dry_run_with_its_setting_and_nothing_else_changes_it(setting, count):
     assert dry.CASES == 3
     assert dry.case_count(setting) == count
+
+
+def _two_calls(plan, rows: int, hidden: int, second: dict) -> dict:
+    """A case that runs another op first, then this op twice (test_moe: moe_align_block, then two
+    GEMMs): each side records every launch; the second call on half the rows."""
+    records = _records(rows, hidden, _c_call(plan, rows, hidden))
+    half = _records(rows // 2, hidden, _c_call(plan, rows // 2, hidden, **second))
+    (ref_id, ref), (port_id, port) = records.items()
+    (ref_launch,) = next(iter(half.values()))["launches"]
+    (port_call,) = list(half.values())[1]["launches"]
+    other = {"side": "cutile", "kernel": "align_kernel", "module": "tilegym.ops.cutile.other", "params": []}
+    ref["launches"] = [
+        {**other, "grid": [7], "args": []},
+        {**ref["launches"][0], "module": "tilegym.ops.cutile.silu_and_mul"},
+        {**ref_launch, "module": "tilegym.ops.cutile.silu_and_mul"},
+    ]
+    port["launches"] = [
+        {"side": "cutile-rs", "symbol": "cutile_other", "args": [1, 2]},
+        *port["launches"],
+        port_call,
+    ]
+    return records
+
+
+def test_only_this_ops_launches_are_compared_and_each_call_of_a_case_in_order(silu_checkout, tmp_path):
+    target = Target(silu_checkout, "silu_and_mul")
+    plan, _facts, _co = make_plan(target, tmp_path / "plan")
+    signature = read_kernel(target.kernel_rs)
+    cases = {}
+    for rows, hidden in ((256, 512), (64, 1000)):
+        cases.update(_two_calls(plan, rows, hidden, {}))
+    found = dry_compare.compare(plan, signature, cases, "tilegym.ops.cutile.silu_and_mul")
+    assert found.identical, [dry_compare.describe_row(r) for r in found.differences]
+    assert not found.skipped  # the other op's launches are neither paired nor reported
+    grids = [r.cutile_rs for r in found.rows if r.what == "grid" and r.case.endswith("[cutile_rs-256-512]")]
+    assert grids == ["(256, 1, 1)", "(128, 1, 1)"]  # the second call paired with the second launch
+    # a fault in the second call only is found there
+    cases.update(_two_calls(plan, 64, 1000, {"out": _desc([32, 2000], "float16", "fresh-9")}))
+    worse = dry_compare.compare(plan, signature, cases, "tilegym.ops.cutile.silu_and_mul")
+    assert [(r.param, r.what, r.reference, r.cutile_rs) for r in worse.differences][:1] == [
+        ("out_ptr", "numel", "y: 32000", "64000")
+    ]
+    assert worse.differences[0].case == "test_op[cutile_rs-64-1000]"
+    # without the module, the other op's launch is paired with this op's first call: a difference
+    mixed = dry_compare.compare(plan, signature, cases)
+    assert mixed.differences

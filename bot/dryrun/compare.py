@@ -86,7 +86,9 @@ def compare(
 
     A test that runs several ops (test_moe: moe_align_block's launches, then the fused GEMM's)
     records every op's launches: only this op's are compared, the C calls of its symbol and the
-    launches of kernels of its reference's module (``reference_module``; '' keeps them all)."""
+    launches of kernels of its reference's module (``reference_module``; '' keeps them all).
+    A case that calls the op more than once (test_moe's two GEMMs) pairs its launches in order:
+    the port's k-th launch with the reference's k-th."""
     pairs: dict[str, dict[str, dict]] = {}
     for nodeid, record in cases.items():
         pairs.setdefault(record["case"], {})[record["backend"]] = {**record, "nodeid": nodeid}
@@ -122,10 +124,8 @@ def compare(
             )
             continue
         per_element = bool(plan.python.per_element)
-        try:  # one C call, or one per list element
-            launched_each = [
-                port_launches(plan, signature, c["args"]) for c in calls[: None if per_element else 1]
-            ]
+        try:  # every C call of the case, in order (one per list element, or one per call of the op)
+            launched_each = [port_launches(plan, signature, c["args"]) for c in calls]
         except EvalError as exc:
             run.skipped.append(f"{label}: the C call could not be read through the plan ({exc})")
             continue
