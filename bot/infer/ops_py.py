@@ -82,7 +82,17 @@ def render_signature(args: ast.arguments) -> str:
 
 
 def tensor_params(args: ast.arguments) -> list[str]:
-    """Required parameters annotated ``torch.Tensor`` (the op's tensor inputs), in order."""
+    """Required parameters annotated ``torch.Tensor`` (the op's tensor inputs), in order. One
+    annotated ``Optional[torch.Tensor]`` (or ``torch.Tensor | None``) is left out: the caller may
+    pass None (moe's ``A_scale``), so the wrapper's prologue cannot ask it for ``.is_cuda``."""
     positional = args.posonlyargs + args.args
     required = positional[: len(positional) - len(args.defaults)]
-    return [a.arg for a in required if a.annotation is not None and "Tensor" in ast.unparse(a.annotation)]
+    return [a.arg for a in required if a.annotation is not None and _a_tensor(a.annotation)]
+
+
+def _a_tensor(annotation: ast.expr) -> bool:
+    text = ast.unparse(annotation)
+    optional = text.startswith(("Optional[", "typing.Optional[")) or "None" in {
+        part.strip() for part in text.split("|")
+    }
+    return "Tensor" in text and not optional
