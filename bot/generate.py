@@ -39,7 +39,11 @@ def generate(target: Target, plan: LaunchPlan, checkout: Checkout) -> GeneratedF
         (
             repo / site.path,
             lambda t, site=site: wiring.test_backends(
-                t, site.backward, dict.fromkeys(site.reference_calls, wrapper_function), checked
+                t,
+                site.backward,
+                dict.fromkeys(site.reference_calls, wrapper_function),
+                checked,
+                plan.python.dtypes,
             ),
         )
         for site in checkout.test_sites

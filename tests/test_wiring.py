@@ -485,3 +485,44 @@ def test_a_cutile_skip_on_what_the_wrapper_checks_is_inherited_and_only_that():
     both = wiring.inherited_skips(SKIPPING_TEST, {"is_causal", "transpose"})
     assert '    if backend == "cutile-rs":\n        if transpose:\n' in both
     assert wiring.inherited_skips(SKIPPING_TEST, set()) == SKIPPING_TEST
+
+
+DTYPE_SKIPS = """\
+import pytest
+import torch
+
+_backends = ["cutile"]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float8_e4m3fn, torch.float16])
+@pytest.mark.parametrize("backend", _backends)
+def test_op(backend, dtype):
+    if backend == "cutile" and dtype == torch.float8_e4m3fn:
+        pytest.skip("cutile: no fp8")
+    if backend == "cutile":
+        if dtype in (torch.float16, torch.float8_e4m3fn):
+            pytest.skip("cutile: slow in half")
+    if backend == "cutile" and torch.bfloat16 == dtype:
+        pytest.skip("cutile: bf16 flaky")
+    run(backend, dtype)
+"""
+
+
+def test_a_cutile_skip_on_a_dtype_the_wrapper_does_not_dispatch_is_inherited():
+    accepted = ["float16", "bfloat16"]  # the wrapper's _DTYPES: no f8 kernel
+    out = wiring.inherited_skips(DTYPE_SKIPS, set(), accepted)
+    added = [line for line in out.splitlines() if line not in DTYPE_SKIPS.splitlines()]
+    assert added == [
+        '    if backend == "cutile-rs" and dtype == torch.float8_e4m3fn:',
+        f'        pytest.skip("{wiring.INHERITED_DTYPE_SKIP}cutile: no fp8")',
+    ]  # f16 is dispatched (the `in` block keeps its cuTile-only skip), and so is bf16
+    ast.parse(out)
+    assert wiring.inherited_skips(out, set(), accepted) == out  # wiring twice changes nothing
+    # a wrapper that dispatches f8 too inherits none of them; one with bf16 only inherits the `in` too
+    assert wiring.inherited_skips(DTYPE_SKIPS, set(), [*accepted, "float8_e4m3fn"]) == DTYPE_SKIPS
+    only_bf16 = wiring.inherited_skips(DTYPE_SKIPS, set(), ["bfloat16"])
+    assert only_bf16.count('== "cutile-rs"') == 2
+    assert wiring.inherited_skips(DTYPE_SKIPS, set(), []) == DTYPE_SKIPS  # no dtypes known: no rule
+    # through test_backends, as generate wires a test file
+    wired = wiring.test_backends(DTYPE_SKIPS, dtypes=accepted)
+    assert wiring.INHERITED_DTYPE_SKIP in wired
