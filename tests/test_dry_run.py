@@ -337,3 +337,21 @@ def test_only_this_ops_launches_are_compared_and_each_call_of_a_case_in_order(si
     # without the module, the other op's launch is paired with this op's first call: a difference
     mixed = dry_compare.compare(plan, signature, cases)
     assert mixed.differences
+
+
+def test_a_tensor_of_other_bytes_is_paired_with_one_of_its_extent_not_an_unused_empty_one(
+    silu_checkout, tmp_path
+):
+    """The reference hands its kernel an empty placeholder (moe's a_scale) before the tensor an
+    earlier op filled (expert_ids, whose C call the dry run does not run): the port's tensor, its
+    bytes unlike the reference's, is paired by dtype and extent, not with the placeholder."""
+    target = Target(silu_checkout, "silu_and_mul")
+    plan, _facts, _co = make_plan(target, tmp_path / "plan")
+    signature = read_kernel(target.kernel_rs)
+    cases = _records(256, 512, _c_call(plan, 256, 512))
+    reference = next(iter(cases.values()))["launches"][0]
+    reference["params"].insert(1, "scale")
+    reference["args"].insert(1, _desc([0], "float16", "empty"))
+    found = dry_compare.compare(plan, signature, cases)
+    assert found.identical, [dry_compare.describe_row(r) for r in found.differences]
+    assert {r.reference for r in found.rows if r.param == "out_ptr"} == {"y: float16", "y: 131072"}
