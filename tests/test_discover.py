@@ -4,6 +4,7 @@ the op through helpers."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import textwrap
 from pathlib import Path
@@ -251,6 +252,16 @@ def test_a_declaration_naming_no_parameter_leaves_the_signature_to_the_reference
     assert facts.get("python.signature") == "input, scale, bias, slope=0.5"
     assert facts.source("python.signature").kind == "reference"
     assert facts.get("python.tensor_params") == ["input"]
+    # a getter that takes nothing (`def get_swiglu():`) names nothing because that is its signature
+    takes = {
+        src: ast.parse(f"def f({src}): pass").body[0].args for src in ("", "*args, **kwargs", "**kw", "x")
+    }
+    assert {src: ops_py._names_nothing(a) for src, a in takes.items()} == {
+        "": False,
+        "*args, **kwargs": True,
+        "**kw": True,
+        "x": False,
+    }
 
 
 def test_registry_name_differs_from_the_file_and_helpers_reach_it(tmp_path):

@@ -55,7 +55,10 @@ def gather(target: Target, found: Discovery, facts: Facts) -> None:
 
 
 def _names_nothing(args: ast.arguments) -> bool:
-    return not (args.posonlyargs or args.args or args.kwonlyargs)
+    """``(*args, **kwargs)``: forwards whatever it gets. A getter's ``()`` names nothing because
+    it takes nothing, and that is its signature."""
+    named = args.posonlyargs or args.args or args.kwonlyargs
+    return not named and bool(args.vararg or args.kwarg)
 
 
 def _unknown_keywords(args: ast.arguments, keywords: tuple[str, ...]) -> list[str]:
