@@ -34,7 +34,7 @@ def generate(target: Target, plan: LaunchPlan, checkout: Checkout) -> GeneratedF
     # a test that calls the reference's function by its module path calls the wrapper's in its
     # cutile-rs branch: the wrapper module is <op>.py, its function the registered name
     wrapper_function = f"tilegym.ops.cutile_rs.{target.op}.{plan.python.register_name}"
-    checked = wrapper_py.checked_names(plan)
+    checked, dispatched = wrapper_py.checked_names(plan), wrapper_py.refusing_dtypes(plan)
     edits += [
         (
             repo / site.path,
@@ -43,7 +43,7 @@ def generate(target: Target, plan: LaunchPlan, checkout: Checkout) -> GeneratedF
                 site.backward,
                 dict.fromkeys(site.reference_calls, wrapper_function),
                 checked,
-                plan.python.dtypes,
+                dispatched,
             ),
         )
         for site in checkout.test_sites

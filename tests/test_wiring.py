@@ -526,3 +526,22 @@ def test_a_cutile_skip_on_a_dtype_the_wrapper_does_not_dispatch_is_inherited():
     # through test_backends, as generate wires a test file
     wired = wiring.test_backends(DTYPE_SKIPS, dtypes=accepted)
     assert wiring.INHERITED_DTYPE_SKIP in wired
+
+
+def test_only_a_dispatch_over_the_element_generic_refuses_a_tests_dtype():
+    """moe_align_block's kernel takes int64 topk_ids whatever test_moe's `dtype` is: its fixed
+    types refuse no float dtype of the test, so they inherit no dtype skip; moe's generic does."""
+    from types import SimpleNamespace
+
+    from bot.emit import wrapper_py
+
+    def plan(generic: str, dtypes: list[str]):
+        return SimpleNamespace(
+            python=SimpleNamespace(dtypes=dtypes), ffi=SimpleNamespace(dtype_generic=generic)
+        )
+
+    assert wrapper_py.refusing_dtypes(plan("T", ["float16", "bfloat16"])) == ["float16", "bfloat16"]
+    assert wrapper_py.refusing_dtypes(plan("", ["int64"])) == []
+    assert wiring.test_backends(DTYPE_SKIPS, dtypes=wrapper_py.refusing_dtypes(plan("", ["int64"]))) == (
+        wiring.test_backends(DTYPE_SKIPS)
+    )
