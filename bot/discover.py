@@ -301,6 +301,25 @@ def _reachers(repo: Path, public: Found, files: _Files) -> dict[str, str]:
     return reach
 
 
+def _helpers(repo: Path, reach: dict[str, str], hows: list[str]) -> tuple[str, ...]:
+    """``<module path>::<function>`` of each tilegym helper in the chains ``hows`` name
+    (``fused_moe -> fused_experts_impl -> invoke_fused_moe_kernel``): every hop but the op itself."""
+    by_name = {dotted.rsplit(".", 1)[1]: dotted for dotted in reach}
+    out: list[str] = []
+    for how in hows:
+        chain = how[how.find("(") + 1 : how.rfind(")")] if "(" in how else ""
+        for plain in chain.split(" -> ")[:-1]:
+            dotted = by_name.get(plain.strip())
+            if dotted is None:
+                continue
+            module = Path(*dotted.split(".")[:-1])
+            for rel in (Path("src") / module.with_suffix(".py"), Path("src") / module / "__init__.py"):
+                if (repo / rel).is_file() and f"{rel.as_posix()}::{plain.strip()}" not in out:
+                    out.append(f"{rel.as_posix()}::{plain.strip()}")
+                    break
+    return tuple(sorted(out))
+
+
 def _module_functions(path: Path, rel: Path, files: _Files) -> list[tuple[str, str, set[str]]]:
     """(dotted name, plain name, names its body loads) of each module-level function."""
     tree = files.tree(path)
@@ -392,6 +411,7 @@ def _tests(
                 functional=functional,
                 backward=backward,
                 reference_calls=reference_calls,
+                helpers=_helpers(repo, reach, [how for _, how in refs]),
             )
         )
         if functional:  # keywords of the correctness tests, not of benchmarks

@@ -34,15 +34,29 @@ def generate(target: Target, plan: LaunchPlan, checkout: Checkout) -> GeneratedF
     # a test that calls the reference's function by its module path calls the wrapper's in its
     # cutile-rs branch: the wrapper module is <op>.py, its function the registered name
     wrapper_function = f"tilegym.ops.cutile_rs.{target.op}.{plan.python.register_name}"
-    checked = wrapper_py.checked_names(plan)
+    checked, dispatched = wrapper_py.checked_names(plan), wrapper_py.refusing_dtypes(plan)
     edits += [
         (
             repo / site.path,
             lambda t, site=site: wiring.test_backends(
-                t, site.backward, dict.fromkeys(site.reference_calls, wrapper_function), checked
+                t,
+                site.backward,
+                dict.fromkeys(site.reference_calls, wrapper_function),
+                checked,
+                dispatched,
             ),
         )
         for site in checkout.test_sites
+    ]
+    # the tilegym helpers between a test and the op: their "cutile" branches get cutile-rs twins
+    helpers: dict[str, list[str]] = {}
+    for site in checkout.test_sites:
+        for helper in site.helpers:
+            module, function = helper.split("::")
+            helpers.setdefault(module, []).append(function)
+    edits += [
+        (repo / module, lambda t, functions=tuple(functions): wiring.helper_backend_twins(t, functions))
+        for module, functions in sorted(helpers.items())
     ]
     for path, edit in edits:
         current = path.read_text(encoding="utf-8") if path.is_file() else None

@@ -60,6 +60,12 @@ def smoke_and_test(
     )
 
 
+def module_of(path: str) -> str:
+    """``src/tilegym/ops/cutile/moe.py`` -> ``tilegym.ops.cutile.moe``; '' for ''."""
+    parts = Path(path).with_suffix("").parts
+    return ".".join(parts[1:] if parts and parts[0] == "src" else parts)
+
+
 def launch_dry_run(job: Job, python: str, interp: testrun.Interpreter, test_file: testrun.TestFile) -> None:
     """The reference and the wrapper launched on the CPU, side by side, before any GPU time: a
     difference is the host's fault, with both values. Without torch it says so and goes on."""
@@ -72,7 +78,10 @@ def launch_dry_run(job: Job, python: str, interp: testrun.Interpreter, test_file
         return
 
     def compared() -> dryrun.DryRun:
-        found = dryrun.dry_run(job.target, plan, signature, python, test_file, job.out_dir)
+        reference = job.found.reference.path if job.found and job.found.reference else ""
+        found = dryrun.dry_run(
+            job.target, plan, signature, python, test_file, job.out_dir, reference_module=module_of(reference)
+        )
         job.result.dry_run = found
         reports = job.out_dir / "reports"
         reports.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,8 @@ the op through helpers."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import textwrap
 from pathlib import Path
 
@@ -206,6 +208,60 @@ def test_tests_keyword_names_pick_the_signature_the_tests_were_written_against(t
     assert facts.source("python.signature").kind == "reference"
     assert facts.get("python.tensor_params") == ["input"]
     assert any("tests pass input=" in t for t in facts.tried["python.signature"])
+
+
+def test_a_declaration_naming_no_parameter_leaves_the_signature_to_the_reference(tmp_path):
+    """``@dispatch`` over ``def f(*args, **kwargs)`` (invoke_fused_moe_kernel) forwards whatever it
+    gets: the reference's parameters are the signature, and a tensor it types ``Optional`` (may be
+    None) is no tensor the wrapper's prologue can check."""
+    repo = _tree(tmp_path)
+    _write(
+        repo,
+        "src/tilegym/ops/activation.py",
+        """\
+        from tilegym.backend import dispatch
+
+
+        @dispatch("squash")
+        def squash(*args, **kwargs):
+            raise NotImplementedError
+        """,
+    )
+    _write(
+        repo,
+        "src/tilegym/ops/cutile/activation/squash.py",
+        """\
+        from typing import Optional
+
+        import torch
+        from tilegym.backend import register_impl
+
+
+        @register_impl("squash", backend="cutile")
+        def squash(input: torch.Tensor, scale: Optional[torch.Tensor], bias: torch.Tensor | None, slope=0.5):
+            return torch.empty_like(input)
+        """,
+    )
+    target = Target(repo, "squash")
+    found = dataclasses.replace(discover(target), call_keywords=())  # tests passing no keyword
+    facts = Facts()
+    ops_py.gather(target, found, facts)
+    assert not facts.has("python.signature")  # *args, **kwargs: nothing offered
+    assert any("squash() names no parameter" in t for t in facts.tried["python.signature"])
+    reference.gather(target, facts, reference.load(target, found))
+    assert facts.get("python.signature") == "input, scale, bias, slope=0.5"
+    assert facts.source("python.signature").kind == "reference"
+    assert facts.get("python.tensor_params") == ["input"]
+    # a getter that takes nothing (`def get_swiglu():`) names nothing because that is its signature
+    takes = {
+        src: ast.parse(f"def f({src}): pass").body[0].args for src in ("", "*args, **kwargs", "**kw", "x")
+    }
+    assert {src: ops_py._names_nothing(a) for src, a in takes.items()} == {
+        "": False,
+        "*args, **kwargs": True,
+        "**kw": True,
+        "x": False,
+    }
 
 
 def test_registry_name_differs_from_the_file_and_helpers_reach_it(tmp_path):

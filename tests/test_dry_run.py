@@ -21,6 +21,7 @@ from bot import apply, classify, generate
 from bot.demo import assemble_checkout
 from bot.discover import discover
 from bot.dryrun import compare as dry_compare
+from bot.dryrun import result as dry_result
 from bot.dryrun import run as dry
 from bot.job import PortOptions
 from bot.pipeline import make_plan, port
@@ -65,7 +66,7 @@ def _generated(dest: Path, wheel: Path, ops: list[str], contracts: dict[str, Pat
     return repo
 
 
-def _dry_run(repo: Path, op: str, python: str, out: Path) -> dry_compare.DryRun:
+def _dry_run(repo: Path, op: str, python: str, out: Path) -> dry_result.DryRun:
     target = Target(repo, op)
     plan, _facts, _co = make_plan(target, out / "plan")
     tests = read_test_files(repo, discover(target).test_sites)
@@ -80,7 +81,7 @@ def test_the_clean_ports_of_the_wheel_ops_launch_as_their_references(tmp_path, t
     for op in WHEEL_OPS:
         found = _dry_run(repo, op, python, tmp_path / "out" / op)
         assert found.status == "compared", (op, found.why)
-        assert found.identical, (op, [dry_compare.describe_row(r) for r in found.differences])
+        assert found.identical, (op, [dry_result.describe_row(r) for r in found.differences])
         assert len(found.cases) == dry.CASES, op
         whats = {r.what for r in found.rows}
         assert {"grid", "dtype", "value"} <= whats, (op, whats)
@@ -117,8 +118,8 @@ def test_each_launch_changing_host_fault_of_the_corpus_is_found_with_both_values
     assert found.status == "compared", found.why
     param, what, reference, cutile_rs = LAUNCH_FAULTS[case]
     first = found.differences[0]
-    assert (first.param, first.what) == (param, what), dry_compare.describe_row(first)
-    assert reference in first.reference and cutile_rs in first.cutile_rs, dry_compare.describe_row(first)
+    assert (first.param, first.what) == (param, what), dry_result.describe_row(first)
+    assert reference in first.reference and cutile_rs in first.cutile_rs, dry_result.describe_row(first)
     assert (
         first.case == "test_op[cutile_rs-4-64-512-torch.float16]"
     )  # the test's own case, as pytest names it
@@ -274,7 +275,7 @@ def test_values_are_paired_with_the_reference_by_what_they_hold_not_by_name(silu
     for rows, hidden in ((256, 512), (4096, 1000), (33, 64)):
         cases.update(_records(rows, hidden, _c_call(plan, rows, hidden)))
     found = dry_compare.compare(plan, signature, cases)
-    assert found.identical, [dry_compare.describe_row(r) for r in found.differences]
+    assert found.identical, [dry_result.describe_row(r) for r in found.differences]
     by_param = {r.param: r.reference for r in found.rows if r.case.endswith("[cutile_rs-4096-1000]")}
     assert by_param["hidden_size"] == "COLUMNS = 1000"  # learned from the values, not the names
     assert by_param["in_row_stride"] == "x.stride(0) = 2000"
@@ -291,3 +292,67 @@ def test_values_are_paired_with_the_reference_by_what_they_hold_not_by_name(silu
 def test_a_porter_widens_the_dry_run_with_its_setting_and_nothing_else_changes_it(setting, count):
     assert dry.CASES == 3
     assert dry.case_count(setting) == count
+
+
+def _two_calls(plan, rows: int, hidden: int, second: dict) -> dict:
+    """A case that runs another op first, then this op twice (test_moe: moe_align_block, then two
+    GEMMs): each side records every launch; the second call on half the rows."""
+    records = _records(rows, hidden, _c_call(plan, rows, hidden))
+    half = _records(rows // 2, hidden, _c_call(plan, rows // 2, hidden, **second))
+    (ref_id, ref), (port_id, port) = records.items()
+    (ref_launch,) = next(iter(half.values()))["launches"]
+    (port_call,) = list(half.values())[1]["launches"]
+    other = {"side": "cutile", "kernel": "align_kernel", "module": "tilegym.ops.cutile.other", "params": []}
+    ref["launches"] = [
+        {**other, "grid": [7], "args": []},
+        {**ref["launches"][0], "module": "tilegym.ops.cutile.silu_and_mul"},
+        {**ref_launch, "module": "tilegym.ops.cutile.silu_and_mul"},
+    ]
+    port["launches"] = [
+        {"side": "cutile-rs", "symbol": "cutile_other", "args": [1, 2]},
+        *port["launches"],
+        port_call,
+    ]
+    return records
+
+
+def test_only_this_ops_launches_are_compared_and_each_call_of_a_case_in_order(silu_checkout, tmp_path):
+    target = Target(silu_checkout, "silu_and_mul")
+    plan, _facts, _co = make_plan(target, tmp_path / "plan")
+    signature = read_kernel(target.kernel_rs)
+    cases = {}
+    for rows, hidden in ((256, 512), (64, 1000)):
+        cases.update(_two_calls(plan, rows, hidden, {}))
+    found = dry_compare.compare(plan, signature, cases, "tilegym.ops.cutile.silu_and_mul")
+    assert found.identical, [dry_result.describe_row(r) for r in found.differences]
+    assert not found.skipped  # the other op's launches are neither paired nor reported
+    grids = [r.cutile_rs for r in found.rows if r.what == "grid" and r.case.endswith("[cutile_rs-256-512]")]
+    assert grids == ["(256, 1, 1)", "(128, 1, 1)"]  # the second call paired with the second launch
+    # a fault in the second call only is found there
+    cases.update(_two_calls(plan, 64, 1000, {"out": _desc([32, 2000], "float16", "fresh-9")}))
+    worse = dry_compare.compare(plan, signature, cases, "tilegym.ops.cutile.silu_and_mul")
+    assert [(r.param, r.what, r.reference, r.cutile_rs) for r in worse.differences][:1] == [
+        ("out_ptr", "numel", "y: 32000", "64000")
+    ]
+    assert worse.differences[0].case == "test_op[cutile_rs-64-1000]"
+    # without the module, the other op's launch is paired with this op's first call: a difference
+    mixed = dry_compare.compare(plan, signature, cases)
+    assert mixed.differences
+
+
+def test_a_tensor_of_other_bytes_is_paired_with_one_of_its_extent_not_an_unused_empty_one(
+    silu_checkout, tmp_path
+):
+    """The reference hands its kernel an empty placeholder (moe's a_scale) before the tensor an
+    earlier op filled (expert_ids, whose C call the dry run does not run): the port's tensor, its
+    bytes unlike the reference's, is paired by dtype and extent, not with the placeholder."""
+    target = Target(silu_checkout, "silu_and_mul")
+    plan, _facts, _co = make_plan(target, tmp_path / "plan")
+    signature = read_kernel(target.kernel_rs)
+    cases = _records(256, 512, _c_call(plan, 256, 512))
+    reference = next(iter(cases.values()))["launches"][0]
+    reference["params"].insert(1, "scale")
+    reference["args"].insert(1, _desc([0], "float16", "empty"))
+    found = dry_compare.compare(plan, signature, cases)
+    assert found.identical, [dry_result.describe_row(r) for r in found.differences]
+    assert {r.reference for r in found.rows if r.param == "out_ptr"} == {"y: float16", "y: 131072"}

@@ -11,6 +11,7 @@ import pytest
 from checkout_support import checkout_with_kernels
 
 from bot.dryrun import compare as dry_compare
+from bot.dryrun import result as dry_result
 from bot.emit import wrapper_py
 from bot.infer import list_params, reference_launch
 from bot.infer.launch_ast import NotThisShape
@@ -228,7 +229,7 @@ def test_a_launch_over_lists_is_compared_with_the_wrapper_s_c_call_per_element(g
     cases = _group_records(plan, [(256, 128, 64), (128, 256, 128)])
     cases |= _group_records(plan, [(512, 512, 512), (64, 64, 64)])
     found = dry_compare.compare(plan, signature, cases)
-    assert found.identical, [dry_compare.describe_row(r) for r in found.differences]
+    assert found.identical, [dry_result.describe_row(r) for r in found.differences]
     a_shapes = [r.reference for r in found.rows if "512" in r.case and (r.param, r.what) == ("a", "shape")]
     assert a_shapes == ["As[0]: [512, 512]", "As[1]: [64, 64]"]  # each C call with its group's element
     assert "Not compared: that the reference runs all elements in one grid" in found.notes[0]

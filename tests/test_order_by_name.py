@@ -76,3 +76,14 @@ def test_a_raw_pointer_takes_the_rank_the_letters_read_beside_a_tensor():
     assert _gemm(["a", "b"], pointers=("a",)) == {"m": "dim(a,0)", "n": "dim(b,1)", "k": "dim(a,1)"}
     # two bare pointers: nothing says they are a GEMM pair of rank 2
     assert _gemm(["a", "b"], pointers=("a", "b")) == {"m": None, "n": None, "k": None}
+
+
+@pytest.mark.parametrize("kind", ["ptr", "tensor"])
+def test_the_ptr_suffix_names_the_c_tensor_for_a_pointer_and_a_tensor_alike(kind):
+    """A porter who turns the reference's ``a_ptr`` into ``&Tensor`` may keep its name: the C tensor is
+    ``a`` either way, so the plan does not change with the parameter's form."""
+    name, bind, source = naming.c_tensor_name(Param("a_ptr", kind, "E", 1))
+    assert (name, bind) == ("a", "a_d") and "a_ptr -> a" in source.detail
+    assert naming.c_tensor_name(Param("in_ptr", kind, "E", 1))[0] == "inp"  # a keyword once stripped
+    assert naming.c_tensor_name(Param("_ptr", kind, "E", 1))[0] == "_ptr"  # nothing left to name it
+    assert naming.c_tensor_name(Param("a_ptrs", kind, "E", 1))[0] == "a_ptrs"

@@ -542,6 +542,17 @@ def test_a_reduction_along_dim_keeps_the_axis_handling_around_the_launch():
     )
 
 
+def test_a_log_call_on_the_module_logger_is_passed_over_and_no_other_call_is():
+    logged = REFERENCE.replace(
+        "        rows, n = x.shape\n",
+        "        rows, n = x.shape\n        logger.debug(f'calling with {rows} rows')\n",
+    )
+    with pytest.raises(NotThisShape, match=r"cannot follow `logger.debug"):
+        _read(logged)  # `logger` is not bound to a logger: a call like any other
+    bound = "import logging\nlogger = logging.getLogger(__name__)\n" + logged
+    assert _read(bound) is not None  # read through: the log line is no step of the wrapper
+
+
 OPT_IN_TUNING = """
 import math
 from types import SimpleNamespace

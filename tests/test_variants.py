@@ -80,6 +80,14 @@ EXPECTED: dict[tuple[str, str], str | list[str]] = {
     ("mhc_apply_residual", "tensor_as_ptr"): SAME,
     ("mhc_sinkhorn", "renamed"): ["python.args.zgen0", "python.args.zgen1"],
     ("mhc_sinkhorn", "extra_scalar"): SAME,
+    # moe: by position, like gemma_attention: its renamed scalars, generics and grid have no twin
+    ("moe", "renamed"): ["python.alloc", "python.tensors"]
+    + [f"python.args.zarg{i}" for i in range(7, 12)]
+    + [f"python.args.zgen{i}" for i in range(6)]
+    + ["python.args.num_programs"],
+    ("moe", "reordered"): SAME,
+    ("moe", "tensor_as_ptr"): SAME,
+    ("moe", "ptr_as_tensor"): SAME,
     ("moe_align_block", "renamed"): [
         "ffi.variants",
         "python.alloc",
@@ -120,7 +128,6 @@ EXPECTED: dict[tuple[str, str], str | list[str]] = {
         "python.alloc",
         "python.tensors",
         "python.args.hidden_size",
-        "python.args.in_row_stride",
         "python.args.block_size",
         "python.args.num_programs",
     ],
@@ -132,11 +139,6 @@ EXPECTED: dict[tuple[str, str], str | list[str]] = {
     ("swiglu", "ptr_as_tensor"): [
         "python.register.kind",
         "python.alloc",
-        "python.tensors",
-        "python.args.a_shape0",
-        "python.args.a_shape1",
-        "python.args.a_stride0",
-        "python.args.a_stride1",
         "python.args.tile_size",
         "python.args.num_programs",
     ],

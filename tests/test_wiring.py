@@ -398,6 +398,59 @@ def test_a_routed_call_through_an_import_alias_and_no_tilegym_import():
     assert 'return ("é", ct_blend.blend(1))[1]' in out  # the cutile branch is unchanged
 
 
+HELPER = """from tilegym.backend import get_current_backend
+
+
+def experts(x, fp8=False):
+    _backend = get_current_backend()
+    if _backend == "cutile":
+        config = {"TILE_SIZE_M": 128}
+        # fp8 wants smaller tiles
+        if fp8:
+            config["TILE_SIZE_M"] = 64
+    elif _backend == "tilecpp":
+        config = {"BLOCK_SIZE_M": 128}
+    return config
+
+
+def other(x):
+    backend = get_current_backend()
+    if backend == "cutile":
+        return 1
+    return 0
+"""
+
+
+def _config(text: str, backend: str, **kw):
+    import types
+
+    module = types.ModuleType("helper")
+    exec(text.replace("from tilegym.backend import get_current_backend\n", ""), module.__dict__)
+    module.get_current_backend = lambda: backend
+    return module.experts(None, **kw)
+
+
+def test_a_helper_branch_on_the_current_backend_gets_a_cutile_rs_twin_of_the_same_statements():
+    with pytest.raises(UnboundLocalError):
+        _config(HELPER, "cutile-rs")  # what test_moe's cutile-rs case hit before any launch
+    out = wiring.helper_backend_twins(HELPER, ["experts"])
+    assert wiring.helper_backend_twins(out, ["experts"]) == out  # idempotent
+    assert _config(out, "cutile-rs") == {"TILE_SIZE_M": 128}
+    assert _config(out, "cutile-rs", fp8=True) == {"TILE_SIZE_M": 64}
+    assert _config(out, "tilecpp") == {"BLOCK_SIZE_M": 128}  # the other backends keep theirs
+    # right after the "cutile" branch, its comment kept; a function not named is left alone
+    assert '            config["TILE_SIZE_M"] = 64\n    elif _backend == "cutile-rs":\n' in out
+    assert out.count('== "cutile-rs"') == 1
+
+
+def test_a_helper_chain_that_already_names_cutile_rs_is_left_as_it_is():
+    text = HELPER.replace(
+        '    elif _backend == "tilecpp":',
+        '    elif _backend == "cutile-rs":\n        config = {}\n    elif _backend == "tilecpp":',
+    )
+    assert wiring.helper_backend_twins(text, ["experts", "other"]).count('== "cutile-rs"') == 2
+
+
 SKIPPING_TEST = """\
 import pytest
 
@@ -432,3 +485,63 @@ def test_a_cutile_skip_on_what_the_wrapper_checks_is_inherited_and_only_that():
     both = wiring.inherited_skips(SKIPPING_TEST, {"is_causal", "transpose"})
     assert '    if backend == "cutile-rs":\n        if transpose:\n' in both
     assert wiring.inherited_skips(SKIPPING_TEST, set()) == SKIPPING_TEST
+
+
+DTYPE_SKIPS = """\
+import pytest
+import torch
+
+_backends = ["cutile"]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float8_e4m3fn, torch.float16])
+@pytest.mark.parametrize("backend", _backends)
+def test_op(backend, dtype):
+    if backend == "cutile" and dtype == torch.float8_e4m3fn:
+        pytest.skip("cutile: no fp8")
+    if backend == "cutile":
+        if dtype in (torch.float16, torch.float8_e4m3fn):
+            pytest.skip("cutile: slow in half")
+    if backend == "cutile" and torch.bfloat16 == dtype:
+        pytest.skip("cutile: bf16 flaky")
+    run(backend, dtype)
+"""
+
+
+def test_a_cutile_skip_on_a_dtype_the_wrapper_does_not_dispatch_is_inherited():
+    accepted = ["float16", "bfloat16"]  # the wrapper's _DTYPES: no f8 kernel
+    out = wiring.inherited_skips(DTYPE_SKIPS, set(), accepted)
+    added = [line for line in out.splitlines() if line not in DTYPE_SKIPS.splitlines()]
+    assert added == [
+        '    if backend == "cutile-rs" and dtype == torch.float8_e4m3fn:',
+        f'        pytest.skip("{wiring.INHERITED_DTYPE_SKIP}cutile: no fp8")',
+    ]  # f16 is dispatched (the `in` block keeps its cuTile-only skip), and so is bf16
+    ast.parse(out)
+    assert wiring.inherited_skips(out, set(), accepted) == out  # wiring twice changes nothing
+    # a wrapper that dispatches f8 too inherits none of them; one with bf16 only inherits the `in` too
+    assert wiring.inherited_skips(DTYPE_SKIPS, set(), [*accepted, "float8_e4m3fn"]) == DTYPE_SKIPS
+    only_bf16 = wiring.inherited_skips(DTYPE_SKIPS, set(), ["bfloat16"])
+    assert only_bf16.count('== "cutile-rs"') == 2
+    assert wiring.inherited_skips(DTYPE_SKIPS, set(), []) == DTYPE_SKIPS  # no dtypes known: no rule
+    # through test_backends, as generate wires a test file
+    wired = wiring.test_backends(DTYPE_SKIPS, dtypes=accepted)
+    assert wiring.INHERITED_DTYPE_SKIP in wired
+
+
+def test_only_a_dispatch_over_the_element_generic_refuses_a_tests_dtype():
+    """moe_align_block's kernel takes int64 topk_ids whatever test_moe's `dtype` is: its fixed
+    types refuse no float dtype of the test, so they inherit no dtype skip; moe's generic does."""
+    from types import SimpleNamespace
+
+    from bot.emit import wrapper_py
+
+    def plan(generic: str, dtypes: list[str]):
+        return SimpleNamespace(
+            python=SimpleNamespace(dtypes=dtypes), ffi=SimpleNamespace(dtype_generic=generic)
+        )
+
+    assert wrapper_py.refusing_dtypes(plan("T", ["float16", "bfloat16"])) == ["float16", "bfloat16"]
+    assert wrapper_py.refusing_dtypes(plan("", ["int64"])) == []
+    assert wiring.test_backends(DTYPE_SKIPS, dtypes=wrapper_py.refusing_dtypes(plan("", ["int64"]))) == (
+        wiring.test_backends(DTYPE_SKIPS)
+    )

@@ -7,7 +7,8 @@ beside the reference's launch of the same case:
 
 - the grid, term by term;
 - tensors: each kernel.rs tensor matched to the reference's argument holding the same data (an
-  input: the tests seed their inputs, so both runs hold equal bytes), the rest (outputs) in order;
+  input: the tests seed their inputs, so both runs hold equal bytes), the rest (outputs) to one of
+  the same dtype and extent, else in order;
   then the dtype, and the shape and strides (same rank) or the element count;
 - scalars and const generics: each must equal one and the same quantity of the reference's launch
   in every case (a scalar argument, a tensor's dimension, stride or size, a grid term): which one
@@ -32,8 +33,16 @@ from bot.dryrun.result import DryRun, Row
 from bot.types import KernelSignature, LaunchPlan
 
 
-def compare(plan: LaunchPlan, signature: KernelSignature, cases: dict[str, dict]) -> DryRun:
-    """``cases``: the plugin's records, nodeid -> {backend, case, launches, error}."""
+def compare(
+    plan: LaunchPlan, signature: KernelSignature, cases: dict[str, dict], reference_module: str = ""
+) -> DryRun:
+    """``cases``: the plugin's records, nodeid -> {backend, case, launches, error}.
+
+    A test that runs several ops (test_moe: moe_align_block's launches, then the fused GEMM's)
+    records every op's launches: only this op's are compared, the C calls of its symbol and the
+    launches of kernels of its reference's module (``reference_module``; '' keeps them all).
+    A case that calls the op more than once (test_moe's two GEMMs) pairs its launches in order:
+    the port's k-th launch with the reference's k-th."""
     pairs: dict[str, dict[str, dict]] = {}
     for nodeid, record in cases.items():
         pairs.setdefault(record["case"], {})[record["backend"]] = {**record, "nodeid": nodeid}
@@ -44,12 +53,17 @@ def compare(plan: LaunchPlan, signature: KernelSignature, cases: dict[str, dict]
         if ref is None or port is None:
             continue
         label = port["nodeid"].rsplit("::", 1)[-1]  # the cutile-rs test as pytest names it
+        ref = {**ref, "launches": [x for x in ref["launches"] if _of_module(x, reference_module)]}
         if not ref["launches"]:
             run.skipped.append(
                 f"{label}: the reference did not launch on the CPU ({ref['error'] or 'no launch'})"
             )
             continue
-        calls = [x for x in port["launches"] if x.get("side") == "cutile-rs"]
+        calls = [
+            x
+            for x in port["launches"]
+            if x.get("side") == "cutile-rs" and x.get("symbol", plan.ffi.symbol) == plan.ffi.symbol
+        ]
         if not calls:
             run.cases.append(label)
             run.rows.append(
@@ -64,10 +78,8 @@ def compare(plan: LaunchPlan, signature: KernelSignature, cases: dict[str, dict]
             )
             continue
         per_element = bool(plan.python.per_element)
-        try:  # one C call, or one per list element
-            launched_each = [
-                port_launches(plan, signature, c["args"]) for c in calls[: None if per_element else 1]
-            ]
+        try:  # every C call of the case, in order (one per list element, or one per call of the op)
+            launched_each = [port_launches(plan, signature, c["args"]) for c in calls]
         except EvalError as exc:
             run.skipped.append(f"{label}: the C call could not be read through the plan ({exc})")
             continue
@@ -101,6 +113,11 @@ def compare(plan: LaunchPlan, signature: KernelSignature, cases: dict[str, dict]
         run.status = "not compared"
         run.why = "; ".join(run.skipped) or "no test case runs both the cuTile and the cutile-rs backend"
     return run
+
+
+def _of_module(launch: dict, module: str) -> bool:
+    """Whether a reference launch is of a kernel of ``module`` (a record without one: yes)."""
+    return not module or launch.get("module", module) == module
 
 
 def per_element_launches(launch: dict) -> list[dict]:
@@ -161,7 +178,11 @@ def _tensor_rows(case: str, mine: PortLaunch, theirs: dict) -> list[Row]:
     for name in names:  # an input: the same bytes on both sides
         digest = mine.values[name].get("digest")
         pair(name, lambda ref, digest=digest: bool(digest) and ref.get("digest") == digest)
-    for name in names:  # the rest (outputs, fresh memory) in order
+    for name in names:  # the rest (outputs, fresh memory): one of the same dtype and extent ...
+        desc = mine.values[name]
+        if name not in matched:
+            pair(name, lambda ref, desc=desc: _same_extent(ref, desc))
+    for name in names:  # ... else in order
         if name not in matched:
             pair(name, lambda ref: True)
     rows = []
@@ -188,6 +209,16 @@ def _tensor_rows(case: str, mine: PortLaunch, theirs: dict) -> list[Row]:
                 )
             )
     return rows
+
+
+def _same_extent(ref: dict, desc: dict) -> bool:
+    """Whether a reference tensor could be this one: the same dtype and shape (a pointer's: size).
+    A tensor the port's earlier launch fills (expert_ids, after moe_align_block's C call, which
+    the dry run does not run) holds other bytes than the reference's, but not another extent; an
+    unused empty tensor of the reference (a_scale) is passed over for it."""
+    if ref.get("dtype") != desc.get("dtype"):
+        return False
+    return ref.get("shape") == desc.get("shape") or ref.get("numel") == desc.get("numel")
 
 
 def _tensor_text(desc: dict) -> str:

@@ -221,6 +221,7 @@ def _patch_cuda_tile() -> None:
             {
                 "side": "cutile",
                 "kernel": getattr(fn, "__name__", repr(kernel)),
+                "module": getattr(fn, "__module__", ""),
                 "params": params,
                 "grid": [int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,))],
                 "args": [describe(a) for a in args],

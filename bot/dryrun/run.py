@@ -41,6 +41,7 @@ def dry_run(
     out_dir: Path,
     cases: int | None = None,
     timeout: float = TIMEOUT_S,
+    reference_module: str = "",
 ) -> DryRun:
     """``cases``: how many of the test file's cases to compare; by default ``$AGENT_D_DRYRUN_CASES``
     when that is a positive number (a porter's wider check), else :data:`CASES`."""
@@ -81,7 +82,7 @@ def dry_run(
     data = json.loads(records.read_text(encoding="utf-8"))
     if data.get("unavailable"):
         return DryRun("not run", "; ".join(data["unavailable"]))
-    found = compare(plan, signature, data.get("cases", {}))
+    found = compare(plan, signature, data.get("cases", {}), reference_module)
     if found.status == "not compared" and data.get("skipped_files"):
         found.why = "pytest skipped the test file: " + "; ".join(data["skipped_files"])
     return found

@@ -146,13 +146,15 @@ def test_backends(
     backward: Iterable[str] = (),
     routes: dict[str, str] | None = None,
     checked: Iterable[str] = (),
+    dtypes: Iterable[str] = (),
 ) -> str:
     """Add ``"cutile-rs"`` to ``_backends`` right after the tilecpp block, at ``_backends``' indentation;
-    give each cuTile skip on a value the wrapper checks a cutile-rs twin (:func:`inherited_skips`),
+    give each cuTile skip on a value the wrapper checks, or on a dtype outside ``dtypes`` (the
+    wrapper's), a cutile-rs twin (:func:`inherited_skips`),
     make each test named in ``backward`` skip its cutile-rs case (:func:`forward_only_skips`) and
     give each backend branch that calls a reference function in ``routes`` its cutile-rs twin
     (:func:`route_backend_calls`)."""
-    text = forward_only_skips(inherited_skips(_add_backend(text), checked), backward)
+    text = forward_only_skips(inherited_skips(_add_backend(text), checked, dtypes), backward)
     return route_backend_calls(text, routes or {})
 
 
@@ -160,16 +162,21 @@ def test_backends(
 # and which the test file skips for cuTile, is skipped for cutile-rs too: the wrapper refuses it
 # the same way. Skips on anything else are cuTile's own and stay its own.
 INHERITED_SKIP = "cutile-rs carries the check of the cuTile reference, so it inherits this cuTile skip: "
+# A case skipped for cuTile on a dtype the wrapper does not dispatch (`dtype == torch.float8_e4m3fn`
+# with no f8 kernel) would only meet the wrapper's dtype check: it is skipped for cutile-rs too.
+INHERITED_DTYPE_SKIP = "cutile-rs dispatches no kernel for this dtype, so it inherits this cuTile skip: "
 
 
-def inherited_skips(text: str, checked: Iterable[str]) -> str:
+def inherited_skips(text: str, checked: Iterable[str], dtypes: Iterable[str] = ()) -> str:
     """After each ``if <backend> == "cutile" [and <cond>]:`` block that only skips (``pytest.skip``,
     possibly under further ``if``s) and reads a name in ``checked`` (the names the wrapper's
     checks read), the same block for ``"cutile-rs"``, its skip messages prefixed with
-    :data:`INHERITED_SKIP`. A block that already has its twin is left alone (wiring twice changes
-    nothing); a block that does anything but skip is not copied."""
-    checked = set(checked)
-    if not checked:
+    :data:`INHERITED_SKIP`; so too for a block that tests ``<x> == torch.<X>`` (or ``in`` a tuple
+    of them) for no X in ``dtypes`` (the torch dtypes the wrapper accepts; none given: no such
+    rule), prefixed with :data:`INHERITED_DTYPE_SKIP`. A block that already has its twin is left
+    alone (wiring twice changes nothing); a block that does anything but skip is not copied."""
+    checked, dtypes = set(checked), set(dtypes)
+    if not checked and not dtypes:
         return text
     try:
         tree = ast.parse(text)
@@ -188,9 +195,13 @@ def inherited_skips(text: str, checked: Iterable[str]) -> str:
             if literal is None or not _only_skips(node.body) or node.orelse:
                 continue
             read = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - {arg, "pytest"}
-            if not read & checked:
+            if read & checked:
+                prefix = INHERITED_SKIP
+            elif dtypes and _tests_refused_dtype(node, dtypes):
+                prefix = INHERITED_DTYPE_SKIP
+            else:
                 continue
-            twin = _twin(lines, node, literal)
+            twin = _twin(lines, node, literal, prefix)
             following = "".join(lines[node.end_lineno : node.end_lineno + len(twin)])
             if following != "".join(twin):
                 inserts.append((node.end_lineno, twin))
@@ -231,7 +242,34 @@ def _only_skips(body: list[ast.stmt]) -> bool:
     return True
 
 
-def _twin(lines: list[str], node: ast.If, literal: ast.Constant) -> list[str]:
+def _tests_refused_dtype(node: ast.If, dtypes: set[str]) -> bool:
+    """Whether an ``if`` of ``node`` (itself or one nested) tests ``<x> == torch.<X>`` or
+    ``<x> in (torch.<X>, ...)`` for dtypes none of which is in ``dtypes``."""
+    for test in (n.test for n in ast.walk(node) if isinstance(n, ast.If)):
+        for cmp in (n for n in ast.walk(test) if isinstance(n, ast.Compare) and len(n.ops) == 1):
+            sides = [cmp.left, cmp.comparators[0]]
+            if isinstance(cmp.ops[0], ast.Eq):
+                named = [_torch_dtype(x) for x in sides]
+            elif isinstance(cmp.ops[0], ast.In) and isinstance(sides[1], (ast.Tuple, ast.List, ast.Set)):
+                named = [_torch_dtype(x) for x in sides[1].elts]
+                if None in named:
+                    continue
+            else:
+                continue
+            named = [x for x in named if x]
+            if named and not set(named) & dtypes:
+                return True
+    return False
+
+
+def _torch_dtype(node: ast.expr) -> str | None:
+    """``float8_e4m3fn`` for ``torch.float8_e4m3fn``; None for anything else."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+        return node.attr
+    return None
+
+
+def _twin(lines: list[str], node: ast.If, literal: ast.Constant, prefix: str = INHERITED_SKIP) -> list[str]:
     """The lines of ``node`` for cutile-rs: its literal replaced, its string skip messages prefixed."""
     block = lines[node.lineno - 1 : node.end_lineno]
     first = block[0]
@@ -240,7 +278,7 @@ def _twin(lines: list[str], node: ast.If, literal: ast.Constant) -> list[str]:
     out = []
     for line in block:
         m = re.match(r"^(\s*pytest\.skip\()(f?)([\"'])(.*)$", line)
-        out.append(f"{m.group(1)}{m.group(2)}{m.group(3)}{INHERITED_SKIP}{m.group(4)}\n" if m else line)
+        out.append(f"{m.group(1)}{m.group(2)}{m.group(3)}{prefix}{m.group(4)}\n" if m else line)
     return [x if x.endswith("\n") else x + "\n" for x in out]
 
 
@@ -387,6 +425,64 @@ def route_backend_calls(text: str, routes: dict[str, str]) -> str:
                 body[-1] += newline
             inserts.append((last, [f'{indent}elif {arg} == "cutile-rs":{newline}', *body]))
     return _with_blocks(text, tree, lines, inserts, "tilegym")
+
+
+def helper_backend_twins(text: str, functions: Iterable[str]) -> str:
+    """Give each ``if <b> == "cutile":`` branch of the helper ``functions`` (module level) a twin
+    ``elif <b> == "cutile-rs":`` right after it, the same statements: ``<b>`` a name the function
+    binds to ``get_current_backend()``.
+
+    Such a helper (``fused_experts_impl``) sets what the cuTile backend's implementation reads
+    (``config``, ``block_size``) only for the backends it names; the cutile-rs wrapper takes the
+    reference's parameters, so it reads the same values. A chain that already tests for
+    ``"cutile-rs"`` is left as it is, so wiring twice changes nothing.
+    """
+    names = set(functions)
+    if not names:
+        return text
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    lines = text.splitlines(keepends=True)
+    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    inserts: list[tuple[int, list[str]]] = []
+    for fn in tree.body:
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name not in names:
+            continue
+        for arg in _current_backend_names(fn):
+            for branch in ast.walk(fn):
+                if not (isinstance(branch, ast.If) and _tests_backend(branch.test, arg, "cutile")):
+                    continue
+                if any(_tests_backend(b.test, arg, "cutile-rs") for b in _chain(fn, branch)):
+                    continue
+                if branch.body[0].lineno == branch.lineno:
+                    continue  # a one-line branch: no lines of its own to copy
+                first, last = branch.test.end_lineno + 1, branch.body[-1].end_lineno
+                body = lines[first - 1 : last]
+                head = lines[branch.lineno - 1]
+                indent = head[: len(head) - len(head.lstrip())]
+                if body and not body[-1].endswith(("\n", "\r")):
+                    body[-1] += newline
+                inserts.append((last, [f'{indent}elif {arg} == "cutile-rs":{newline}', *body]))
+    return _with_blocks(text, tree, lines, inserts, "")
+
+
+def _current_backend_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The names ``fn`` binds to ``get_current_backend()`` (``_backend = get_current_backend()``)."""
+    out: list[str] = []
+    for node in ast.walk(fn):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and (getattr(node.value.func, "id", "") or getattr(node.value.func, "attr", ""))
+            == "get_current_backend"
+            and node.targets[0].id not in out
+        ):
+            out.append(node.targets[0].id)
+    return out
 
 
 def _tests_backend(test: ast.expr, arg: str, backend: str) -> bool:

@@ -106,6 +106,13 @@ def render(plan: LaunchPlan) -> str:
     return "\n".join(lines) + "\n"
 
 
+def refusing_dtypes(plan: LaunchPlan) -> list[str]:
+    """The torch dtypes the wrapper's dtype check accepts, when that check is over the element
+    generic's tensors: a test's dtype parameter outside them is refused. A kernel of fixed element
+    types (moe_align_block's int64 topk_ids) says nothing of such a parameter: none."""
+    return list(plan.python.dtypes) if plan.ffi.dtype_generic else []
+
+
 def checked_names(plan: LaunchPlan) -> set[str]:
     """The names the wrapper's checks read (``not (is_causal)`` reads ``is_causal``): a case they
     refuse is refused as the cuTile reference refuses it."""

@@ -279,6 +279,8 @@ class Flattener:
         if isinstance(stmt, ast.Assert):
             self.steps.append(assert_step(stmt, "", self.op))
             return
+        if self.module.log_call(stmt):
+            return  # a log line: the launch reads nothing it writes
         in_place = in_place_call(stmt, self.bound)
         if in_place is not None:  # `sorted_ids.fill_(n)`: sorted_ids = sorted_ids.fill_(n)
             self._let(ast.Name(in_place.func.value.id, ast.Store()), in_place)

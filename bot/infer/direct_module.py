@@ -35,6 +35,24 @@ class ReferenceModule(ModuleIndex):
             if isinstance(n, ast.FunctionDef) and any("kernel" in ast.unparse(d) for d in n.decorator_list)
         }
         self.constants = module_assignments(tree, ast.Constant)
+        # `logger = get_logger(__name__)` (or `logging.getLogger(...)`): a call on it only logs
+        self.loggers = {
+            name
+            for name, value in module_assignments(tree, ast.Call).items()
+            if _called_name(value.func) in ("get_logger", "getLogger")
+        } | {"logging"}
+
+    def log_call(self, stmt: ast.stmt) -> bool:
+        """Whether ``stmt`` is ``logger.debug(...)`` (any level) on one of the module's loggers:
+        it writes a log line, nothing the launch reads."""
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        return (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr in _LOG_LEVELS
+            and isinstance(call.func.value, ast.Name)
+            and call.func.value.id in self.loggers
+        )
 
     def kernel_behind(self, value: ast.expr) -> ast.FunctionDef | None:
         """The one ``@ct.kernel`` module function a helper call hands back (a tuned copy of it), or
@@ -184,3 +202,13 @@ def torch_aliases(tree: ast.Module) -> dict[str, str]:
 def is_launch(node: ast.AST) -> bool:
     """``ct.launch(stream, grid, kernel, args)``."""
     return isinstance(node, ast.Call) and is_call(node, "launch") and len(node.args) >= 4
+
+
+_LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log"})
+
+
+def _called_name(func: ast.expr) -> str:
+    """``get_logger`` for ``get_logger`` and ``logging.getLogger`` alike."""
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""

@@ -108,8 +108,9 @@ _ROW_STRIDE = re.compile(r"^(?P<t>[a-z][a-z0-9]*)_row_stride$")
 
 
 def tensor_base(param: Param) -> str:
-    """``out_ptr`` -> ``out``; tensors keep their name."""
-    if param.kind == "ptr" and param.name.endswith("_ptr") and len(param.name) > 4:
+    """``out_ptr`` -> ``out``, for a raw pointer and a ``&Tensor`` alike (a porter who turns a
+    reference's ``a_ptr`` into a tensor may keep its name); any other name is kept."""
+    if param.kind in ("ptr", "tensor") and param.name.endswith("_ptr") and len(param.name) > 4:
         return param.name[:-4]
     return param.name
 

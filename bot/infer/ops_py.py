@@ -41,12 +41,24 @@ def gather(target: Target, found: Discovery, facts: Facts) -> None:
             f"{found.public.path}:{fn.lineno}: tests pass {', '.join(unknown)}=, which {name}() does not declare",
         )
         return
+    if _names_nothing(fn.args):
+        # `def f(*args, **kwargs)`: the declaration forwards whatever it gets, it names no parameter;
+        # the cuTile reference's signature is what the callers were written against
+        facts.note_tried("python.signature", f"{found.public.path}:{fn.lineno}: {name}() names no parameter")
+        return
     facts.offer("python.signature", render_signature(fn.args), where)
     if kind == "direct":
         facts.offer("python.tensor_params", tensor_params(fn.args), where)
         out = [a.arg for a in fn.args.args if a.arg == "out"]
         if out:
             facts.offer("python.out_param", out[0], where)
+
+
+def _names_nothing(args: ast.arguments) -> bool:
+    """``(*args, **kwargs)``: forwards whatever it gets. A getter's ``()`` names nothing because
+    it takes nothing, and that is its signature."""
+    named = args.posonlyargs or args.args or args.kwonlyargs
+    return not named and bool(args.vararg or args.kwarg)
 
 
 def _unknown_keywords(args: ast.arguments, keywords: tuple[str, ...]) -> list[str]:
@@ -73,7 +85,17 @@ def render_signature(args: ast.arguments) -> str:
 
 
 def tensor_params(args: ast.arguments) -> list[str]:
-    """Required parameters annotated ``torch.Tensor`` (the op's tensor inputs), in order."""
+    """Required parameters annotated ``torch.Tensor`` (the op's tensor inputs), in order. One
+    annotated ``Optional[torch.Tensor]`` (or ``torch.Tensor | None``) is left out: the caller may
+    pass None (moe's ``A_scale``), so the wrapper's prologue cannot ask it for ``.is_cuda``."""
     positional = args.posonlyargs + args.args
     required = positional[: len(positional) - len(args.defaults)]
-    return [a.arg for a in required if a.annotation is not None and "Tensor" in ast.unparse(a.annotation)]
+    return [a.arg for a in required if a.annotation is not None and _a_tensor(a.annotation)]
+
+
+def _a_tensor(annotation: ast.expr) -> bool:
+    text = ast.unparse(annotation)
+    optional = text.startswith(("Optional[", "typing.Optional[")) or "None" in {
+        part.strip() for part in text.split("|")
+    }
+    return "Tensor" in text and not optional
