@@ -109,3 +109,28 @@ def test_a_copy_pr_bot_mirror_of_an_older_commit_runs_nothing(world):  # noqa: F
     )
     assert not s.dispatch.run and "the PR head at" in s.dispatch.reason
     assert world.checks(world.fake.pr_head_sha(pr)) == []
+
+
+def test_a_base_change_does_not_turn_an_unapproved_head_into_a_trusted_one(world):  # noqa: F811
+    # an outsider's head against a base that already has the kernel adds none: its automatic check
+    # is concluded `neutral`; that conclusion says nothing about who pushed the commit
+    world.fake.commit(REPO, "staging", FILES, "the kernel on staging", author="maint")
+    fork = world.fake.fork(REPO, "outsider")
+    head = world.fake.commit(
+        fork, "silu", {"README.md": "hi\n"}, "nothing new", "outsider", start_point="staging"
+    )
+    pr = world.fake.open_pr(REPO, fork, "silu", "Tidy", "outsider", base_branch="staging")
+    s = world.run(world.event("pull_request", "opened", pr=pr.number, sender="outsider"))
+    assert not s.dispatch.run and _check(world, head) == [("completed", "neutral")]
+    # the author points the pull request at main: now it adds the kernel, never approved
+    with world.fake.state.lock:
+        pr.base_ref = "main"
+    bare = world.run(
+        world.event("issue_comment", "created", pr=pr.number, body="/agent-d rerun", commenter="maint")
+    )
+    assert not bare.dispatch.run, bare.dispatch
+    assert _replies(world, pr.number, f"After reviewing commit `{head}`"), bare.dispatch
+    # approving that exact commit runs it
+    body = f"/agent-d rerun --sha {head}"
+    ok = world.run(world.event("issue_comment", "created", pr=pr.number, body=body, commenter="maint"))
+    assert ok.dispatch.run and ok.dispatch.head_sha == head

@@ -83,6 +83,13 @@ def _draft_key(trusted_push: bool) -> str:
     return "draft" if trusted_push else "draft-waiting"
 
 
+def _auto_key(trusted_push: bool) -> str:
+    """The key of a push's automatic run: it records who pushed, whatever the run's conclusion
+    (a head that adds no kernel is concluded ``neutral`` either way), so a later command reads
+    trust from the push and never from an outcome."""
+    return "auto" if trusted_push else "auto-untrusted"
+
+
 class Dispatcher:
     def __init__(self, gh, event: Event, bots: tuple[str, ...], run_ref: str = "", details_url: str = ""):
         self.gh = gh
@@ -152,7 +159,8 @@ class Dispatcher:
         # the key records whether the push was trusted, for when the draft is marked ready.
         draft_notice = self.pr.draft and not self.cfg.run_drafts
         trust = self._head_trust(head)
-        own = self._external(head, _draft_key(trust.allowed) if draft_notice else "auto")
+        key = _draft_key(trust.allowed) if draft_notice else _auto_key(trust.allowed)
+        own = self._external(head, key)
         # Redelivery: the run this event makes already exists, so the first delivery already
         # cancelled what it superseded; anything open now is newer (or is that run) and stays.
         if publish.find_check_run(self.repo, head, self.cfg.check_name, own) is None:
@@ -168,15 +176,15 @@ class Dispatcher:
         try:
             kernels = self._added_ops()
         except UsageError as exc:
-            return self._bad_kernel_name(head, "auto", exc)
+            return self._bad_kernel_name(head, key, exc)
         if not kernels:
-            return self._conclude(head, "auto", "neutral", "no kernel files added", NO_KERNEL_TEXT)
+            return self._conclude(head, key, "neutral", "no kernel files added", NO_KERNEL_TEXT)
         if not trust.allowed:
-            result = self._conclude(head, "auto", "action_required", "waiting for a maintainer", trust.reason)
+            result = self._conclude(head, key, "action_required", "waiting for a maintainer", trust.reason)
             if result.reason != "already handled":
                 self._sticky(head, "Waiting for approval", trust.reason)
             return result
-        return self._queue(head, "auto", kernels, commit=self.cfg.auto_commit, why=trust.reason)
+        return self._queue(head, key, kernels, commit=self.cfg.auto_commit, why=trust.reason)
 
     def _head_trust(self, head: str):
         """May the head run without an approval of that commit? Decided on who pushed it.
@@ -309,16 +317,18 @@ class Dispatcher:
         """Whether running ``head`` needs a maintainer's approval of that exact commit.
 
         A command is handled long after the push, so the pusher is read back from what dispatch
-        decided for that push: a queued or concluded "auto" run on the head, or the notice of a
-        draft pushed by a trusted user, means a trusted push. Nothing (an untrusted push, a missed
-        event) means approval: fail closed.
+        recorded for that push: an automatic run or a draft notice under the trusted push's key,
+        whatever its conclusion. Nothing else (an untrusted push, a missed event, a run's outcome)
+        means approval: fail closed.
         """
         if not is_fork(self.pr):
             return False
         name = self.cfg.check_name
         if publish.find_check_run(self.repo, head, name, self._external(head, _draft_key(True))) is not None:
             return False
-        auto = publish.find_check_run(self.repo, head, name, self._external(head, "auto"))
+        auto = publish.find_check_run(self.repo, head, name, self._external(head, _auto_key(True)))
+        # a run agent-d recorded under this key before untrusted pushes had a key of their own
+        # waited for a maintainer when it concluded `action_required`
         return auto is None or auto.conclusion == "action_required"
 
     def _added_ops(self) -> list[str]:
