@@ -545,3 +545,23 @@ def test_only_a_dispatch_over_the_element_generic_refuses_a_tests_dtype():
     assert wiring.test_backends(DTYPE_SKIPS, dtypes=wrapper_py.refusing_dtypes(plan("", ["int64"]))) == (
         wiring.test_backends(DTYPE_SKIPS)
     )
+
+
+def test_only_the_checks_carried_over_from_the_reference_name_a_refused_case():
+    from types import SimpleNamespace
+
+    from bot.emit.wrapper_py import checked_names
+    from bot.types import PyStep, Source
+
+    steps = [
+        PyStep("check", expr="not k.is_cuda", source=Source("policy", "wrapper prologue")),
+        PyStep("check", expr="q.dtype not in _DTYPES", source=Source("policy", "wrapper prologue")),
+        PyStep("check", expr="not (is_causal)", source=Source("reference", "mla.py: tile_mla():286")),
+        PyStep("let", target="k", expr="kwargs.get('k', 4)", source=Source("reference", "mla.py")),
+    ]
+    plan = SimpleNamespace(python=SimpleNamespace(steps=steps))
+    assert checked_names(plan) == {"is_causal"}
+    # so a test's `k` (a size, say) inherits no cuTile skip through the prologue's tensor `k`
+    assert wiring.inherited_skips(SKIPPING_TEST.replace("is_causal", "k"), checked_names(plan)) == (
+        SKIPPING_TEST.replace("is_causal", "k")
+    )

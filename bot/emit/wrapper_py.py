@@ -114,11 +114,13 @@ def refusing_dtypes(plan: LaunchPlan) -> list[str]:
 
 
 def checked_names(plan: LaunchPlan) -> set[str]:
-    """The names the wrapper's checks read (``not (is_causal)`` reads ``is_causal``): a case they
-    refuse is refused as the cuTile reference refuses it."""
+    """The names the wrapper's checks of the op read (``not (is_causal)``, carried over from the
+    cuTile reference or written in a contract, reads ``is_causal``): a case they refuse is refused
+    as the reference refuses it. agent-d's own prologue (CUDA tensors on one device, a dispatched
+    dtype: source ``policy``) names the tensors, not a case."""
     names: set[str] = set()
     for step in plan.python.steps:
-        if step.kind == "check":
+        if step.kind == "check" and (step.source is None or step.source.kind != "policy"):
             try:
                 names |= {
                     n.id for n in ast.walk(ast.parse(step.expr, mode="eval")) if isinstance(n, ast.Name)
