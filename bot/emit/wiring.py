@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from bot.discover import tilegym_aliases, tilegym_path
@@ -184,12 +184,7 @@ def inherited_skips(text: str, checked: Iterable[str], dtypes: Iterable[str] = (
         return text
     lines = text.splitlines(keepends=True)
     inserts: list[tuple[int, list[str]]] = []
-    for fn in ast.walk(tree):
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        arg = _backend_param(fn)
-        if arg is None:
-            continue
+    for fn, arg in _backend_functions(tree):
         for node in ast.walk(fn):
             literal = _cutile_compare(node, arg)
             if literal is None or not _only_skips(node.body) or node.orelse:
@@ -215,17 +210,10 @@ def _cutile_compare(node: ast.AST, arg: str) -> ast.Constant | None:
     test = node.test
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         test = test.values[0]
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+    if not _tests_backend(test, arg, "cutile"):
         return None
-    left, right = test.left, test.comparators[0]
-    if (
-        isinstance(left, ast.Name)
-        and left.id == arg
-        and isinstance(right, ast.Constant)
-        and right.value == "cutile"
-    ):
-        return right if right.lineno == node.lineno else None
-    return None
+    literal = next(x for x in (test.left, test.comparators[0]) if isinstance(x, ast.Constant))
+    return literal if literal.lineno == node.lineno else None
 
 
 def _only_skips(body: list[ast.stmt]) -> bool:
@@ -390,12 +378,7 @@ def route_backend_calls(text: str, routes: dict[str, str]) -> str:
     lines = text.splitlines(keepends=True)
     newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
     inserts: list[tuple[int, list[str]]] = []
-    for fn in ast.walk(tree):
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        arg = _backend_param(fn)
-        if arg is None:
-            continue
+    for fn, arg in _backend_functions(tree):
         for branch in ast.walk(fn):
             if not (isinstance(branch, ast.If) and _tests_backend(branch.test, arg, "cutile")):
                 continue
@@ -505,6 +488,15 @@ def _chain(fn: ast.AST, branch: ast.If) -> list[ast.If]:
     while len(chain[-1].orelse) == 1 and isinstance(chain[-1].orelse[0], ast.If):
         chain.append(chain[-1].orelse[0])
     return chain
+
+
+def _backend_functions(tree: ast.AST) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]]:
+    """Each test function of ``tree`` with the parameter that carries its backend."""
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            arg = _backend_param(fn)
+            if arg is not None:
+                yield fn, arg
 
 
 def _backend_param(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
