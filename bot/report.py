@@ -36,7 +36,7 @@ import re
 import shutil
 from pathlib import Path
 
-from bot.testlog import case_label, config_label
+from bot.testresults.cases import case_label, config_label
 from bot.types import PortResult, TestCase, ValidatorRun, Verdict, VerdictKind, verdict_headline
 
 RAW_LOG_NAME = "correctness_cutile_rs.txt"

@@ -167,7 +167,7 @@ def command(
 ) -> tuple[list[str], str]:
     """The pytest argv over the op's test files and the selection it uses (for the report).
 
-    ``junit_xml``: where pytest writes its JUnit XML, the source of the results (bot/junit.py)."""
+    ``junit_xml``: where pytest writes its JUnit XML, the source of the results (bot/testresults/junit.py)."""
     if tests.functional:
         selection = f"{backend} and ({' or '.join(tests.functional)})"
         # -k matches substrings: `test_op` would also select `test_op_backward`

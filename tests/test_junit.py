@@ -1,4 +1,4 @@
-"""The correctness run's results come from pytest's JUnit XML (bot/junit.py), checked against XML
+"""The correctness run's results come from pytest's JUnit XML (bot/testresults/junit.py), checked against XML
 written by really running pytest; the -v log only fills in what the XML cannot say."""
 
 from __future__ import annotations
@@ -7,9 +7,11 @@ from pathlib import Path
 
 from test_testlog import MIXED, run_pytest
 
-from bot import junit, testrun
+from bot import testrun
 from bot.classify import classify
-from bot.testlog import parse_log, to_test_result
+from bot.testresults import junit
+from bot.testresults.combine import to_test_result
+from bot.testresults.log import parse_log
 
 FILE = "tests/ops/test_x.py"
 BASE = f"{FILE}::Test_X::"
