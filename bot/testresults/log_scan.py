@@ -110,6 +110,8 @@ class Scan:
     skip_groups: list[tuple[int, str]] = field(default_factory=list)  # -rs lines: (count, full reason)
 
     def record(self, nid: str, word: str, why: str | None) -> None:
+        """A case's outcome word; a node reported twice keeps the worse (a teardown error after a
+        pass), and the reason that came with the outcome it keeps."""
         new = OUTCOME_WORDS[word]
         if nid not in self.outcome:
             self.order.append(nid)
