@@ -36,7 +36,7 @@ import re
 import shutil
 from pathlib import Path
 
-from bot.testlog import case_label, config_label
+from bot.testresults.cases import case_label, config_label
 from bot.types import PortResult, TestCase, ValidatorRun, Verdict, VerdictKind, verdict_headline
 
 RAW_LOG_NAME = "correctness_cutile_rs.txt"
@@ -188,65 +188,69 @@ def _when(when: str) -> str:
 def _host_artifacts(result: PortResult, out_dir: Path) -> list[str]:
     target = result.target
     repo = Path(target.repo)
-    plan = result.plan
-    build = result.build
-    lines: list[str] = []
-
-    # ffi.rs: symbol and variants
-    symbol = plan.ffi.symbol if plan is not None else target.symbol
-    ffi_rel = _rel(target.ffi_rs, repo)
-    if plan is not None and plan.ffi.variants:
-        variants = "; ".join(
-            v.entry + (f" [{v.tag}]" if v.tag else "") + _when(v.when) for v in plan.ffi.variants
-        )
-        style = f", {plan.ffi.style} style" if plan.ffi.style else ""
-        dtypes = f", dtypes {', '.join(plan.ffi.dtypes)}" if plan.ffi.dtypes else ""
-        lines.append(f"- ffi.rs: `{ffi_rel}` exports `{symbol}`{style}{dtypes}; launches {variants}")
-    else:
-        lines.append(f"- ffi.rs: `{ffi_rel}` exports `{symbol}` (launch plan not available)")
-
-    # cdylib: path and symbol evidence
-    if build is None:
-        lines.append("- cdylib: not built in this run")
-    else:
-        state = "built" if build.ok else "build FAILED"
-        so = build.so_path or "(no path)"
-        if build.symbol_found:
-            evidence = f"`{symbol}` is a defined global FUNC in its ELF .dynsym (nm -D: `T {symbol}`)"
-        elif build.ok:
-            evidence = f"`{symbol}` NOT found among its exported functions"
-        else:
-            evidence = "no symbol check"
-        others = [s for s in build.symbols if s != symbol]
-        extra = f"; {len(others)} other cutile_* exports" if others else ""
-        lines.append(f"- cdylib: {state}, `{so}`; {evidence}{extra}")
-        if build.command:
-            lines.append(f"  - build command: `{_one_line(build.command)}` ({build.seconds:.1f} s)")
-        if build.smoke_detail or build.smoke_ok:
-            lines.append(
-                f"  - ABI smoke call: {'ok' if build.smoke_ok else 'FAILED'}"
-                + (f" ({_one_line(build.smoke_detail)})" if build.smoke_detail else "")
-            )
-
-    # wrapper: registration and config surface
-    wrapper_rel = _rel(target.wrapper_py, repo)
-    if plan is not None:
-        py = plan.python
-        surface = f"launch {py.launch_mode}"
-        if py.launch_mode == "autotune" or py.configs:
-            keys = sorted({str(k) for c in py.configs for k in c})
-            surface += f", {len(py.configs)} configs" + (f" over {', '.join(keys)}" if keys else "")
-        if py.dtypes:
-            surface += f", dtypes {', '.join(py.dtypes)}"
-        lines.append(
-            f'- wrapper: `{wrapper_rel}` registers `{py.register_name}` for backend "cutile-rs" '
-            f"({py.register_kind}); {surface}"
-        )
-    else:
-        lines.append(f'- wrapper: `{wrapper_rel}` for backend "cutile-rs" (launch plan not available)')
+    symbol = result.plan.ffi.symbol if result.plan is not None else target.symbol
+    lines = [_ffi_line(result, symbol, repo), *_cdylib_lines(result, symbol), _wrapper_line(result, repo)]
     if result.changed_files:
         lines.append(f"- files changed in the checkout: {', '.join(f'`{f}`' for f in result.changed_files)}")
     return lines
+
+
+def _ffi_line(result: PortResult, symbol: str, repo: Path) -> str:
+    """ffi.rs: the symbol it exports and the kernel variants it launches."""
+    plan = result.plan
+    ffi_rel = _rel(result.target.ffi_rs, repo)
+    if plan is None or not plan.ffi.variants:
+        return f"- ffi.rs: `{ffi_rel}` exports `{symbol}` (launch plan not available)"
+    variants = "; ".join(
+        v.entry + (f" [{v.tag}]" if v.tag else "") + _when(v.when) for v in plan.ffi.variants
+    )
+    style = f", {plan.ffi.style} style" if plan.ffi.style else ""
+    dtypes = f", dtypes {', '.join(plan.ffi.dtypes)}" if plan.ffi.dtypes else ""
+    return f"- ffi.rs: `{ffi_rel}` exports `{symbol}`{style}{dtypes}; launches {variants}"
+
+
+def _cdylib_lines(result: PortResult, symbol: str) -> list[str]:
+    """The cdylib: its path, the evidence that it exports the symbol, its build and ABI smoke call."""
+    build = result.build
+    if build is None:
+        return ["- cdylib: not built in this run"]
+    state = "built" if build.ok else "build FAILED"
+    so = build.so_path or "(no path)"
+    if build.symbol_found:
+        evidence = f"`{symbol}` is a defined global FUNC in its ELF .dynsym (nm -D: `T {symbol}`)"
+    elif build.ok:
+        evidence = f"`{symbol}` NOT found among its exported functions"
+    else:
+        evidence = "no symbol check"
+    others = [s for s in build.symbols if s != symbol]
+    extra = f"; {len(others)} other cutile_* exports" if others else ""
+    lines = [f"- cdylib: {state}, `{so}`; {evidence}{extra}"]
+    if build.command:
+        lines.append(f"  - build command: `{_one_line(build.command)}` ({build.seconds:.1f} s)")
+    if build.smoke_detail or build.smoke_ok:
+        lines.append(
+            f"  - ABI smoke call: {'ok' if build.smoke_ok else 'FAILED'}"
+            + (f" ({_one_line(build.smoke_detail)})" if build.smoke_detail else "")
+        )
+    return lines
+
+
+def _wrapper_line(result: PortResult, repo: Path) -> str:
+    """The wrapper: the name it registers for cutile-rs and its launch's config surface."""
+    wrapper_rel = _rel(result.target.wrapper_py, repo)
+    if result.plan is None:
+        return f'- wrapper: `{wrapper_rel}` for backend "cutile-rs" (launch plan not available)'
+    py = result.plan.python
+    surface = f"launch {py.launch_mode}"
+    if py.launch_mode == "autotune" or py.configs:
+        keys = sorted({str(k) for c in py.configs for k in c})
+        surface += f", {len(py.configs)} configs" + (f" over {', '.join(keys)}" if keys else "")
+    if py.dtypes:
+        surface += f", dtypes {', '.join(py.dtypes)}"
+    return (
+        f'- wrapper: `{wrapper_rel}` registers `{py.register_name}` for backend "cutile-rs" '
+        f"({py.register_kind}); {surface}"
+    )
 
 
 def _table(cases: list[TestCase], known_gaps: list[str]) -> list[str]:

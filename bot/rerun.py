@@ -9,7 +9,7 @@ classifier's evidence of whose fault the crash is (docs/classification.md).
 A dead test process must also not cost the other tests their results.
 
 A test that aborts or segfaults takes pytest down with it, so the tests after it never run. The
-log keeps every result up to the crash (``bot/testlog.py`` turns the test that never finished
+log keeps every result up to the crash (``bot/testresults/log.py`` turns the test that never finished
 into an error case); then pytest runs again, in a fresh process, on the same selection minus
 every test already seen, its output in ``correctness_cutile_rs.rest-<n>.txt``. A second crash
 starts a third run, up to ``MAX_RERUNS``. The correctness log itself stays the first run's, and
@@ -21,7 +21,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bot import progress, testlog, testrun
+from bot import progress, testrun
+from bot.testresults.combine import to_test_result
+from bot.testresults.log import DETAIL_LIMIT
 from bot.types import Target, TestResult
 
 MAX_RERUNS = 3
@@ -55,7 +57,7 @@ def run_what_remains(
         log_path = out_dir / f"correctness_cutile_rs.rest-{n}.txt"
         rest_argv = [*argv, *(f"--deselect={nodeid}" for nodeid in seen)]
         outcome = testrun.run(target, rest_argv, log_path, env, left, None, echo)
-        last = testlog.to_test_result(
+        last = to_test_result(
             log_path.read_text(encoding="utf-8", errors="replace"),
             command=testrun.shown(rest_argv),
             exit_code=outcome.code,
@@ -86,7 +88,7 @@ def _hear_the_crash(
     testrun.run(target, alone, log_path, env, left)
     said = log_path.read_text(encoding="utf-8", errors="replace")
     tail = " | ".join(line.strip() for line in said.splitlines()[-40:] if line.strip())
-    case.detail = (case.detail + " | alone, capture off: " + tail)[: testlog.DETAIL_LIMIT * 2]
+    case.detail = (case.detail + " | alone, capture off: " + tail)[: DETAIL_LIMIT * 2]
 
 
 def _merged(into: TestResult, rest: TestResult) -> TestResult:

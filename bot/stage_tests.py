@@ -9,11 +9,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bot import classify, progress, rerun, smoke, testlog, testrun
+from bot import classify, progress, rerun, smoke, testrun
 from bot.dryrun import run as dryrun
 from bot.errors import Blocked, Failed
 from bot.infer import analysis
 from bot.job import Job, PortOptions
+from bot.testresults.combine import to_test_result
 from bot.types import Discovery, Target, TestResult
 
 
@@ -154,7 +155,7 @@ def _test(
     outcome = testrun.run(target, argv, log_path, env, options.test_timeout, shown, echo)
     text = log_path.read_text(encoding="utf-8", errors="replace")
     xml = junit_path.read_text(encoding="utf-8", errors="replace") if junit_path.is_file() else None
-    result = testlog.to_test_result(
+    result = to_test_result(
         text,
         command=testrun.shown(argv),
         exit_code=outcome.code,

@@ -167,7 +167,7 @@ def command(
 ) -> tuple[list[str], str]:
     """The pytest argv over the op's test files and the selection it uses (for the report).
 
-    ``junit_xml``: where pytest writes its JUnit XML, the source of the results (bot/junit.py)."""
+    ``junit_xml``: where pytest writes its JUnit XML, the source of the results (bot/testresults/junit.py)."""
     if tests.functional:
         selection = f"{backend} and ({' or '.join(tests.functional)})"
         # -k matches substrings: `test_op` would also select `test_op_backward`
@@ -274,8 +274,7 @@ def run(
     for 15 s (a cold import of torch, a slow JIT)."""
     env = dict(os.environ)
     env.update(extra_env)
-    src = str(target.repo / "src")
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    _with_src_on_path(env, target.repo)
     env.setdefault("PYTHONUNBUFFERED", "1")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
@@ -294,40 +293,64 @@ def run(
         except OSError as exc:
             log.write(f"cannot start {argv[0]}: {exc}\n")
             return RunOutcome(None, 0.0)
-        assert proc.stdout is not None
-        stopped = threading.Event()
-        last_line = [time.monotonic()]  # when pytest last printed: a test silent past its timeout hangs
-        silent = [0.0]
-
-        def stop() -> None:  # on a timer, so a pytest that hangs without printing is stopped too
-            if proc.poll() is None:
-                silent[0] = time.monotonic() - last_line[0]
-                stopped.set()
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-
-        timer = threading.Timer(max(timeout, 0.0), stop)
-        timer.daemon = True
-        timer.start()
-        files = FileProgress(progress_echo)
+        deadline = _Deadline(proc, timeout)
         try:
-            with progress.heartbeat(progress_echo, "pytest", status=files.status) as alive:
-                for line in proc.stdout:
-                    last_line[0] = time.monotonic()
-                    log.write(line)
-                    if echo:
-                        echo(line.rstrip("\n"))
-                    before = files.file
-                    files.line(line)
-                    if files.file != before:
-                        alive()  # a finished file printed a line: no heartbeat needed
-                code = proc.wait()
-            files.flush()
+            code = _tee(proc, log, deadline, echo, progress_echo)
         finally:
-            timer.cancel()
-        if stopped.is_set():
-            log.write(f"\n{STOPPED} {timeout:.0f} s ({silent[0]:.0f} s after its last output line)\n")
-    return RunOutcome(code, time.monotonic() - start, stopped.is_set(), silent[0])
+            deadline.cancel()
+        if deadline.stopped.is_set():
+            log.write(f"\n{STOPPED} {timeout:.0f} s ({deadline.silent:.0f} s after its last output line)\n")
+    return RunOutcome(code, time.monotonic() - start, deadline.stopped.is_set(), deadline.silent)
+
+
+def _with_src_on_path(env: dict[str, str], repo: Path) -> None:
+    """The checkout's ``src`` first on ``PYTHONPATH``: the tests import the tilegym being ported."""
+    src = str(repo / "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+
+
+class _Deadline:
+    """Kills pytest's process group when ``timeout`` runs out: on a timer, so a pytest that hangs
+    without printing is stopped too. Notes how long pytest had been silent then (a test silent past
+    its own timeout hangs)."""
+
+    def __init__(self, proc: subprocess.Popen, timeout: float) -> None:
+        self.proc = proc
+        self.last_line = time.monotonic()  # when pytest last printed
+        self.silent = 0.0
+        self.stopped = threading.Event()
+        self._timer = threading.Timer(max(timeout, 0.0), self._stop)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _stop(self) -> None:
+        if self.proc.poll() is None:
+            self.silent = time.monotonic() - self.last_line
+            self.stopped.set()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _tee(proc: subprocess.Popen, log, deadline: _Deadline, echo, progress_echo: progress.Echo) -> int:
+    """pytest's output into ``log`` (and ``echo``) line by line until it exits; its exit code."""
+    assert proc.stdout is not None
+    files = FileProgress(progress_echo)
+    with progress.heartbeat(progress_echo, "pytest", status=files.status) as alive:
+        for line in proc.stdout:
+            deadline.last_line = time.monotonic()
+            log.write(line)
+            if echo:
+                echo(line.rstrip("\n"))
+            before = files.file
+            files.line(line)
+            if files.file != before:
+                alive()  # a finished file printed a line: no heartbeat needed
+        code = proc.wait()
+    files.flush()
+    return code
 
 
 REGISTRY_PROBE = r"""
@@ -344,8 +367,7 @@ def registered_backends(python: str, repo: Path, name: str, timeout: float = 180
     import it; None when it could not be asked (the tests then show what is wrong). Without
     cutile-rs among them, a test asking for cutile-rs would run the dispatcher's fallback instead."""
     env = dict(os.environ, CUTILE_RS_AUTOBUILD="0")
-    src = str(repo / "src")
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    _with_src_on_path(env, repo)
     try:
         proc = subprocess.run(
             [python, "-c", REGISTRY_PROBE, name],

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from bot import classify, rerun, testlog, testrun
+from bot import classify, rerun, testrun
 from bot.demo import assemble_checkout
 from bot.launch_diff import differences
 from bot.pipeline import make_plan
+from bot.testresults.combine import to_test_result
 from bot.types import Target, TestCase, TestResult, VerdictKind
 
 ABORTS = """
@@ -56,9 +57,7 @@ def _run(target: Target, argv: list[str], tmp_path: Path, timeout: float = 120.0
     log = tmp_path / "correctness_cutile_rs.txt"
     deadline = time.monotonic() + timeout
     outcome = testrun.run(target, argv, log, {}, timeout)
-    first = testlog.to_test_result(
-        log.read_text(), command="pytest", exit_code=outcome.code, log_path=str(log)
-    )
+    first = to_test_result(log.read_text(), command="pytest", exit_code=outcome.code, log_path=str(log))
     first.stopped_by_timeout, first.silent_for = outcome.stopped, outcome.silent_for
     return rerun.run_what_remains(target, argv, first, tmp_path, {}, deadline)
 

@@ -11,7 +11,7 @@ import pytest
 
 from bot import testrun
 from bot.classify import after_validator, classify
-from bot.testlog import to_test_result
+from bot.testresults.combine import to_test_result
 from bot.types import Target, TestCase, TestResult, TestSite, Verdict, VerdictKind
 
 

@@ -22,12 +22,12 @@ from gpu import faults, table
 from gpu.run_faults import run_faults
 from validator_support import needs_cc
 
-from bot import testlog
 from bot.classify import classify
 from bot.cli import main
 from bot.demo import assemble_checkout
 from bot.launch_diff import differences
 from bot.pipeline import generate_only, make_plan
+from bot.testresults.combine import to_test_result
 from bot.types import Target, TestResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,7 +106,7 @@ def _recorded(case: dict) -> tuple[dict, TestResult]:
     h200 = Path(case["dir"]) / "h200"
     run = json.loads((h200 / "run.json").read_text())
     xml = h200 / "correctness_cutile_rs.xml"
-    result = testlog.to_test_result(
+    result = to_test_result(
         (h200 / "correctness_cutile_rs.txt").read_text(), command="pytest", exit_code=run["pytest_exit"],
         log_path=str(h200 / "correctness_cutile_rs.txt"), gpu=True,
         junit_xml=xml.read_text() if xml.is_file() else None, test_paths=["tests/ops/test_silu_and_mul.py"],

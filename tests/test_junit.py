@@ -1,15 +1,20 @@
-"""The correctness run's results come from pytest's JUnit XML (bot/junit.py), checked against XML
+"""The correctness run's results come from pytest's JUnit XML (bot/testresults/junit.py), checked against XML
 written by really running pytest; the -v log only fills in what the XML cannot say."""
 
 from __future__ import annotations
 
+import sys
+import textwrap
 from pathlib import Path
 
 from test_testlog import MIXED, run_pytest
 
-from bot import junit, testrun
+from bot import testrun
 from bot.classify import classify
-from bot.testlog import parse_log, to_test_result
+from bot.testresults import junit
+from bot.testresults.combine import to_test_result
+from bot.testresults.log import NO_CRASH_LINE, parse_log
+from bot.types import Target
 
 FILE = "tests/ops/test_x.py"
 BASE = f"{FILE}::Test_X::"
@@ -114,6 +119,52 @@ def test_a_process_that_died_leaves_no_xml_and_the_log_says_which_case(tmp_path)
     result = _result(log, xml, rc)
     assert result.source == "log"
     assert [(c.nodeid, c.outcome) for c in result.cases] == [(f"{FILE}::test_ok", "passed"), (f"{FILE}::test_abort", "error")]  # fmt: skip
+
+
+def test_a_failure_keeps_the_xml_message_and_every_e_line_of_the_log(tmp_path):
+    body = """
+        def test_op():
+            raise AssertionError(
+                "Tensor-likes are not close!\\n\\nMismatched elements: 4 / 4\\nGreatest absolute difference: nan"
+            )
+    """
+    log, xml, rc = _run(tmp_path, {FILE: body}, FILE, "-v", "--tb=short")
+    assert rc == 1 and xml is not None
+    [from_xml] = junit.read(xml, (FILE,)).cases
+    assert (from_xml.message, from_xml.detail) == ("AssertionError: Tensor-likes are not close!", "")
+    [case] = _result(log, xml).cases
+    assert case.message == from_xml.message
+    assert "Mismatched elements: 4 / 4 | Greatest absolute difference: nan" in case.detail  # the log's
+    # the classifier reads the NaN from the log's E lines, which the XML's message does not carry
+    assert "NaN outputs" in classify(_result(log, xml), [], []).reason
+
+
+def test_a_run_stopped_at_its_deadline_leaves_no_xml_and_the_log_names_the_case(tmp_path):
+    body = """
+        import time
+
+        def test_ok():
+            pass
+
+        def test_hangs():
+            time.sleep(120)
+    """
+    (tmp_path / FILE).parent.mkdir(parents=True)
+    (tmp_path / FILE).write_text(textwrap.dedent(body))
+    xml_path = tmp_path / "results.xml"
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", FILE, "-v", f"--junitxml={xml_path}"]
+    outcome = testrun.run(Target(tmp_path, "x"), argv, tmp_path / "log.txt", {}, 15.0)
+    assert outcome.stopped and not xml_path.exists()
+    result = _result((tmp_path / "log.txt").read_text(), None, outcome.code)
+    assert result.source == "log" and (result.passed, result.errors) == (1, 1)
+    ok, hung = result.cases
+    assert (ok.nodeid, ok.outcome) == (f"{FILE}::test_ok", "passed")
+    assert (hung.nodeid, hung.outcome, hung.message) == (
+        f"{FILE}::test_hangs",
+        "error",
+        "crashed: " + NO_CRASH_LINE,
+    )
+    assert testrun.STOPPED in hung.detail  # what the log said after the case started
 
 
 def test_text_that_is_not_a_junit_document_is_ignored():

@@ -1,4 +1,4 @@
-"""bot.testlog against logs made by really running pytest on small throwaway test files."""
+"""bot.testresults.log (and the result combined from it) against logs made by really running pytest on small throwaway test files."""
 
 from __future__ import annotations
 
@@ -11,14 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.testlog import (
-    case_label,
-    config_label,
-    has_pytest_header,
-    parse_log,
-    split_nodeid,
-    to_test_result,
-)
+from bot.testresults.cases import case_label, config_label, split_nodeid
+from bot.testresults.combine import to_test_result
+from bot.testresults.log import has_pytest_header, parse_log
 
 HAS_TIMEOUT_PLUGIN = importlib.util.find_spec("pytest_timeout") is not None
 

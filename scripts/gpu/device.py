@@ -1,4 +1,4 @@
-"""``run``: the GPU half (standard library and ``bot.testlog``; the machine's python3 3.12 with torch and pytest).
+"""``run``: the GPU half (standard library and ``bot.testresults``; the machine's python3 3.12 with torch and pytest).
 
 Stages: ``unpack`` keeps every part found (bundle dir or earlier calls) under the state dir,
 checks sha256s and extracts each archive once all of its parts are there; it is idempotent, so

@@ -1,4 +1,4 @@
-"""``run --stage faults``: the fault corpus on the GPU machine (standard library and ``bot.testlog``).
+"""``run --stage faults``: the fault corpus on the GPU machine (standard library and ``bot.testresults``).
 
 Each case ``decided`` on the GPU gets a fresh copy of its tree (the library built at pack time),
 its ``after_port`` edits, its environment and interpreter, and ``agent-d verify --json``; the

@@ -62,8 +62,8 @@ def run_step(step: Step, base_env: dict[str, str], timeout: float) -> dict:
 
 def parse_pytest(text: str) -> dict:
     """Counts, first failure and outcomes by test id, read by agent-d's own log reader
-    (``bot.testlog``), so both trees' runs and ``agent-d verify`` read logs by one rule."""
-    from bot.testlog import parse_log
+    (``bot.testresults.log``), so both trees' runs and ``agent-d verify`` read logs by one rule."""
+    from bot.testresults.log import parse_log
 
     parsed = parse_log(text)
     first = next((c for c in parsed.cases if c.outcome in ("failed", "error")), None)

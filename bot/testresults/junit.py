@@ -2,9 +2,9 @@
 
 The correctness run writes it beside its log (``correctness_cutile_rs.xml``). Test ids, outcomes,
 failure messages and skip reasons come from here rather than from the ``-v`` text; the log
-(bot/testlog.py) still says what the XML cannot: that the process died (pytest then writes no
-XML), Rust panics in the captured output, pytest's own header, and an xfail-marked test that
-passed (the XML records a non-strict XPASS as a plain pass).
+(``log.py``) still says what the XML cannot: that the process died (pytest then writes no
+XML), every ``E`` line of a failure, Rust panics in the captured output, pytest's own header, and
+an xfail-marked test that passed (the XML records a non-strict XPASS as a plain pass).
 
 The XML comes from a run of PR code, like the log: it is read with the standard library's
 parser, which resolves no external entity, after a size check.
@@ -14,22 +14,20 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
+from bot.testresults.cases import Reading, worse
 from bot.types import TestCase
 
 MAX_BYTES = 32 * 1024 * 1024  # a correctness run's XML is kilobytes; anything this big is not one
-# When a case carries several results (a pass then a teardown error), the worse wins.
-_SEVERITY = {"passed": 0, "xfailed": 1, "skipped": 2, "failed": 4, "error": 5}
 
 
 @dataclass
-class JunitResult:
-    cases: list[TestCase] = field(default_factory=list)
-    skip_groups: list[tuple[int, str]] = field(default_factory=list)  # (count, reason), first seen first
+class JunitResult(Reading):
+    """The cases of the XML in document order; skip groups in the order their reason first came."""
 
-    def count(self, outcome: str) -> int:
-        return sum(1 for c in self.cases if c.outcome == outcome)
+    source: ClassVar[str] = "junit"
 
 
 def read(text: str, test_paths: Sequence[str] = ()) -> JunitResult | None:
@@ -92,7 +90,7 @@ def _outcome(element: ET.Element) -> tuple[str, str]:
             found = (kind, (child.get("message") or "").strip())
         else:  # system-out, system-err, properties
             continue
-        if _SEVERITY[found[0]] > _SEVERITY[outcome]:
+        if worse(found[0], outcome):  # several results (a pass, then a teardown error): the worse
             outcome, message = found
     return outcome, message
 
