@@ -20,12 +20,12 @@ ENV DEBIAN_FRONTEND=noninteractive \
     VIRTUAL_ENV=/opt/agent-d/venv \
     AGENT_D_TILE_HOME=/opt/cuda-tile
 
-# Build tools, git, libclang (bindgen in cuda-bindings), Python. Versions come from the
-# pinned base image's Ubuntu release.
+# Build tools, git, libclang (bindgen in cuda-bindings), bubblewrap (the sandbox of PR code),
+# Python. Versions come from the pinned base image's Ubuntu release.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
-        build-essential ca-certificates curl git libclang-dev clang pkg-config \
+        build-essential ca-certificates curl git libclang-dev clang pkg-config bubblewrap \
         python3 python3-venv python3-dev binutils xz-utils \
     && rm -rf /var/lib/apt/lists/*
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot import compiler_output, progress
+from bot import compiler_output, progress, sandbox
 from bot.errors import Blocked, Failed, OwnBug
 from bot.toolchain import Toolchain
 from bot.types import BuildResult, Target
@@ -109,7 +109,11 @@ def compile_crate(
     with _exclusive(target_dir, echo):
         # Several crates named cutile_kernels may share one target dir: hold it until our copy is made.
         _forget_other_checkout(target_dir, crate, toolchain.cargo, env)
-        code, stdout, stderr = _cargo(cmd, crate, env, echo, limit)
+        if sandbox.current() is not None:  # the registry filled out here: no network inside
+            _fetch(toolchain.cargo, crate, env, limit)
+        code, stdout, stderr = _cargo(
+            sandbox.wrap(cmd, crate, env, writable=(target_dir,)), crate, env, echo, limit
+        )
         built = target_dir / "release" / SO_NAME
         if code == 0 and built != runtime_so:
             runtime_so.parent.mkdir(parents=True, exist_ok=True)
@@ -129,6 +133,13 @@ def compile_crate(
         limit,
         error_lines,
     )
+
+
+def _fetch(cargo: str, crate: Path, env: dict[str, str], limit: float) -> None:
+    """``cargo fetch``: the crate's dependencies downloaded, no build script or macro run. A failure
+    is left to the sandboxed build, whose offline error then says what was missing."""
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        subprocess.run([cargo, "fetch"], cwd=crate, env=env, capture_output=True, timeout=limit, check=False)
 
 
 def _checkout_of(crate: Path) -> Path:
@@ -306,14 +317,28 @@ def _raise_for_failure(
         raise OwnBug(f"cargo build faults the generated {where}: {by_file[first][0]} ({summary})")
     if by_file:
         raise Blocked("host", f"the crate does not build for reasons outside {target.op}: {summary}")
-    if "failed to run custom build command" in stderr:
-        line = next((x.strip() for x in stderr.splitlines() if "error:" in x and "fatal" in x), "")
-        raise Blocked(
-            "env",
-            "a dependency's build script failed (CUDA headers / libclang?)" + (f": {line}" if line else ""),
-        )
+    failed_script = _BUILD_SCRIPT.search(stderr)
+    if failed_script:
+        raise Blocked("env", f"the build script of {failed_script['crate']} failed: {_script_error(stderr)}")
     last = next((x for x in reversed(stderr.strip().splitlines()) if x.strip()), "cargo failed")
     raise Blocked("env", f"cargo build failed without a compiler diagnostic: {_strip_ansi(last)}")
+
+
+_BUILD_SCRIPT = re.compile(r"failed to run custom build command for `(?P<crate>[^`(]+?)\s*(?:\([^`]*\))?`")
+
+
+def _script_error(stderr: str) -> str:
+    """What a failed build script said: a compiler's fatal error (a missing CUDA header, libclang),
+    else its panic message, else its last line of stderr."""
+    lines = [_strip_ansi(x).strip() for x in stderr.splitlines()]
+    fatal = next((x for x in lines if "error:" in x and "fatal" in x), "")
+    if fatal:
+        return f"{fatal} (CUDA headers / libclang?)"
+    for i, line in enumerate(lines):
+        if "panicked at" in line and i + 1 < len(lines) and lines[i + 1]:
+            return f"{line.split('panicked at', 1)[1].strip()} {lines[i + 1]}"
+    said = [x for x in lines if x and not x.startswith(("note:", "Caused by", "process didn't exit"))]
+    return said[-1] if said else "no output"
 
 
 def _is(path: str, rel: str) -> bool:

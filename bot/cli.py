@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from bot import __version__, machine_errors, progress
-from bot.cli_args import add_test_jobs
+from bot.cli_args import add_sandbox, add_test_jobs
 from bot.errors import StageStop, UsageError
 from bot.github.cli import add_subcommands
 from bot.pipeline import EXIT_CODES, USAGE_EXIT, PortOptions, port
@@ -127,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cargo-target-dir", type=Path, help="reuse compiled dependencies across checkouts")
     p.add_argument("--test-timeout", type=_seconds, default=3600.0, help="seconds for the whole pytest run")
     add_test_jobs(p)
+    add_sandbox(p, default=False)
     p.add_argument("--show-pytest", action="store_true", help="echo pytest output while it runs")
     p.add_argument(
         "--json", action="store_true", help="print one JSON document on stdout (docs/port-json.schema.json)"
@@ -154,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--python", default="", help="interpreter that runs pytest (default: this one)")
     p.add_argument("--test-timeout", type=_seconds, default=3600.0, help="seconds for the whole pytest run")
     add_test_jobs(p)
+    add_sandbox(p, default=False)
     p.add_argument("--show-pytest", action="store_true", help="echo pytest output while it runs")
     p.add_argument(
         "--json", action="store_true", help="print one JSON document on stdout (docs/port-json.schema.json)"
@@ -231,6 +233,7 @@ def _options(args, **extra) -> PortOptions:
         out_root=getattr(args, "out", None),
         python=getattr(args, "python", ""),
         cargo_target_dir=getattr(args, "cargo_target_dir", None),
+        sandbox=getattr(args, "sandbox", False),
         **extra,
     )
 

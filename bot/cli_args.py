@@ -1,4 +1,4 @@
-"""An option that ``port``, ``verify`` (bot/cli.py) and ``port-job`` (bot/github/cli.py) share."""
+"""Options that ``port``, ``verify`` (bot/cli.py) and ``port-job`` (bot/github/cli.py) share."""
 
 from __future__ import annotations
 
@@ -23,4 +23,18 @@ def add_test_jobs(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="test up to N kernels side by side after the one build (default: 1, one after the other). "
         "They share the GPU: give more than 1 only where their tests fit in its memory together",
+    )
+
+
+def add_sandbox(p: argparse.ArgumentParser, default: bool) -> None:
+    """``--sandbox``/``--no-sandbox``: run the checkout's code (build, tests, validator script) under
+    bubblewrap (bot/sandbox.py). On by default where PR code runs (port-job)."""
+    p.add_argument(
+        "--sandbox",
+        action=argparse.BooleanOptionalAction,
+        default=default,
+        help="run the build, the tests and the checkout's scripts in a bubblewrap sandbox: no network, "
+        "no runner files or processes, the environment's allow-list only; where it cannot be made the "
+        f"port is BLOCKED (env) (default: {'on' if default else 'off'}; --no-sandbox only on a runner "
+        "that runs trusted code alone, docs/github.md)",
     )

@@ -47,6 +47,7 @@ class PortOptions:
     answer: Callable[[str], None] = print  # the returned text: validator block and verdict line
     echo_pytest: bool = False
     verify_only: bool = False  # skip generation and build: test an already built tree (GPU runners)
+    sandbox: bool = False  # the checkout's code runs under bubblewrap (bot/sandbox.py)
 
     def out_dir(self, op: str) -> Path:
         root = self.out_root or Path(

@@ -27,6 +27,7 @@ from bot import (
     apply,
     discover,
     progress,
+    sandbox,
     shared_build,
     side_by_side,
     stage_finish,
@@ -37,7 +38,7 @@ from bot import (
     toolchain,
     validator,
 )
-from bot.errors import Failed, StageStop
+from bot.errors import Blocked, Failed, StageStop
 from bot.job import Job, PortOptions, stop_line, stop_status
 from bot.stage_generate import gather_facts, generate_only, make_plan, read_signature
 from bot.targets import find_targets
@@ -79,6 +80,29 @@ def port_all(targets: list[Target], options: PortOptions) -> list[PortResult]:
     tested and classified, with one verdict each."""
     python = options.python or testrun.current_python()
     jobs = [Job.start(t, options) for t in targets]
+    box = _sandbox(jobs, options)
+    with sandbox.active(box):
+        _port_jobs(jobs, options, python)
+    for job in jobs:
+        stage_finish.finish(job, options)
+    return [job.result for job in jobs]
+
+
+def _sandbox(jobs: list[Job], options: PortOptions) -> sandbox.Sandbox | None:
+    """The sandbox the checkout's code runs in (``--sandbox``); where it cannot be made, every
+    kernel stops BLOCKED (env) before any of that code runs, saying what to change."""
+    if not options.sandbox or not jobs:
+        return None
+    try:
+        return sandbox.make(writable=[options.repo], hidden=sorted({job.out_dir.parent for job in jobs}))
+    except sandbox.SandboxUnavailable as exc:
+        for job in jobs:
+            job.stop(Blocked("env", f"PR code is run only in a sandbox: {exc}"))
+        return None
+
+
+def _port_jobs(jobs: list[Job], options: PortOptions, python: str) -> None:
+    """Every kernel from discovery to apply, one build, then each kernel's tests."""
     for job in jobs:
         options.echo(
             f"[agent-d] {'verify' if options.verify_only else 'port'} {job.target.op}: "
@@ -105,9 +129,6 @@ def port_all(targets: list[Target], options: PortOptions) -> list[PortResult]:
     finally:
         left_out.restore()  # the checkout ends as generation wrote it, every kernel wired
         _withdraw_faulted(jobs)  # ... except the files the build faulted: agent-d's own bug
-    for job in jobs:
-        stage_finish.finish(job, options)
-    return [job.result for job in jobs]
 
 
 def _test_each(jobs: list[Job], test: Callable[[Job], None], options: PortOptions) -> None:

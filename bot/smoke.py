@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bot import sandbox
 from bot.emit.cdef import parse_cdef
 
 NULL_PTR_RC = -5
@@ -67,9 +68,8 @@ def smoke(so_path: Path, wrapper: Path, runtime_utils: Path, timeout: float = 60
         "kinds": [k for _, k in params],
     }
     try:
-        proc = subprocess.run(
-            [sys.executable, "-c", _CHILD, json.dumps(spec)], capture_output=True, text=True, timeout=timeout
-        )
+        argv = sandbox.wrap([sys.executable, "-c", _CHILD, json.dumps(spec)], so_path.parent)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return False, f"{symbol}(NULL, ...) did not return within {timeout:.0f} s"
     if proc.returncode != 0:

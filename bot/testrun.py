@@ -21,11 +21,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from bot import envcheck, progress
+from bot import envcheck, progress, sandbox
 from bot.discover import is_functional
 from bot.envcheck import Interpreter
 from bot.types import Target, TestSite
@@ -71,7 +72,8 @@ def probe(python: str, env: dict[str, str] | None = None) -> Interpreter:
     """The facts about ``python`` and this machine; ``env``: the environment pytest will run in."""
     tileiras = envcheck.tileiras_path(env)
     try:
-        proc = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, timeout=120)
+        argv = sandbox.wrap([python, "-c", PROBE], Path("/tmp"), env)  # what the tests will see
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         info = json.loads(proc.stdout.strip().splitlines()[-1])
     except FileNotFoundError:
         return Interpreter(python, None, False, None, False, "", f"cannot run {python}", missing=True)
@@ -193,11 +195,12 @@ def command(
         "-rs",
     ]
     if junit_xml:
-        argv.append(f"--junitxml={junit_xml}")
+        argv.append(f"{JUNIT_OPTION}{junit_xml}")
     return argv, selection
 
 
 JUNIT_NAME = "correctness_cutile_rs.xml"
+JUNIT_OPTION = "--junitxml="
 
 
 def junit_arg(path: Path, repo: Path) -> str:
@@ -278,10 +281,10 @@ def run(
     env.setdefault("PYTHONUNBUFFERED", "1")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    with log_path.open("w", encoding="utf-8") as log:
+    with log_path.open("w", encoding="utf-8") as log, _boxed(argv, target.repo, env) as boxed:
         try:
             proc = subprocess.Popen(
-                argv,
+                boxed,
                 cwd=target.repo,
                 env=env,
                 stdout=subprocess.PIPE,
@@ -301,6 +304,20 @@ def run(
         if deadline.stopped.is_set():
             log.write(f"\n{STOPPED} {timeout:.0f} s ({deadline.silent:.0f} s after its last output line)\n")
     return RunOutcome(code, time.monotonic() - start, deadline.stopped.is_set(), deadline.silent)
+
+
+@contextlib.contextmanager
+def _boxed(argv: list[str], repo: Path, env: dict[str, str]) -> Iterator[list[str]]:
+    """pytest's argv as started: in a sandbox (bot/sandbox.py), its JUnit XML written to a folder of
+    its own and read back into place once every process of the run has ended."""
+    junit = next((i for i, a in enumerate(argv) if a.startswith(JUNIT_OPTION)), None)
+    if sandbox.current() is None or junit is None:
+        yield sandbox.wrap(argv, repo, env)
+        return
+    wanted = repo / argv[junit][len(JUNIT_OPTION) :]
+    with sandbox.result_file(wanted) as written:
+        moved = [*argv[:junit], f"{JUNIT_OPTION}{written}", *argv[junit + 1 :]]
+        yield sandbox.wrap(moved, repo, env, writable=(written.parent,))
 
 
 def _with_src_on_path(env: dict[str, str], repo: Path) -> None:
@@ -370,7 +387,7 @@ def registered_backends(python: str, repo: Path, name: str, timeout: float = 180
     _with_src_on_path(env, repo)
     try:
         proc = subprocess.run(
-            [python, "-c", REGISTRY_PROBE, name],
+            sandbox.wrap([python, "-c", REGISTRY_PROBE, name], repo, env),
             cwd=repo,
             env=env,
             capture_output=True,

@@ -47,6 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot import sandbox
 from bot.discover import discover
 from bot.types import Target, ValidatorRun, verdict_headline
 
@@ -642,8 +643,10 @@ def _run_script(
     if shim:
         env["PATH"] = f"{shim}{os.pathsep}{env.get('PATH', '')}"
     try:
+        # the checkout's script is PR code: in a sandbox it reads the reports, it cannot change them
+        readable = (out_root, *([shim] if shim else []))
         proc = subprocess.Popen(
-            ["bash", rel, op],
+            sandbox.wrap(["bash", rel, op], repo, env, readable=readable),
             cwd=repo,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -57,6 +57,16 @@ if ! have_libclang; then
     exit 1
   fi
 fi
+# bubblewrap: the sandbox PR code runs in (bot/sandbox.py, port-job's default; its tests need it)
+if ! command -v bwrap >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "[setup] installing bubblewrap (Debian)"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  else
+    echo "[setup] bwrap not found: install bubblewrap for the sandbox of PR code (port-job --sandbox)" >&2
+  fi
+fi
 command -v cargo >/dev/null || { echo "[setup] cargo not found: install a Rust toolchain (1.89+)" >&2; exit 1; }
 if ! command -v rustfmt >/dev/null; then
   # `apply` formats the generated ffi.rs: a port without rustfmt cannot finish

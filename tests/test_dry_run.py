@@ -9,13 +9,13 @@ tests skip and say why, except under CI, where setup installs it and a missing v
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from checkout_support import torch_python
 
 from bot import apply, classify, generate
 from bot.demo import assemble_checkout
@@ -28,7 +28,6 @@ from bot.pipeline import make_plan, port
 from bot.reader import read_kernel
 from bot.testrun import read_test_files
 from bot.types import Target, TestCase, TestResult, VerdictKind
-from bot.wheel import default_cache_dir
 
 FAULTS = Path(__file__).parent / "fixtures" / "faults"
 CONTRACTS = Path(__file__).parent / "fixtures" / "contracts"
@@ -37,15 +36,7 @@ NEEDS_CONTRACT = {"attention_sink"}  # bmm and the others are read from their re
 
 
 def _dry_python() -> str:
-    path = Path(
-        os.environ.get("AGENT_D_DRYRUN_PYTHON") or default_cache_dir() / "dry-run-venv" / "bin" / "python"
-    )
-    if path.is_file():
-        return str(path)
-    why = f"no interpreter with torch and cuda.tile at {path} (scripts/setup.sh --test installs it)"
-    if os.environ.get("CI"):
-        pytest.fail(why)
-    pytest.skip(why)
+    return torch_python()
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from bot import testrun
+from bot import sandbox, testrun
 from bot.dryrun.compare import compare
 from bot.dryrun.result import DryRun, Row, describe_row
 
@@ -62,16 +62,19 @@ def dry_run(
             "PYTHONPATH": os.pathsep.join(
                 x for x in (str(target.repo / "src"), str(AGENT_D_ROOT), env.get("PYTHONPATH", "")) if x
             ),
-            "AGENT_D_DRYRUN_OUT": str(records),
+            "AGENT_D_DRYRUN_OUT": "",  # below: where this run may write it
             "AGENT_D_DRYRUN_CASES": str(cases),
             "AGENT_D_DRYRUN_TESTS": " ".join(tests.functional),
             "TILEGYM_DISABLE_AUTOTUNE": "1",  # both sides launch their first config
         }
     )
     try:
-        proc = subprocess.run(
-            argv, cwd=target.repo, env=env, capture_output=True, text=True, timeout=timeout, check=False
-        )
+        with sandbox.result_file(records) as written:
+            env["AGENT_D_DRYRUN_OUT"] = str(written)
+            boxed = sandbox.wrap(argv, target.repo, env, readable=(AGENT_D_ROOT,), writable=(written.parent,))
+            proc = subprocess.run(
+                boxed, cwd=target.repo, env=env, capture_output=True, text=True, timeout=timeout, check=False
+            )
     except subprocess.TimeoutExpired:
         return DryRun("not run", f"the dry run outlasted {timeout:.0f} s")
     except OSError as exc:

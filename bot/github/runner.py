@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,6 +84,9 @@ class PipelinePort:
 
         targets = [Target(repo, check_name(op)) for op in ops]
         options = dict(self.options)
+        if options.get("sandbox") and options.get("out_root") is None:
+            # agent-d's reports outside the checkout the PR's code can write
+            options["out_root"] = Path(tempfile.mkdtemp(prefix="agent-d-out-"))
         if self.cargo_cache is not None and targets:
             options.update(cargo_cache_options(self.cargo_cache, targets[0].crate_dir))
         return port_all(targets, PortOptions(repo=repo, **options))

@@ -1,0 +1,291 @@
+"""The sandbox PR code runs in (bot/sandbox.py), with the real bubblewrap.
+
+Hostile code (a script, a crate's build.rs, a conftest.py) tries what a runner must never allow:
+read a file of the runner, read the runner's environment through /proc, reach the network, and
+leave a process behind that writes later. Each attempt prints what it got; the tests check that
+nothing got through and that the port's verdict says why. Where this machine cannot make the
+namespaces, the tests fail and say so (issue 21: they must not skip silently).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from checkout_support import torch_python
+
+from bot import sandbox
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# What the hostile code runs, in Python (the conftest and the script) and in Rust (build.rs).
+PROBE_PY = r"""
+import os, socket, subprocess
+def _sandbox_probe(secret_file, planted, port, marker):
+    found = []
+    try:
+        found.append("file: read " + open(secret_file).read())
+    except OSError as exc:
+        found.append(f"file: {exc.strerror}")
+    leaked = []
+    for pid in os.listdir("/proc"):
+        try:
+            if planted.encode() in open(f"/proc/{pid}/environ", "rb").read():
+                leaked.append(pid)
+        except OSError:
+            pass
+    found.append(f"environ: {'LEAKED from ' + ','.join(leaked) if leaked else 'not found in any /proc/*/environ'}")
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=3).close()
+        found.append("net: connected")
+    except OSError as exc:
+        found.append(f"net: {exc.strerror or exc}")
+    subprocess.Popen(["sh", "-c", f"sleep 3; echo late > {marker}"], start_new_session=True,
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    found.append("background: started")
+    return "; ".join(found)
+"""
+
+BUILD_RS = r"""
+use std::io::Read;
+fn main() {
+    let mut found = Vec::new();
+    match std::fs::read_to_string("@SECRET@") {
+        Ok(text) => found.push(format!("file: read {text}")),
+        Err(e) => found.push(format!("file: {e}")),
+    }
+    let mut leaked = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            let mut bytes = Vec::new();
+            if let Ok(mut f) = std::fs::File::open(entry.path().join("environ")) {
+                let _ = f.read_to_end(&mut bytes);
+                if String::from_utf8_lossy(&bytes).contains("@PLANTED@") {
+                    leaked.push(entry.file_name().to_string_lossy().to_string());
+                }
+            }
+        }
+    }
+    found.push(if leaked.is_empty() { "environ: not found in any /proc/*/environ".to_string() }
+               else { format!("environ: LEAKED from {}", leaked.join(",")) });
+    match std::net::TcpStream::connect("127.0.0.1:@PORT@") {
+        Ok(_) => found.push("net: connected".to_string()),
+        Err(e) => found.push(format!("net: {e}")),
+    }
+    // detached from cargo's pipes, so cargo does not wait for it: it would write after the build
+    let _ = std::process::Command::new("sh").arg("-c").arg("sleep 3; echo late > @MARKER@")
+        .stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null()).spawn();
+    found.push("background: started".to_string());
+    panic!("sandbox probe: {}", found.join("; "));
+}
+"""
+
+
+class Listener:
+    """A TCP server on the runner's loopback: a connection from the sandbox would show here."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.sock.settimeout(0.5)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()
+
+
+@pytest.fixture()
+def runner(tmp_path):
+    """A runner's secrets: a file outside the checkout, a variable with an innocent name, a port."""
+    secret = tmp_path / "runner" / "credentials"
+    secret.parent.mkdir()
+    secret.write_text("runner-file-" + secrets.token_hex(8))
+    planted = "planted-" + secrets.token_hex(8)
+    listener = Listener()
+    yield {"secret": secret, "planted": planted, "listener": listener}
+    listener.close()
+
+
+def _require_sandbox(tmp_path: Path) -> None:
+    try:
+        sandbox.make([tmp_path], [])
+    except sandbox.SandboxUnavailable as exc:
+        pytest.fail(f"this machine cannot make the sandbox, so PR code could not be run safely here: {exc}")
+
+
+def _assert_nothing_got_through(text: str, runner: dict, marker: Path) -> None:
+    assert runner["secret"].read_text() not in text
+    assert "file: No such file or directory" in text or "file: No such file" in text, text
+    assert runner["planted"] not in text
+    assert "environ: not found in any /proc/*/environ" in text, text
+    assert "net: connected" not in text and "net: " in text, text  # refused: the loopback is its own
+    time.sleep(5)  # the background process would have written by now
+    assert not marker.exists(), "a process outlived the sandbox"
+    assert runner["listener"].accepted == 0
+
+
+def test_a_script_in_the_sandbox_reads_no_runner_file_environment_or_network_and_leaves_nothing(
+    tmp_path, runner
+):
+    _require_sandbox(tmp_path)
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    marker = checkout / "late"
+    hostile = checkout / "hostile.py"
+    hostile.write_text(
+        PROBE_PY + f"print(_sandbox_probe({str(runner['secret'])!r}, {runner['planted']!r}, "
+        f"{runner['listener'].port}, {str(marker)!r}))\n"
+    )
+    # agent-d's process, started with the planted variable in its environment (as a runner's job
+    # is), runs the hostile script the way the port runs PR code
+    driver = textwrap.dedent(f"""
+        import subprocess, sys
+        from pathlib import Path
+        from bot import sandbox
+        box = sandbox.make([Path({str(checkout)!r})], [])
+        with sandbox.active(box):
+            argv = sandbox.wrap([sys.executable, {str(hostile)!r}], Path({str(checkout)!r}))
+        print(subprocess.run(argv, capture_output=True, text=True).stdout)
+    """)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), KUBECONFIG=runner["planted"])
+    out = subprocess.run([sys.executable, "-c", driver], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "background: started" in out.stdout, out.stdout + out.stderr
+    _assert_nothing_got_through(out.stdout, runner, marker)
+
+
+def test_only_the_allow_listed_environment_and_paths_are_inside(tmp_path):
+    _require_sandbox(tmp_path)
+    checkout, out_dir = tmp_path / "checkout", tmp_path / "checkout" / "cutile_kernel_out"
+    out_dir.mkdir(parents=True)
+    (out_dir / "report.md").write_text("agent-d's own")
+    box = sandbox.make([checkout], [out_dir])
+    code = (
+        "import json, os; print(json.dumps({'env': sorted(os.environ), "
+        "'out': os.listdir(" + repr(str(out_dir)) + "), "
+        "'home': os.environ['HOME'], 'cwd': os.getcwd()}))"
+    )
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "GH_PAT": "ghp_x",
+           "MY_SERVICE_URL": "https://internal", "CUDA_VISIBLE_DEVICES": "0"}  # fmt: skip
+    with sandbox.active(box):
+        argv = sandbox.wrap([sys.executable, "-c", code], checkout, env)
+    seen = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+    assert "GH_PAT" not in seen["env"] and "MY_SERVICE_URL" not in seen["env"]
+    assert "CUDA_VISIBLE_DEVICES" in seen["env"]
+    assert seen["out"] == []  # agent-d's out folder is empty inside, though the checkout holds it
+    assert seen["home"] == sandbox.SANDBOX_HOME and seen["cwd"] == str(checkout.resolve())
+    assert (out_dir / "report.md").read_text() == "agent-d's own"
+
+
+def test_without_an_active_sandbox_wrap_changes_nothing(tmp_path):
+    argv = [sys.executable, "-c", "pass"]
+    assert sandbox.wrap(argv, tmp_path) == argv
+
+
+def test_a_machine_without_bubblewrap_is_told_what_to_change(monkeypatch, tmp_path):
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name, path=None: None)
+    with pytest.raises(sandbox.SandboxUnavailable, match="install bubblewrap"):
+        sandbox.make([tmp_path], [])
+
+
+def test_bwrap_that_cannot_make_namespaces_says_why(tmp_path):
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    box = sandbox.Sandbox(str(fake), (tmp_path,))
+    with pytest.raises(
+        sandbox.SandboxUnavailable, match="No permissions to create new namespace.*--no-sandbox"
+    ):
+        box.check()
+
+
+# ------------------------------------------------------------------------------ through the port
+
+
+def _planted_port(repo: Path, cargo_target: Path, out: Path, runner: dict) -> subprocess.CompletedProcess:
+    """``agent-d port --sandbox`` in a process whose environment holds the planted variable."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), KUBECONFIG=runner["planted"])
+    argv = [sys.executable, "-m", "bot.cli", "port", "--repo", str(repo), "--kernel", "silu_and_mul",
+            "--cargo-target-dir", str(cargo_target), "--out", str(out), "--sandbox", "--json",
+            "--python", torch_python()]  # fmt: skip
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1500)
+
+
+def _everything_written(out: Path, proc: subprocess.CompletedProcess) -> str:
+    texts = [proc.stdout, proc.stderr]
+    texts += [p.read_text(errors="replace") for p in out.rglob("*") if p.is_file()]
+    return "\n".join(texts)
+
+
+@pytest.mark.slow
+def test_a_build_script_in_the_sandbox_gets_nothing_and_the_verdict_says_why(
+    tmp_path, tilegym_wheel, cargo_target_dir, runner
+):
+    from bot.demo import assemble_checkout
+
+    _require_sandbox(tmp_path)
+    repo = assemble_checkout(tmp_path / "tilegym", tilegym_wheel, ["silu_and_mul"], ["silu_and_mul"]).repo
+    marker = repo / "late-from-build-rs"
+    crate = repo / "src/tilegym/ops/cutile_rs/cutile_kernels"
+    build_rs = BUILD_RS.replace("@SECRET@", str(runner["secret"])).replace("@PLANTED@", runner["planted"])
+    build_rs = build_rs.replace("@PORT@", str(runner["listener"].port)).replace("@MARKER@", str(marker))
+    (crate / "build.rs").write_text(build_rs)
+    out = tmp_path / "out"
+    proc = _planted_port(repo, cargo_target_dir, out, runner)
+    reason = json.loads(proc.stdout)[0]["reason"]
+    assert "sandbox probe" in reason, proc.stdout + proc.stderr
+    _assert_nothing_got_through(reason, runner, marker)
+    assert runner["secret"].read_text() not in _everything_written(out, proc)
+
+
+@pytest.mark.slow
+def test_a_conftest_in_the_sandbox_gets_nothing_and_the_log_says_why(
+    tmp_path, tilegym_wheel, cargo_target_dir, runner
+):
+    from bot.demo import assemble_checkout
+
+    _require_sandbox(tmp_path)
+    repo = assemble_checkout(tmp_path / "tilegym", tilegym_wheel, ["silu_and_mul"], ["silu_and_mul"]).repo
+    marker = repo / "late-from-conftest"
+    conftest = repo / "tests" / "conftest.py"
+    conftest.write_text(
+        conftest.read_text()
+        + "\n"
+        + PROBE_PY
+        + "def pytest_report_header(config):\n"  # printed at the top of the log
+        + f"    return 'CONFTEST ' + _sandbox_probe({str(runner['secret'])!r}, {runner['planted']!r}, "
+        f"{runner['listener'].port}, {str(marker)!r})\n"
+    )
+    out = tmp_path / "out"
+    proc = _planted_port(repo, cargo_target_dir, out, runner)
+    log = (out / "silu_and_mul" / "correctness_cutile_rs.txt").read_text()
+    probe = next(line for line in log.splitlines() if line.startswith("CONFTEST"))
+    _assert_nothing_got_through(probe, runner, marker)
+    assert runner["secret"].read_text() not in _everything_written(out, proc)
+    assert json.loads(proc.stdout)[0]["verdict"] == "BLOCKED"  # no GPU here, said so
