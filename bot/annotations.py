@@ -3,7 +3,7 @@
 Only structured evidence is read, never text scraped for a position: cargo's JSON diagnostics
 (the primary span, out of any macro expansion: ``bot/build.py``), the kernel reader's refusals
 and parse errors (each with its line: ``bot/reader.py``), and the place the cutile JIT names
-under an error it printed (``  --> file:line:col``, read by ``bot/testlog.py`` with rustc's
+under an error it printed (``  --> file:line:col``, read by ``bot/testresults/log.py`` with rustc's
 pointer rule, ``compiler_output.location``). Only the kernel's own files are annotated: its
 ``kernel.rs`` (the porter's), and the ``ffi.rs`` agent-d generated for it, whose faults are
 agent-d's own bug; such an annotation says so and is a warning, not a failure.
