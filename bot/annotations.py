@@ -26,23 +26,44 @@ OWN_BUG = (
 )
 
 
-def from_compile_errors(target: Target, errors: Iterable[CompileError]) -> tuple[Annotation, ...]:
-    """Each cargo error in ``target``'s kernel.rs (failure) or in its generated ffi.rs (warning)."""
-    kernel, ffi = target.kernel_rs.resolve(), target.ffi_rs.resolve()
-    found: list[Annotation] = []
-    for error in errors:
-        if error.source not in (kernel, ffi) or error.line < 1:
-            continue
-        said = f"{error.message}: {error.label}" if error.label else error.message
-        head = f"cargo error[{error.code}]" if error.code else "cargo error"
-        # rustc's end column is one past the span; the Checks API's is its last column
-        span = (error.line, error.end_line, error.column, error.end_column - 1)
-        if error.source == kernel:
-            found.append(_place(target, target.kernel_rs, "failure", f"{head} in kernel.rs", said, span))
-        else:
-            title = f"agent-d's own bug: {head} in the generated ffi.rs"
-            found.append(_place(target, target.ffi_rs, "warning", title, f"{said}\n\n{OWN_BUG}", span))
-    return bounded(found)
+def kernel_errors(target: Target, errors: Iterable[CompileError]) -> tuple[Annotation, ...]:
+    """Each cargo error in ``target``'s kernel.rs: the porter's to fix."""
+    kernel = target.kernel_rs.resolve()
+    return bounded(
+        _place(target, target.kernel_rs, "failure", f"{_head(e)} in kernel.rs", _said(e), _span(e))
+        for e in errors
+        if e.source == kernel and e.line >= 1
+    )
+
+
+def generated_errors(target: Target, errors: Iterable[CompileError]) -> tuple[Annotation, ...]:
+    """Each cargo error in the ffi.rs agent-d generated for ``target``: agent-d's own bug, said so."""
+    ffi = target.ffi_rs.resolve()
+    return bounded(
+        _place(
+            target,
+            target.ffi_rs,
+            "warning",
+            f"agent-d's own bug: {_head(e)} in the generated ffi.rs",
+            f"{_said(e)}\n\n{OWN_BUG}",
+            _span(e),
+        )  # fmt: skip
+        for e in errors
+        if e.source == ffi and e.line >= 1
+    )
+
+
+def _head(error: CompileError) -> str:
+    return f"cargo error[{error.code}]" if error.code else "cargo error"
+
+
+def _said(error: CompileError) -> str:
+    return f"{error.message}: {error.label}" if error.label else error.message
+
+
+def _span(error: CompileError) -> tuple[int, int, int, int]:
+    # rustc's end column is one past the span; the Checks API's is its last column
+    return error.line, error.end_line, error.column, error.end_column - 1
 
 
 def from_refusals(target: Target, refusals: Iterable[tuple[int, int, str]]) -> tuple[Annotation, ...]:

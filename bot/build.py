@@ -302,7 +302,6 @@ def _source_file(name: str, crate: Path, root: Path) -> tuple[str, Path | None]:
 
 def _raise_for_failure(target: Target, crate_build: CrateBuild) -> None:
     by_file, lines, stderr = crate_build.errors_by_file, crate_build.error_lines, crate_build.stderr
-    places = annotations.from_compile_errors(target, crate_build.errors)  # the kernel's own files only
     summary = "; ".join(
         f"{f}: {msgs[0]}" + (f" (+{len(msgs) - 1})" if len(msgs) > 1 else "")
         for f, msgs in sorted(by_file.items())
@@ -315,7 +314,7 @@ def _raise_for_failure(target: Target, crate_build: CrateBuild) -> None:
             "kernel",
             f"cargo error in kernel.rs: {summary}",
             followup=f"fix the compile error in {kernel}: {by_file[in_kernel[0]][0]}",
-            annotations=places,
+            annotations=annotations.kernel_errors(target, crate_build.errors),
         )
     in_ours = [f for f in sorted(by_file) if any(_is(f, rel) for rel in ours)]
     if in_ours:
@@ -324,7 +323,8 @@ def _raise_for_failure(target: Target, crate_build: CrateBuild) -> None:
         line = lines.get(first, [0])[0]
         where = f"{first}:{line}" if line else first
         raise OwnBug(
-            f"cargo build faults the generated {where}: {by_file[first][0]} ({summary})", annotations=places
+            f"cargo build faults the generated {where}: {by_file[first][0]} ({summary})",
+            annotations=annotations.generated_errors(target, crate_build.errors),
         )
     if by_file:
         raise Blocked("host", f"the crate does not build for reasons outside {target.op}: {summary}")

@@ -23,7 +23,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 CARGO_TOML = (
     '[package]\nname = "cutile-kernels"\nversion = "0.0.0"\nedition = "2021"\n\n[lib]\npath = "src/lib.rs"\n'
 )
-# kernel "bad": a type error on its own (line 3), and one inside a macro its line 6 calls
+# kernel "bad": a type error on its own (line 3), and one inside a macro its line 7 calls
 BAD_KERNEL = """pub fn entry() -> u8 {
     let width: u8 = 4;
     let wrong: u8 = "not a number";
@@ -34,6 +34,7 @@ pub fn called() { twice!(); }
 """
 GOOD_KERNEL = "pub fn entry() -> u8 { 4 }\n"
 BAD_FFI = 'pub fn cutile_gen() -> i32 {\n    let n: i32 = "generated";\n    n\n}\n'
+CONSEQUENCE_FFI = 'pub fn cutile_bad() -> i32 { let n: i32 = "after the kernel"; n }\n'
 OUTSIDE = 'pub fn leak() -> i32 { "RUNNER-LINE" }\n'
 
 
@@ -46,15 +47,16 @@ def _cargo() -> str:
 
 @pytest.fixture(scope="module")
 def broken(tmp_path_factory):
-    """A checkout whose crate holds kernel "bad" (its kernel.rs does not compile), kernel "gen" (its
-    generated ffi.rs does not) and a module outside the checkout that does not; built once, for real."""
+    """A checkout whose crate holds kernel "bad" (its kernel.rs does not compile, nor its ffi.rs),
+    kernel "gen" (only its generated ffi.rs does not) and a module outside the checkout that does
+    not; built once, for real."""
     root = tmp_path_factory.mktemp("broken")
     repo = root / "checkout"
     outside = root / "runner" / "secret.rs"
     outside.parent.mkdir()
     outside.write_text(OUTSIDE)
     bad, gen = Target(repo, "bad"), Target(repo, "gen")
-    for target, kernel, ffi in ((bad, BAD_KERNEL, ""), (gen, GOOD_KERNEL, BAD_FFI)):
+    for target, kernel, ffi in ((bad, BAD_KERNEL, CONSEQUENCE_FFI), (gen, GOOD_KERNEL, BAD_FFI)):
         target.kernel_dir.mkdir(parents=True)
         target.kernel_rs.write_text(kernel)
         target.ffi_rs.write_text(ffi)
@@ -82,7 +84,7 @@ def _line_of(text: str, needle: str) -> tuple[int, int]:
 
 def test_a_cargo_error_in_kernel_rs_is_annotated_at_its_primary_span(broken):
     bad, _, crate_build = broken
-    places = annotations.from_compile_errors(bad, crate_build.errors)
+    places = annotations.kernel_errors(bad, crate_build.errors)
     line, column = _line_of(BAD_KERNEL, '"not a number"')
     call = _line_of(BAD_KERNEL, "twice!()")[0]  # out of the macro, at the line that calls it
     assert [(p.path, p.start_line, p.end_line, p.level) for p in places] == [
@@ -100,7 +102,9 @@ def test_the_build_stop_for_a_kernel_carries_its_annotations(broken):
     with pytest.raises(Failed) as stop:
         build.judge(bad, crate_build)
     assert stop.value.klass == "kernel"
-    assert stop.value.annotations == annotations.from_compile_errors(bad, crate_build.errors)
+    assert stop.value.annotations == annotations.kernel_errors(bad, crate_build.errors)
+    # its ffi.rs does not compile either, most likely because of its kernel.rs: not called agent-d's bug
+    assert annotations.generated_errors(bad, crate_build.errors) != ()
     assert {p.path for p in stop.value.annotations} == {"src/tilegym/ops/cutile_rs/bad_kernel/kernel.rs"}
 
 
@@ -122,12 +126,16 @@ def test_a_generated_ffi_rs_that_does_not_compile_is_annotated_as_agent_d_s_own_
 def test_an_error_in_a_file_outside_the_checkout_is_never_annotated(broken):
     bad, gen, crate_build = broken
     assert any(e.source is None and e.file == compiler_output.OUTSIDE for e in crate_build.errors)
-    shown = annotations.from_compile_errors(bad, crate_build.errors) + annotations.from_compile_errors(
-        gen, crate_build.errors
-    )
+    shown = [
+        place
+        for target in (bad, gen)
+        for find in (annotations.kernel_errors, annotations.generated_errors)
+        for place in find(target, crate_build.errors)
+    ]
     assert all("RUNNER-LINE" not in p.message and "runner" not in p.path for p in shown)
     assert {p.path for p in shown} == {
         "src/tilegym/ops/cutile_rs/bad_kernel/kernel.rs",
+        "src/tilegym/ops/cutile_rs/bad_kernel/ffi.rs",
         "src/tilegym/ops/cutile_rs/gen_kernel/ffi.rs",
     }
 

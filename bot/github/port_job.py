@@ -34,9 +34,9 @@ from bot.types import Annotation
 
 log = logging.getLogger(__name__)
 
-# port_fn(repo, op) -> (verdict kind, klass, reason, validator block[, withheld[, annotations]]). A port function that also
-# has ``port_all(repo, ops) -> {op: that tuple}`` gets every kernel of the change in one call, so
-# the crate is built once for the pull request (bot/pipeline.py ``port_all``).
+# port_fn(repo, op) -> (verdict kind, klass, reason, validator block[, withheld[, annotations]]). A
+# port function that also has ``port_all(repo, ops) -> {op: that tuple}`` gets every kernel of the
+# change in one call, so the crate is built once for the pull request (bot/pipeline.py ``port_all``).
 PortFn = Callable[[Path, str], tuple]
 
 
