@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot import compiler_output, progress, sandbox
+from bot import annotations, compiler_output, progress, sandbox
 from bot.errors import Blocked, Failed, OwnBug
 from bot.toolchain import Toolchain
 from bot.types import BuildResult, Target
@@ -60,6 +60,7 @@ class CrateBuild:
     so_path: Path  # where the TileGym runtime looks for the library
     limit: float
     error_lines: dict[str, list[int]] = field(default_factory=dict)  # the line of each message above
+    errors: list[compiler_output.CompileError] = field(default_factory=list)  # each error, file and span
 
     @property
     def ok(self) -> bool:
@@ -119,7 +120,8 @@ def compile_crate(
             runtime_so.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(built, runtime_so)
     root = _checkout_of(crate)
-    rendered, errors_by_file, error_lines = _diagnostics(stdout, crate, root)
+    rendered, errors = _diagnostics(stdout, crate, root)
+    errors_by_file, error_lines = _by_file(errors)
     return CrateBuild(
         crate,
         "cargo build --release",
@@ -132,6 +134,7 @@ def compile_crate(
         runtime_so,
         limit,
         error_lines,
+        errors,
     )
 
 
@@ -168,7 +171,7 @@ def judge(
         crate_build.ok, "", crate_build.command, crate_build.seconds, tail, crate_build.errors_by_file
     )
     if not crate_build.ok:
-        _raise_for_failure(target, crate_build.errors_by_file, crate_build.stderr, crate_build.error_lines)
+        _raise_for_failure(target, crate_build)
     runtime_so = crate_build.so_path
     result.so_path = str(runtime_so)
     if exported is not None:
@@ -252,10 +255,10 @@ def _stopped(target: Target, limit: float) -> None:
 
 def _diagnostics(
     stdout: str, crate: Path, root: Path
-) -> tuple[list[str], dict[str, list[str]], dict[str, list[int]]]:
+) -> tuple[list[str], list[compiler_output.CompileError]]:
+    """cargo's rendered messages, and its errors, each at its primary span."""
     rendered: list[str] = []
-    by_file: dict[str, list[str]] = {}
-    lines: dict[str, list[int]] = {}
+    errors: list[compiler_output.CompileError] = []
     for line in stdout.splitlines():
         try:
             msg = json.loads(line)
@@ -266,35 +269,50 @@ def _diagnostics(
         diag = msg.get("message", {})
         if diag.get("rendered"):
             rendered.append(diag["rendered"])
-        if diag.get("level") not in ("error", "error: internal compiler error"):
-            continue
-        spans = [s for s in diag.get("spans", []) if s.get("is_primary")] or diag.get("spans", [])
-        where, line = _source_file(spans, crate, root) if spans else ("(no file)", 0)
-        by_file.setdefault(where, []).append(diag.get("message", "").strip())
-        lines.setdefault(where, []).append(line)
-    return rendered, by_file, lines
+        if diag.get("level") in ("error", "error: internal compiler error"):
+            errors.append(_compile_error(diag, crate, root))
+    return rendered, errors
 
 
-def _source_file(spans: list[dict], crate: Path, root: Path) -> tuple[str, int]:
-    """(the file an error is in, relative to the crate's parent; its line)."""
+def _by_file(errors: list[compiler_output.CompileError]) -> tuple[dict[str, list[str]], dict[str, list[int]]]:
+    """The errors' messages by file, and their lines (in the same order)."""
+    by_file: dict[str, list[str]] = {}
+    lines: dict[str, list[int]] = {}
+    for error in errors:
+        by_file.setdefault(error.file, []).append(error.message)
+        lines.setdefault(error.file, []).append(error.line)
+    return by_file, lines
+
+
+def _compile_error(diag: dict, crate: Path, root: Path) -> compiler_output.CompileError:
+    message = str(diag.get("message", "")).strip()
+    code = str((diag.get("code") or {}).get("code") or "")
+    spans = [s for s in diag.get("spans", []) if s.get("is_primary")] or diag.get("spans", [])
+    if not spans:
+        return compiler_output.CompileError("(no file)", None, 0, 0, 0, 0, message, code)
     span = spans[0]
+    label = str(span.get("label") or "")
     # A macro expansion points into the macro's caller; the outermost expansion holds the op file.
     while span.get("expansion") and span["expansion"].get("span"):
         span = span["expansion"]["span"]
-    name = span.get("file_name", "")
-    line = int(span.get("line_start") or 0)
+    where, source = _source_file(str(span.get("file_name", "")), crate, root)
+    numbers = [int(span.get(k) or 0) for k in ("line_start", "line_end", "column_start", "column_end")]
+    return compiler_output.CompileError(where, source, *numbers, message, code, label)
+
+
+def _source_file(name: str, crate: Path, root: Path) -> tuple[str, Path | None]:
+    """(the file an error is in, relative to the crate's parent; the file resolved, None outside the checkout)."""
     if not compiler_output.inside(name, root, crate):
-        return compiler_output.OUTSIDE, line  # neither its path nor its text leaves the runner
+        return compiler_output.OUTSIDE, None  # neither its path nor its text leaves the runner
     path = (crate / name).resolve()
     try:
-        return str(path.relative_to(crate.parent.resolve())), line
+        return str(path.relative_to(crate.parent.resolve())), path
     except ValueError:
-        return str(path.relative_to(root.resolve())), line
+        return str(path.relative_to(root.resolve())), path
 
 
-def _raise_for_failure(
-    target: Target, by_file: dict[str, list[str]], stderr: str, lines: dict[str, list[int]] | None = None
-) -> None:
+def _raise_for_failure(target: Target, crate_build: CrateBuild) -> None:
+    by_file, lines, stderr = crate_build.errors_by_file, crate_build.error_lines, crate_build.stderr
     summary = "; ".join(
         f"{f}: {msgs[0]}" + (f" (+{len(msgs) - 1})" if len(msgs) > 1 else "")
         for f, msgs in sorted(by_file.items())
@@ -307,14 +325,18 @@ def _raise_for_failure(
             "kernel",
             f"cargo error in kernel.rs: {summary}",
             followup=f"fix the compile error in {kernel}: {by_file[in_kernel[0]][0]}",
+            annotations=annotations.kernel_errors(target, crate_build.errors),
         )
     in_ours = [f for f in sorted(by_file) if any(_is(f, rel) for rel in ours)]
     if in_ours:
         # what agent-d generated or wired does not compile: its bug, and its files are withheld
         first = in_ours[0]
-        line = (lines or {}).get(first, [0])[0]
+        line = lines.get(first, [0])[0]
         where = f"{first}:{line}" if line else first
-        raise OwnBug(f"cargo build faults the generated {where}: {by_file[first][0]} ({summary})")
+        raise OwnBug(
+            f"cargo build faults the generated {where}: {by_file[first][0]} ({summary})",
+            annotations=annotations.generated_errors(target, crate_build.errors),
+        )
     if by_file:
         raise Blocked("host", f"the crate does not build for reasons outside {target.op}: {summary}")
     failed_script = _BUILD_SCRIPT.search(stderr)

@@ -9,6 +9,7 @@ and the review. The location keeps its line but not its path, and the quoted lin
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 OUTSIDE = "<a file outside the checkout>"
@@ -16,6 +17,31 @@ OUTSIDE = "<a file outside the checkout>"
 _RUSTC_AT = re.compile(r"^(?P<lead>\s*(?:-->|:::)\s+)(?P<path>.+?)(?P<pos>:\d+(?::\d+)?)\s*$")
 _CLANG_AT = re.compile(r"^(?P<lead>\s*)(?P<path>[^\s:][^:\n]*?)(?P<pos>:\d+(?::\d+)?:\s.*)$")
 _QUOTED = re.compile(r"^\s*(?:\d+\s*)?\|")  # "12 |     let x = ...", "   |     ^^^", "  |"
+
+
+@dataclass(frozen=True)
+class CompileError:
+    """One error of cargo's JSON diagnostics, at its primary span (out of any macro expansion)."""
+
+    file: str  # relative to the crate's parent; OUTSIDE for a file outside the checkout
+    source: Path | None  # the file, resolved; None outside the checkout
+    line: int
+    end_line: int
+    column: int
+    end_column: int
+    message: str
+    code: str = ""  # rustc's error code ("E0308"), when it has one
+    label: str = ""  # what the primary span's label says ("expected `u8`, found `&str`")
+
+
+def location(line: str) -> tuple[str, int, int] | None:
+    """(path, line, column) of a ``  --> path:line:col`` pointer line, as rustc and the cutile JIT
+    print them (column 0 when absent); None for any other line."""
+    at = _RUSTC_AT.match(line)
+    if at is None or "-->" not in at["lead"]:
+        return None
+    numbers = [int(n) for n in at["pos"].strip(":").split(":")]
+    return at["path"], numbers[0], numbers[1] if len(numbers) > 1 else 0
 
 
 def inside(path: str, root: Path, base: Path) -> bool:

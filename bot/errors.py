@@ -2,19 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.types import Annotation
+
 
 class StageStop(Exception):
-    """A stage could not go on. ``kind`` is FAIL or BLOCKED; ``klass`` the fault class."""
+    """A stage could not go on. ``kind`` is FAIL or BLOCKED; ``klass`` the fault class; ``annotations``
+    the places in the pull request's files the fault is at, when the evidence names them."""
 
     kind = "BLOCKED"
 
-    def __init__(self, klass: str, reason: str, followup: str = "", host_fix: str = "", runner_fix: str = ""):
+    def __init__(
+        self,
+        klass: str,
+        reason: str,
+        followup: str = "",
+        host_fix: str = "",
+        runner_fix: str = "",
+        annotations: Sequence[Annotation] = (),
+    ):
         super().__init__(reason)
         self.klass = klass
         self.reason = reason
         self.followup = followup
         self.host_fix = host_fix
         self.runner_fix = runner_fix
+        self.annotations = tuple(annotations)
 
 
 class Blocked(StageStop):
@@ -38,8 +54,13 @@ class OwnBug(Blocked):
 
     BLOCKED (host); the kernel's generated files are withheld (not applied, never pushed)."""
 
-    def __init__(self, reason: str, host_fix: str = ""):
-        super().__init__("host", f"agent-d's own bug: {reason}", host_fix=host_fix or REPORT_OWN_BUG)
+    def __init__(self, reason: str, host_fix: str = "", annotations: Sequence[Annotation] = ()):
+        super().__init__(
+            "host",
+            f"agent-d's own bug: {reason}",
+            host_fix=host_fix or REPORT_OWN_BUG,
+            annotations=annotations,
+        )
 
 
 REPORT_OWN_BUG = (

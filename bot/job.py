@@ -155,4 +155,5 @@ def verdict_of(stop: StageStop) -> Verdict:
         stop.host_fix,
         stop.runner_fix,
         withheld=isinstance(stop, OwnBug),
+        annotations=stop.annotations,
     )

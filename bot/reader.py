@@ -55,6 +55,10 @@ class KernelRefused(ReaderError):
 
     def __init__(self, found: list[dict[str, Any]], path: str = ""):
         self.found = [f"line {f.get('line', 0)}: {f.get('what', '')}" for f in found]
+        # (line, column, what) of each, for the check run's annotations
+        self.refusals = [
+            (int(f.get("line", 0)), int(f.get("column", 0)), str(f.get("what", ""))) for f in found
+        ]
         first = found[0] if found else {}
         super().__init__("; ".join(self.found), int(first.get("line", 0)), int(first.get("column", 0)), path)
 

@@ -99,5 +99,6 @@ def _merged(into: TestResult, rest: TestResult) -> TestResult:
     into.errors += rest.errors
     into.skip_groups = into.skip_groups + rest.skip_groups
     into.panics = list(dict.fromkeys(into.panics + rest.panics))
+    into.located = list(dict.fromkeys(into.located + rest.located))
     into.rest_logs = [*into.rest_logs, rest.log_path]
     return into

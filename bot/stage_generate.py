@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from bot import apply, checkout, discover, generate, launch_diff, soundness
+from bot import annotations, apply, checkout, discover, generate, launch_diff, soundness
 from bot.draft import write_draft
 from bot.errors import Blocked, Failed, StageStop
 from bot.infer import analysis, contract, ops_py, reference, reference_direct, reference_launch, test_dtypes
@@ -95,10 +95,14 @@ def read_signature(target: Target):
             "kernel",
             f"kernel.rs holds what a kernel may not: {'; '.join(exc.found[:5])}",
             followup=f"remove from {target.op}_kernel/kernel.rs: {exc.found[0]}",
+            annotations=annotations.from_refusals(target, exc.refusals),
         ) from None
     except ReaderError as exc:
         raise Failed(
-            "kernel", f"kernel.rs does not parse: {exc}", followup=f"fix {target.op}_kernel/kernel.rs: {exc}"
+            "kernel",
+            f"kernel.rs does not parse: {exc}",
+            followup=f"fix {target.op}_kernel/kernel.rs: {exc}",
+            annotations=annotations.from_parse_error(target, exc.line, exc.column, exc.message),
         ) from None
     except ReaderUnavailable as exc:
         raise Blocked("env", f"the kernel reader is unavailable: {exc}") from None

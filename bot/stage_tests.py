@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
-from bot import classify, progress, rerun, smoke, testrun
+from bot import annotations, classify, progress, rerun, smoke, testrun
 from bot.dryrun import run as dryrun
 from bot.errors import Blocked, Failed
 from bot.infer import analysis
 from bot.job import Job, PortOptions
 from bot.testresults.combine import to_test_result
-from bot.types import Discovery, Target, TestResult
+from bot.types import Discovery, Target, TestResult, Verdict, VerdictKind
 
 
 def smoke_and_test(
@@ -52,13 +53,21 @@ def smoke_and_test(
     job.result.tests, job.pytest_rc = tests, tests.exit_code
     gaps = analysis.known_gaps(analysis.load(job.out_dir / "reference" / "analysis.json"))
     differences, unknown = job.result.launch_differences, job.result.launch_unknown
-    job.result.verdict = run.stage(
+    verdict = run.stage(
         "classify",
         lambda: classify.classify(
             tests, gaps, list(test_file.skips), differences, unknown, dry_run_identical=_identical(job)
         ),
         lambda v: v.kind.value,
     )
+    job.result.verdict = with_jit_places(target, verdict, tests)
+
+
+def with_jit_places(target: Target, verdict: Verdict, tests: TestResult) -> Verdict:
+    """A kernel fault with the kernel.rs lines the JIT named under its errors, for the check run."""
+    if (verdict.kind, verdict.klass) != (VerdictKind.FAIL, "kernel"):
+        return verdict  # a host fault: the JIT's place would point the porter at the wrong file
+    return replace(verdict, annotations=annotations.from_jit(target, tests.located))
 
 
 def module_of(path: str) -> str:

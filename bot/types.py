@@ -440,7 +440,37 @@ class TestResult:
     rest_logs: list[str] = field(default_factory=list)  # runs of what remained after a crash (bot/rerun.py)
     skip_groups: list[tuple[int, str]] = field(default_factory=list)  # -rs summary: (count, reason)
     panics: list[str] = field(default_factory=list)  # Rust panic messages in the log (JIT, launcher)
+    located: list[Located] = field(default_factory=list)  # JIT errors the log ties to a source line
     source: str = ""  # where cases and counts were read: "junit" (the XML) or "log" (no XML)
+
+
+@dataclass(frozen=True)
+class Located:
+    """A message the JIT tied to a place in the kernel's source (``  --> <file>:<line>:<col>``), the
+    path as it printed it: relative to the crate it was compiled in, or absolute."""
+
+    path: str
+    line: int
+    column: int
+    message: str
+
+
+ANNOTATION_LEVELS = ("failure", "warning", "notice")  # the Checks API's annotation_level
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """A fault at a place in a file of the pull request, for the check run (bot/annotations.py):
+    ``path`` relative to the repo, lines from 1; columns (from 1, 0: none) only on a single line."""
+
+    path: str
+    start_line: int
+    end_line: int
+    level: str  # failure | warning | notice
+    title: str
+    message: str
+    start_column: int = 0
+    end_column: int = 0
 
 
 class VerdictKind(str, Enum):
@@ -458,6 +488,7 @@ class Verdict:
     host_fix: str = ""
     runner_fix: str = ""  # env: what the runner's owner must do
     withheld: bool = False  # agent-d's own bug: its generated files were not applied and are never pushed
+    annotations: tuple[Annotation, ...] = ()  # where the fault is, file and line (bot/annotations.py)
 
     @property
     def fix(self) -> str:

@@ -151,6 +151,39 @@ def test_pygithub_round_trip(github_fake):
     ]
 
 
+def test_check_run_annotations_take_50_a_request_and_are_appended(github_fake):
+    fake = github_fake
+    scenario(fake)
+    repo = client(fake).get_repo("acme/kernels")
+    run = repo.create_check_run("agent-d", fake.branch_sha("acme/kernels", "feature"))
+
+    def note(line: int, **more) -> dict:
+        return {"path": "lib.py", "start_line": line, "end_line": line, "annotation_level": "failure",
+                "message": f"line {line}", **more}  # fmt: skip
+
+    out = {"title": "t", "summary": "s"}
+    run.edit(conclusion="failure", output={**out, "annotations": [note(n) for n in range(1, 51)]})
+    run.edit(output={**out, "annotations": [note(51, start_column=2, end_column=4)]})
+    shown = list(run.get_annotations())
+    assert [a.start_line for a in shown] == list(range(1, 52))
+    assert (shown[-1].start_column, shown[-1].end_column, shown[0].start_column) == (2, 4, None)
+    assert shown[0].blob_href.endswith(f"/blob/{run.head_sha}/lib.py")
+    refused = [
+        [note(n) for n in range(1, 52)],  # 51 in one request
+        [{**note(3), "end_line": 4, "start_column": 1, "end_column": 2}],  # columns across lines
+        [note(0)],
+        [note(1, title="x" * 256)],
+    ]
+    for batch in refused:
+        with pytest.raises(GithubException) as answer:
+            run.edit(output={**out, "annotations": batch})
+        assert answer.value.status == 422
+    with pytest.raises(GithubException):  # the OpenAPI description's own rule: a known level
+        run.edit(output={**out, "annotations": [note(1, annotation_level="error")]})
+    assert len(list(run.get_annotations())) == 51
+    fake.violations.clear()
+
+
 def test_contract_violations_are_recorded(github_fake):
     fake = github_fake
     scenario(fake)

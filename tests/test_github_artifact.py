@@ -245,3 +245,79 @@ def test_a_verdict_class_is_one_of_agent_d_s_words_for_its_kind(tmp_path, kind, 
     else:
         with pytest.raises(ArtifactError, match="klass"):
             read_artifact(art)
+
+
+# --------------------------------------------------------------------------- annotations
+
+KERNEL_X = "src/tilegym/ops/cutile_rs/x_kernel/kernel.rs"
+
+
+def _place(path: str = KERNEL_X, **more) -> dict:
+    return {"path": path, "start_line": 3, "end_line": 3, "level": "failure", "title": "cargo error",
+            "message": "mismatched types", "start_column": 5, "end_column": 9, **more}  # fmt: skip
+
+
+def _with_places(tmp_path: Path, places: list[dict]) -> Path:
+    path = "src/tilegym/ops/cutile_rs/x_kernel/ffi.rs"
+    art = _write(tmp_path, _diff(path, "new file mode 100644\n"), [path])
+    result = json.loads((art / "result.json").read_text())
+    result["verdicts"]["x"]["annotations"] = places
+    (art / "result.json").write_text(json.dumps(result))
+    return art
+
+
+def test_a_verdict_carries_its_annotations_through_the_artifact(tmp_path):
+    ffi = "src/tilegym/ops/cutile_rs/x_kernel/ffi.rs"
+    places = [_place(), _place(ffi, level="warning", start_line=7, end_line=9, start_column=0, end_column=0)]
+    [first, second] = read_artifact(_with_places(tmp_path, places)).verdicts["x"].annotations
+    assert (first.path, first.start_line, first.start_column, first.end_column) == (KERNEL_X, 3, 5, 9)
+    assert (second.path, second.level, second.start_line, second.end_line) == (ffi, "warning", 7, 9)
+
+
+@pytest.mark.parametrize(
+    ("place", "message"),
+    [
+        (_place("src/tilegym/ops/cutile_rs/y_kernel/kernel.rs"), "not its kernel.rs"),  # another kernel's
+        (_place("src/tilegym/ops/cutile_rs/cutile_kernels/src/lib.rs"), "not its kernel.rs"),  # wiring
+        (_place(".github/workflows/x.yml"), "not its kernel.rs"),
+        (_place(start_line=0, end_line=0), "start_line"),
+        (_place(start_line=5, end_line=4, start_column=0, end_column=0), "ends"),
+        (_place(end_line=4), "columns"),  # columns across lines: the Checks API refuses them
+        (_place(start_column=9, end_column=5), "columns"),
+        (_place(level="error"), "level"),
+        (_place(title="t" * 256), "title"),
+        (_place(message="m" * 2001), "message"),
+        (_place(raw_details="x"), "raw_details"),  # unknown keys
+    ],
+)
+def test_an_annotation_outside_its_kernels_files_or_the_api_s_rules_is_refused(tmp_path, place, message):
+    with pytest.raises(ArtifactError, match=message):
+        read_artifact(_with_places(tmp_path, [place]))
+
+
+def test_annotations_are_bounded_per_kernel(tmp_path):
+    places = [_place(start_line=n, end_line=n) for n in range(1, 102)]
+    with pytest.raises(ArtifactError, match="too long|maxItems|is too long"):
+        read_artifact(_with_places(tmp_path, places))
+    assert len(read_artifact(_with_places(tmp_path, places[:100])).verdicts["x"].annotations) == 100
+
+
+def test_the_port_job_redacts_and_bounds_the_annotations_it_writes(tmp_path, monkeypatch):
+    from bot.types import Annotation
+
+    repo = tmp_path / "repo"
+    head = make_local_repo(repo)
+    monkeypatch.setenv("GITHUB_TOKEN", CANARY)
+    kernel = OPS + "/silu_and_mul_kernel/kernel.rs"
+    said = [
+        Annotation(kernel, n, n, "failure", f"t {CANARY}", f"m {n} {CANARY}" + "x" * 3000)
+        for n in range(1, 130)
+    ]
+
+    def port(repo: Path, op: str):
+        return (*fake_port(repo, op), False, tuple(said))
+
+    art = read_artifact(run_port_job(repo, head, ["silu_and_mul"], tmp_path / "a", port, repo_name="o/r"))
+    places = art.verdicts["silu_and_mul"].annotations
+    assert [p.start_line for p in places] == list(range(1, 101))
+    assert all(CANARY not in p.title + p.message and len(p.message) <= 2000 for p in places)

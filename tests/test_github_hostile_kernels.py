@@ -112,6 +112,10 @@ def test_a_kernel_that_includes_a_runner_file_fails_with_the_reason_and_leaks_no
     assert "kernel.rs holds what a kernel may not: " in shown
     assert f"line {line}: {refusal}" in shown
     assert shown.count(VERDICT) >= 2  # the review's heading and the check's table
+    # the refused line is annotated on the check, in the pull request's kernel.rs
+    [check] = world.checks(head)
+    places = [(a.path, a.start_line, a.annotation_level) for a in check.get_annotations()]
+    assert (kernel_path(OP), line, "failure") in places
 
 
 @pytest.mark.parametrize("opener,closer", [("(", ")"), ("{", "}")])

@@ -26,7 +26,9 @@ import jsonschema
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
+from bot import annotations
 from bot.github.gitops import TreeChange
+from bot.types import ANNOTATION_LEVELS, Annotation
 
 SCHEMA_VERSION = 1
 RESULT = "result.json"
@@ -60,6 +62,23 @@ _DELETE_RE = re.compile(r"^deleted file mode ", re.MULTILINE)
 _RENAME_RE = re.compile(r"^(?:rename|copy) (?:from|to|old|new) |^(?:dis)?similarity index ", re.MULTILINE)
 _BINARY_RE = re.compile(r"^(?:GIT binary patch|Binary files .* differ)$", re.MULTILINE)
 
+_LINE = {"type": "integer", "minimum": 1, "maximum": 10_000_000}
+_COLUMN = {"type": "integer", "minimum": 0, "maximum": 100_000}  # 0: no column
+_ANNOTATION_SCHEMA = {
+    "type": "object",
+    "required": ["path", "start_line", "end_line", "level", "title", "message", "start_column", "end_column"],
+    "additionalProperties": False,
+    "properties": {
+        "path": {"type": "string", "maxLength": 300},
+        "start_line": _LINE,
+        "end_line": _LINE,
+        "level": {"enum": list(ANNOTATION_LEVELS)},
+        "title": {"type": "string", "maxLength": annotations.MAX_TITLE},
+        "message": {"type": "string", "minLength": 1, "maxLength": annotations.MAX_MESSAGE},
+        "start_column": _COLUMN,
+        "end_column": _COLUMN,
+    },
+}
 _VERDICT_SCHEMA = {
     "type": "object",
     "required": ["kind", "klass", "reason", "validator_block"],
@@ -70,6 +89,7 @@ _VERDICT_SCHEMA = {
         "reason": {"type": "string", "maxLength": MAX_REASON},
         "validator_block": {"type": "string", "maxLength": MAX_VALIDATOR_BLOCK},
         "withheld": {"type": "boolean"},
+        "annotations": {"type": "array", "maxItems": annotations.MAX_PER_KERNEL, "items": _ANNOTATION_SCHEMA},
     },
     # the class is one of agent-d's own words for the kind, never free text: it is shown unescaped
     # in the check title, the review heading and the status comment
@@ -137,6 +157,7 @@ class KernelVerdict:
     reason: str
     validator_block: str = ""
     withheld: bool = False  # agent-d's own bug: its generated files were not applied (finalize skips them)
+    annotations: tuple[Annotation, ...] = ()  # where the fault is: the check run's annotations
 
 
 @dataclass
@@ -345,6 +366,7 @@ def read_artifact(directory: Path, limits: Limits = Limits()) -> Artifact:
         raise ArtifactError(f"result.json: {where}: {exc.message}") from None
     if set(result["verdicts"]) != set(result["ops"]):
         raise ArtifactError("result.json: verdicts and ops name different kernels")
+    verdicts = {op: _verdict(op, v) for op, v in result["verdicts"].items()}
     try:
         patch = _regular_file(directory / PATCH, limits.max_patch_bytes).decode("utf-8")
     except UnicodeDecodeError:
@@ -358,12 +380,34 @@ def read_artifact(directory: Path, limits: Limits = Limits()) -> Artifact:
         base_tree=result["base_tree"],
         tested_tree=result["tested_tree"],
         ops=list(result["ops"]),
-        verdicts={op: KernelVerdict(**v) for op, v in result["verdicts"].items()},
+        verdicts=verdicts,
         changed_paths=paths,
         patch=patch,
         logs=_read_logs(directory / LOGS, limits),
         truncated_logs=list(result.get("truncated_logs", [])),
     )
+
+
+def annotation_refusal(op: str, place: Annotation) -> str:
+    """Why ``place`` may not be shown on ``op``'s behalf; "" when it may. A kernel's annotations name
+    its own kernel.rs or a file agent-d generates for it, each line from 1, columns on one line."""
+    if place.path != f"{OPS_DIR}/{op}_kernel/kernel.rs" and generated_op(place.path) != op:
+        return f"an annotation of {op!r} names {place.path!r}, not its kernel.rs or a file generated for it"
+    if place.end_line < place.start_line:
+        return f"an annotation of {op!r} ends (line {place.end_line}) before it starts ({place.start_line})"
+    columns = (place.start_column, place.end_column)
+    if columns != (0, 0) and (place.start_line != place.end_line or not 1 <= columns[0] <= columns[1]):
+        return f"an annotation of {op!r} has columns {columns} that the Checks API refuses"
+    return ""
+
+
+def _verdict(op: str, fields: dict) -> KernelVerdict:
+    places = tuple(Annotation(**a) for a in fields.get("annotations", []))
+    for place in places:
+        why = annotation_refusal(op, place)
+        if why:
+            raise ArtifactError(f"result.json: verdicts/{op}: {why}")
+    return KernelVerdict(**{**fields, "annotations": places})
 
 
 def _read_logs(logs_dir: Path, limits: Limits) -> dict[str, str]:

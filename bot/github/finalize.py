@@ -277,16 +277,18 @@ class Finalizer:
                     notes.append("Not committed: the push was refused; the review holds the patch.")
         title = render.check_title(verdicts)
         summary = render.check_summary(verdicts, notes)
+        # on the run that carries the results (agent-d never edits kernel.rs: its lines stay put)
+        places = render.annotations(verdicts)
         if pushed:
             target, _ = publish.ensure_check_run(
                 self.repo, new_head, self.cfg.check_name, f"{self.check.external_id}+commit", title, summary
             )
-            publish.conclude(target, conclusion, title, summary)
+            publish.conclude(target, conclusion, title, summary, annotations=places)
             publish.conclude(
                 self.check, conclusion, title, f"Results are published on {new_head}.\n\n{summary}"
             )
         else:
-            publish.conclude(self.check, conclusion, title, summary)
+            publish.conclude(self.check, conclusion, title, summary, annotations=places)
         body = render.review_body(artifacts, new_head, tree, review_notes)
         _, action = publish.post_review(self.repo, self.pr, new_head, body, self.bots)
         state = f"{title} ({conclusion})"

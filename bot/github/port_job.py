@@ -14,9 +14,10 @@ import io
 import logging
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
-from bot import machine_errors
+from bot import annotations, machine_errors
 from bot.errors import UsageError
 from bot.github import gitops, pr_env
 from bot.github.artifact import (
@@ -29,13 +30,14 @@ from bot.github.artifact import (
 )
 from bot.github.redact import REDACTOR, RedactFilter, is_secret_name
 from bot.targets import check_name
+from bot.types import Annotation
 
 log = logging.getLogger(__name__)
 
-# port_fn(repo, op) -> (verdict kind, klass, reason, validator block[, withheld]). A port function that also
-# has ``port_all(repo, ops) -> {op: that tuple}`` gets every kernel of the change in one call, so
-# the crate is built once for the pull request (bot/pipeline.py ``port_all``).
-PortFn = Callable[[Path, str], tuple[str, str, str, str]]
+# port_fn(repo, op) -> (verdict kind, klass, reason, validator block[, withheld[, annotations]]). A
+# port function that also has ``port_all(repo, ops) -> {op: that tuple}`` gets every kernel of the
+# change in one call, so the crate is built once for the pull request (bot/pipeline.py ``port_all``).
+PortFn = Callable[[Path, str], tuple]
 
 
 class PortJobError(RuntimeError):
@@ -110,7 +112,8 @@ def snapshot(repo: Path, ops: list[str]) -> tuple[str, str, list[str], list[str]
 
 
 def _normalise(result: tuple) -> KernelVerdict:
-    kind, klass, reason, block, *rest = result  # a fifth: the kernel's generated files were withheld
+    # a fifth: the kernel's generated files were withheld; a sixth: its annotations (bot/annotations.py)
+    kind, klass, reason, block, *rest = result
     kind = getattr(kind, "value", kind)
     if kind not in VERDICT_KINDS:
         raise PortJobError(f"port_fn returned an unknown verdict kind {kind!r}")
@@ -120,6 +123,19 @@ def _normalise(result: tuple) -> KernelVerdict:
         reason=REDACTOR.redact(str(reason))[:MAX_REASON],
         validator_block=REDACTOR.redact(str(block or ""))[:MAX_VALIDATOR_BLOCK],
         withheld=bool(rest and rest[0]),
+        annotations=_redacted(rest[1] if len(rest) > 1 else ()),
+    )
+
+
+def _redacted(places: tuple[Annotation, ...]) -> tuple[Annotation, ...]:
+    """The annotations with their text redacted like the reason, within the artifact's bounds."""
+    return annotations.bounded(
+        replace(
+            a,
+            title=annotations.clip(REDACTOR.redact(a.title), annotations.MAX_TITLE),
+            message=annotations.clip(REDACTOR.redact(a.message), annotations.MAX_MESSAGE),
+        )
+        for a in places
     )
 
 

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from github import GithubException
 
 from bot.github.redact import REDACTOR
+from bot.types import Annotation
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 STATUS_MARKER = "<!-- agent-d:status -->"
 MAX_BODY = 60000  # GitHub's limit is 65,536 characters per comment / review / check output field
+MAX_ANNOTATIONS = 50  # the Checks API's limit per request; further updates append more
 
 
 def review_marker(sha: str) -> str:
@@ -134,11 +136,42 @@ def ensure_check_run(
     return run, created or lookups > 1
 
 
-def conclude(check_run, conclusion: str, title: str, summary: str, text: str = "") -> None:
+def conclude(
+    check_run,
+    conclusion: str,
+    title: str,
+    summary: str,
+    text: str = "",
+    annotations: Sequence[Annotation] = (),
+) -> None:
+    """Conclude the run with its output; the annotations go 50 a request (the Checks API's limit):
+    the first with the conclusion, the rest in further updates, which GitHub appends."""
     output = {"title": clip(title, 200), "summary": clip(summary)}
     if text:
         output["text"] = clip(text)
-    check_run.edit(status="completed", conclusion=conclusion, output=output)
+    batches = [
+        [annotation_payload(a) for a in annotations[i : i + MAX_ANNOTATIONS]]
+        for i in range(0, len(annotations), MAX_ANNOTATIONS)
+    ]
+    first = {"annotations": batches[0]} if batches else {}
+    check_run.edit(status="completed", conclusion=conclusion, output={**output, **first})
+    for batch in batches[1:]:
+        check_run.edit(output={**output, "annotations": batch})
+
+
+def annotation_payload(place: Annotation) -> dict:
+    """One annotation as the Checks API takes it, its text redacted; columns only where it has them."""
+    payload = {
+        "path": place.path,
+        "start_line": place.start_line,
+        "end_line": place.end_line,
+        "annotation_level": place.level,
+        "title": clip(place.title, 255),
+        "message": clip(place.message, 60000),
+    }
+    if place.start_column and place.start_line == place.end_line:
+        payload.update(start_column=place.start_column, end_column=max(place.end_column, place.start_column))
+    return payload
 
 
 # --------------------------------------------------------------------------- marked posts

@@ -10,7 +10,7 @@ import re
 
 from bot.github.artifact import Artifact, KernelVerdict
 from bot.github.commands import HELP_TEXT
-from bot.types import verdict_headline
+from bot.types import Annotation, verdict_headline
 
 SEVERITY = {"ALL_PASS": 0, "FAIL": 1, "BLOCKED": 2}
 CONCLUSION = {"ALL_PASS": "success", "FAIL": "failure", "BLOCKED": "failure"}
@@ -68,6 +68,11 @@ def verdict_table(verdicts: dict[str, KernelVerdict]) -> str:
         reason = escape_md(v.reason[:300])
         rows.append(f"| `{op}` | {verdict_headline(v.kind, escape_md(v.klass))} | {reason} |")
     return "\n".join(rows)
+
+
+def annotations(verdicts: dict[str, KernelVerdict]) -> list[Annotation]:
+    """Every kernel's annotations, kernel by kernel: where each fault is, for the check run."""
+    return [place for _, v in sorted(verdicts.items()) for place in v.annotations]
 
 
 def merged_verdicts(artifacts: list[Artifact]) -> dict[str, KernelVerdict]:

@@ -61,10 +61,11 @@ class PipelinePort:
         self.cargo_cache = cargo_cache
         self.options = options
 
-    def __call__(self, repo: Path, op: str) -> tuple[str, str, str, str, bool]:
+    def __call__(self, repo: Path, op: str) -> tuple:
         return self.port_all(repo, [op])[op]
 
-    def port_all(self, repo: Path, ops: list[str]) -> dict[str, tuple[str, str, str, str, bool]]:
+    def port_all(self, repo: Path, ops: list[str]) -> dict[str, tuple]:
+        """{op: (kind, klass, reason, validator block, withheld, annotations)}."""
         return {
             r.target.op: (
                 r.verdict.kind.value,
@@ -72,6 +73,7 @@ class PipelinePort:
                 r.verdict.reason,
                 r.validator_block,
                 r.verdict.withheld,
+                r.verdict.annotations,
             )
             for r in self.results(repo, ops)
         }

@@ -1,8 +1,8 @@
 """The one :class:`TestResult` the classifier reads, from the run's JUnit XML and its log.
 
 The XML (``junit.py``) gives the cases, counts and skip reasons. The log (``log.py``) gives what the
-XML cannot say: that pytest started (its header, or any case line), the Rust panics it printed,
-every ``E`` line of a failure, and which case was an XPASS. Without an XML (the process died, an
+XML cannot say: that pytest started (its header, or any case line), the Rust panics it printed
+and the kernel lines the JIT named, every ``E`` line of a failure, and which case was an XPASS. Without an XML (the process died, an
 old run) everything comes from the log, and ``source`` says so. ``env_problem`` is left empty:
 deciding that the environment is at fault is the classifier's job, not the parsers'.
 """
@@ -40,6 +40,7 @@ def to_test_result(
         log_path=log_path,
         gpu=gpu,
         panics=list(log.panics),
+        located=list(log.located),
     )
     if xml is None:  # the log's own counts: its summary line, else its per-case lines
         result.cases, result.skip_groups, result.source = list(log.cases), list(log.skip_groups), log.source

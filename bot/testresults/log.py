@@ -12,6 +12,7 @@ log says:
   message names the crash line and whose detail keeps what the process printed after it started;
 - every ``E`` line of a failure's ``--tb=short`` section (the XML keeps its first);
 - why a launch failed: Rust panics (the JIT's words) and the launcher's stream errors;
+- where the JIT said the kernel is wrong: the ``  --> file:line:col`` it prints under its error;
 - that an xfail-marked test passed (XPASS; the XML records a non-strict one as a pass).
 
 Without an XML (the process died, an old run) every case, count and ``-rs`` skip group comes from
@@ -26,10 +27,11 @@ import re
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from bot import compiler_output
 from bot.testresults import log_scan
 from bot.testresults.cases import Reading, head_line, tally
 from bot.testresults.log_scan import LogSummary, Scan
-from bot.types import TestCase
+from bot.types import Located, TestCase
 
 _HEADER = re.compile(r"^(?:platform [a-z0-9]+ -- Python|rootdir:|plugins:)", re.MULTILINE)
 _CRASH = re.compile(
@@ -56,6 +58,7 @@ class ParsedLog(LogSummary, Reading):
     crash_message: str = ""
     header: bool = False  # real pytest header markers present
     panics: list[str] = field(default_factory=list)  # why a launch failed: Rust panics, stream errors
+    located: list[Located] = field(default_factory=list)  # the places the JIT named under its errors
 
     def failure_details(self) -> dict[str, str]:
         """Every ``E`` line of each failed case, joined, by node id (the XML keeps only the first:
@@ -103,6 +106,21 @@ def _panics(lines: list[str]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def _located(lines: list[str]) -> list[Located]:
+    """The places the JIT named under its errors: each ``  --> file:line:col`` pointer (rustc's rule,
+    ``compiler_output.location``) with the message on the line above it (a panic's, or the
+    launcher's ``<symbol>: <kernel> launch failed: error: ...``, taken after its prefix)."""
+    found = []
+    for i, line in enumerate(lines[1:], start=1):
+        at = compiler_output.location(line)
+        said = lines[i - 1].strip()
+        if at is None or not said:
+            continue
+        message = said.partition(" launch failed: ")[2] or said
+        found.append(Located(at[0], at[1], at[2], message.removeprefix("error: ")))
+    return list(dict.fromkeys(found))
+
+
 def parse_log(text: str) -> ParsedLog:
     """Parse a pytest ``-v`` log. Never raises; an unrecognised text gives an empty result."""
     text = _strip_ansi(text.replace("\r\n", "\n").replace("\r", "\n"))
@@ -113,6 +131,7 @@ def parse_log(text: str) -> ParsedLog:
         skip_groups=found.skip_groups,
         header=has_pytest_header(text),
         panics=_panics(lines),
+        located=_located(lines),
     )
     crash = _crash(found, lines)
     if crash is not None:

@@ -7,7 +7,9 @@ from .handlers import Ctx, Reply, _unprocessable, handles
 from .state import ApiError, CheckRun, Status, now
 
 MAX_CHECK_TEXT = 65535
-MAX_ANNOTATIONS = 50
+MAX_ANNOTATIONS = 50  # per request; each update appends its own to the run's
+MAX_ANNOTATION_TITLE = 255
+MAX_ANNOTATION_TEXT = 64 * 1024
 
 
 def _apply_check_fields(cr: CheckRun, body: dict) -> None:
@@ -30,6 +32,8 @@ def _apply_check_fields(cr: CheckRun, body: dict) -> None:
             raise _unprocessable(
                 f"at most {MAX_ANNOTATIONS} annotations per request", "annotations", "CheckRun"
             )
+        for annotation in new:
+            _check_annotation(annotation)
         out["annotations"] = list(cr.output.get("annotations", [])) + new
         cr.output = out
     if body.get("conclusion") is not None:
@@ -40,6 +44,45 @@ def _apply_check_fields(cr: CheckRun, body: dict) -> None:
         cr.completed_at = cr.completed_at or now()
     if cr.status == "in_progress":
         cr.started_at = cr.started_at or now()
+
+
+def _check_annotation(a: dict) -> None:
+    """GitHub's rules the OpenAPI description states only in words (docs: "Update a check run")."""
+    if a["start_line"] < 1 or a["end_line"] < a["start_line"]:
+        raise _unprocessable("start_line must be at least 1 and end_line at least start_line", "annotations")
+    columns = [a[k] for k in ("start_column", "end_column") if k in a]
+    if columns and a["start_line"] != a["end_line"]:
+        raise _unprocessable("start_column and end_column are only allowed on a single line", "annotations")
+    if any(c < 1 for c in columns):
+        raise _unprocessable("columns start at 1", "annotations")
+    if len(a.get("title") or "") > MAX_ANNOTATION_TITLE:
+        raise _unprocessable(f"title is longer than {MAX_ANNOTATION_TITLE} characters", "annotations")
+    for key in ("message", "raw_details"):
+        if len((a.get(key) or "").encode()) > MAX_ANNOTATION_TEXT:
+            raise _unprocessable(f"{key} is larger than 64 KB", "annotations")
+
+
+@handles("checks/list-annotations")
+def list_annotations(ctx: Ctx) -> Reply:
+    cr = _check_run(ctx)
+    html = ctx.render.f.html(f"{cr.repo.full_name}/blob/{cr.head_sha}/")
+    rows = [
+        {
+            "path": a["path"],
+            "blob_href": html + a["path"],
+            "start_line": a["start_line"],
+            "end_line": a["end_line"],
+            "start_column": a.get("start_column"),
+            "end_column": a.get("end_column"),
+            "annotation_level": a["annotation_level"],
+            "title": a.get("title"),
+            "message": a["message"],
+            "raw_details": a.get("raw_details"),
+        }
+        for a in cr.output.get("annotations", [])
+    ]
+    chunk, headers = ctx.page(rows)
+    return Reply(200, chunk, headers)
 
 
 @handles("checks/create")
