@@ -161,6 +161,8 @@ class Interpreter:
     tileiras: str = ""  # the tile compiler cutile-rs will use, "" when it will find none
     missing: bool = False  # the interpreter itself does not exist
     tile_home: str = ""  # why tileiras will not compile with this CUDA_HOME ("" when it will)
+    # the backends TileGym's dispatcher registers per name, asked in the same process; None: not asked
+    registered: dict[str, list[str]] | None = None
 
     def env_problems(self) -> list[EnvProblem]:
         return problems(self)

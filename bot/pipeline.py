@@ -122,7 +122,9 @@ def _port_jobs(jobs: list[Job], options: PortOptions, python: str) -> None:
         for job in jobs:  # nothing was built for it (no kernel was left to build)
             if job.awaiting_facts and not job.stopped:
                 job.stop(job.awaiting_facts)
-        interpreter = _once(lambda: testrun.probe(python))
+        names = tuple(dict.fromkeys(stage_tests.registry_name(j.found) for j in jobs if j.found))
+        # one interpreter for the machine's facts and every kernel's registration check
+        interpreter = _once(lambda: testrun.probe(python, repo=options.repo.resolve(), names=names))
         _test_each(
             jobs, lambda job: stage_tests.smoke_and_test(job, python, interpreter, tools, options), options
         )

@@ -37,7 +37,11 @@ def smoke_and_test(
     assert job.found is not None
     test_file = _test_files(target, job.found, interp)  # parsed once: selection, skips
     if not interp.env_problems():
-        run.stage("registration", lambda: registered(target, job.found, python), lambda b: ", ".join(b or []))
+        run.stage(
+            "registration",
+            lambda: registered(target, job.found, python, interp),
+            lambda b: ", ".join(b or []),
+        )
     launch_dry_run(job, python, interp, test_file)  # registered first: else the dispatcher falls back
     junit_xml = testrun.junit_arg(job.out_dir / testrun.JUNIT_NAME, target.repo)
     argv, _selection = testrun.command(python, test_file, junit_xml=junit_xml)
@@ -109,10 +113,18 @@ def _identical(job: Job) -> bool:
     return job.result.dry_run is not None and job.result.dry_run.identical
 
 
-def registered(target: Target, found: Discovery, python: str) -> list[str] | None:
-    """The op's cutile-rs implementation is registered where the tests will look for it."""
-    name = found.registry_name or found.dispatch_name  # a getter registers get_<op> (swiglu)
-    backends = testrun.registered_backends(python, target.repo, name)
+def registry_name(found: Discovery) -> str:
+    return found.registry_name or found.dispatch_name  # a getter registers get_<op> (swiglu)
+
+
+def registered(
+    target: Target, found: Discovery, python: str, interp: testrun.Interpreter | None = None
+) -> list[str] | None:
+    """The op's cutile-rs implementation is registered where the tests will look for it: read from
+    the interpreter probe when it asked (the same process), else asked now."""
+    name = registry_name(found)
+    asked = (interp.registered or {}) if interp is not None else {}
+    backends = asked[name] if name in asked else testrun.registered_backends(python, target.repo, name)
     if backends is not None and "cutile-rs" not in backends:
         raise Failed(
             "host",

@@ -64,16 +64,37 @@ try:
         info["device"] = f"{p.name} (sm_{p.major}{p.minor})"
 except Exception as exc:
     info["error"] = (info["error"] + "; " if info["error"] else "") + f"torch: {exc}"
+# The registration check in the same interpreter (one torch import, not two): asked only where the
+# tests can run, as the tests import it (the checkout's src first, no autobuild).
+import sys
+names = sys.argv[1:]
+if names and info["cuda"]:
+    try:
+        import tilegym.ops  # every backend's wrappers register themselves on import
+        from tilegym.backend import dispatcher
+        registry = getattr(dispatcher, "_REGISTRY", None)
+        if registry is not None:
+            info["registered"] = {n: sorted(registry.get(n, {})) for n in names}
+    except Exception as exc:
+        info["registry_error"] = f"{type(exc).__name__}: {exc}"
 print(json.dumps(info))
 """
 
 
-def probe(python: str, env: dict[str, str] | None = None) -> Interpreter:
-    """The facts about ``python`` and this machine; ``env``: the environment pytest will run in."""
+def probe(
+    python: str, env: dict[str, str] | None = None, repo: Path | None = None, names: tuple[str, ...] = ()
+) -> Interpreter:
+    """The facts about ``python`` and this machine; ``env``: the environment pytest will run in.
+    With ``repo`` and ``names``, also the backends TileGym's dispatcher registers for each name, as
+    the tests in ``repo`` will import it (where a GPU is there: else the tests cannot run anyway)."""
     tileiras = envcheck.tileiras_path(env)
+    run_env = dict(os.environ if env is None else env, CUTILE_RS_AUTOBUILD="0")
+    if repo is not None:
+        _with_src_on_path(run_env, repo)
+    where = repo if repo is not None else Path("/tmp")
     try:
-        argv = sandbox.wrap([python, "-c", PROBE], Path("/tmp"), env)  # what the tests will see
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        argv = sandbox.wrap([python, "-c", PROBE, *names], where, run_env)  # what the tests will see
+        proc = subprocess.run(argv, cwd=where, env=run_env, capture_output=True, text=True, timeout=180)
         info = json.loads(proc.stdout.strip().splitlines()[-1])
     except FileNotFoundError:
         return Interpreter(python, None, False, None, False, "", f"cannot run {python}", missing=True)
@@ -92,6 +113,7 @@ def probe(python: str, env: dict[str, str] | None = None) -> Interpreter:
         info.get("driver_version", 0),
         tileiras,
         tile_home=envcheck.tile_home_problem(tileiras, env),
+        registered=info.get("registered"),
     )
 
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from validator_support import needs_cc
 
 from bot import classify, rerun, testrun
 from bot.demo import assemble_checkout
@@ -227,3 +228,35 @@ def test_an_op_the_dispatcher_has_no_cutile_rs_implementation_of_is_the_hosts(tm
     ]
     # a checkout the dispatcher cannot be asked in decides nothing: the tests will show it
     assert testrun.registered_backends(sys.executable, tmp_path / "nowhere", "silu_and_mul") is None
+
+
+@needs_cc
+def test_the_interpreter_probe_asks_the_registry_in_the_same_process(tmp_path, monkeypatch):
+    """One Python imports torch for the machine's facts and for every kernel's registration check;
+    the check reads the probe's answer and starts no process of its own."""
+    from types import SimpleNamespace
+
+    from env_support import interpreter, with_tileiras
+
+    from bot.errors import Failed
+    from bot.stage_tests import registered
+
+    repo = tmp_path / "fell_back"
+    _registry(repo, {"silu_and_mul": {"pytorch": None}, "swiglu": {"cutile-rs": None, "pytorch": None}})
+    python = interpreter(tmp_path / "i", torch="cuda")  # a GPU the fake torch reports
+    interp = testrun.probe(python, with_tileiras(tmp_path), repo=repo, names=("silu_and_mul", "swiglu"))
+    assert interp.registered == {"silu_and_mul": ["pytorch"], "swiglu": ["cutile-rs", "pytorch"]}
+
+    def no_second_process(*args):
+        raise AssertionError("the registration check started a process of its own")
+
+    monkeypatch.setattr(testrun, "registered_backends", no_second_process)
+    found = SimpleNamespace(dispatch_name="silu_and_mul", registry_name="silu_and_mul")
+    with pytest.raises(Failed, match="registered: pytorch"):
+        registered(Target(repo, "silu_and_mul"), found, python, interp)
+    swiglu = SimpleNamespace(dispatch_name="swiglu", registry_name="swiglu")
+    assert registered(Target(repo, "swiglu"), swiglu, python, interp) == ["cutile-rs", "pytorch"]
+    # without a GPU the tests cannot run: the probe does not import the checkout at all
+    no_gpu = testrun.probe(interpreter(tmp_path / "j", gpus=0, torch="cpu"), with_tileiras(tmp_path),
+                           repo=repo, names=("silu_and_mul",))  # fmt: skip
+    assert no_gpu.registered is None
