@@ -279,11 +279,15 @@ class Finalizer:
         summary = render.check_summary(verdicts, notes)
         # on the run that carries the results (agent-d never edits kernel.rs: its lines stay put)
         places = render.annotations(verdicts)
-        if pushed:
-            target, _ = publish.ensure_check_run(
-                self.repo, new_head, self.cfg.check_name, f"{self.check.external_id}+commit", title, summary
-            )
-            publish.conclude(target, conclusion, title, summary, annotations=places)
+        if pushed:  # created concluded: one write (a run found from an earlier try is concluded)
+            target, created = publish.ensure_check_run(
+                self.repo, new_head, self.cfg.check_name, f"{self.check.external_id}+commit", title, summary,
+                conclusion=conclusion, annotations=places,
+            )  # fmt: skip
+            if created:
+                publish.append_annotations(target, title, summary, places)
+            else:
+                publish.conclude(target, conclusion, title, summary, annotations=places)
             publish.conclude(
                 self.check, conclusion, title, f"Results are published on {new_head}.\n\n{summary}"
             )

@@ -106,9 +106,19 @@ def _check_runs(repo, sha: str, name: str):
 
 
 def ensure_check_run(
-    repo, sha: str, name: str, external_id: str, title: str, summary: str, details_url: str = ""
+    repo,
+    sha: str,
+    name: str,
+    external_id: str,
+    title: str,
+    summary: str,
+    details_url: str = "",
+    conclusion: str = "",
+    annotations: Sequence[Annotation] = (),
 ) -> tuple[object, bool]:
-    """Find or create the check run ``name``/``external_id`` on ``sha``, status queued.
+    """Find or create the check run ``name``/``external_id`` on ``sha``, status queued, or with
+    ``conclusion`` created completed in the same request (one write, not two), with the first 50
+    ``annotations`` (the caller appends the rest: ``append_annotations``).
 
     Returns (run, created). ``created`` is False only when the run already existed before this
     call; a run that shows up after one of this call's creates failed (GitHub stored it, then
@@ -122,14 +132,16 @@ def ensure_check_run(
         return find_check_run(repo, sha, name, external_id)
 
     def create():
-        kwargs = {"details_url": details_url} if details_url else {}
+        kwargs: dict = {"details_url": details_url} if details_url else {}
+        output = {"title": clip(title, 200), "summary": clip(summary)}
+        if conclusion:
+            kwargs.update(status="completed", conclusion=conclusion)
+            batches = _batches(annotations)
+            output.update({"annotations": batches[0]} if batches else {})
+        else:
+            kwargs["status"] = "queued"
         return repo.create_check_run(
-            name=name,
-            head_sha=sha,
-            status="queued",
-            external_id=external_id,
-            output={"title": clip(title, 200), "summary": clip(summary)},
-            **kwargs,
+            name=name, head_sha=sha, external_id=external_id, output=output, **kwargs
         )
 
     run, created = create_once(lookup, create, f"check run {name}@{sha[:12]}")
@@ -149,14 +161,24 @@ def conclude(
     output = {"title": clip(title, 200), "summary": clip(summary)}
     if text:
         output["text"] = clip(text)
-    batches = [
+    batches = _batches(annotations)
+    first = {"annotations": batches[0]} if batches else {}
+    check_run.edit(status="completed", conclusion=conclusion, output={**output, **first})
+    append_annotations(check_run, title, summary, annotations)
+
+
+def append_annotations(check_run, title: str, summary: str, annotations: Sequence[Annotation]) -> None:
+    """The annotations past the first 50, 50 an update (GitHub appends them to the run's)."""
+    output = {"title": clip(title, 200), "summary": clip(summary)}
+    for batch in _batches(annotations)[1:]:
+        check_run.edit(output={**output, "annotations": batch})
+
+
+def _batches(annotations: Sequence[Annotation]) -> list[list[dict]]:
+    return [
         [annotation_payload(a) for a in annotations[i : i + MAX_ANNOTATIONS]]
         for i in range(0, len(annotations), MAX_ANNOTATIONS)
     ]
-    first = {"annotations": batches[0]} if batches else {}
-    check_run.edit(status="completed", conclusion=conclusion, output={**output, **first})
-    for batch in batches[1:]:
-        check_run.edit(output={**output, "annotations": batch})
 
 
 def annotation_payload(place: Annotation) -> dict:
