@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from bot import __version__, machine_errors, progress
-from bot.cli_args import add_test_jobs
+from bot.cli_args import add_perf, add_test_jobs
 from bot.errors import StageStop, UsageError
 from bot.github.cli import add_subcommands
 from bot.pipeline import EXIT_CODES, USAGE_EXIT, PortOptions, port
@@ -127,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cargo-target-dir", type=Path, help="reuse compiled dependencies across checkouts")
     p.add_argument("--test-timeout", type=_seconds, default=3600.0, help="seconds for the whole pytest run")
     add_test_jobs(p)
+    add_perf(p)
     p.add_argument("--show-pytest", action="store_true", help="echo pytest output while it runs")
     p.add_argument(
         "--json", action="store_true", help="print one JSON document on stdout (docs/port-json.schema.json)"
@@ -154,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--python", default="", help="interpreter that runs pytest (default: this one)")
     p.add_argument("--test-timeout", type=_seconds, default=3600.0, help="seconds for the whole pytest run")
     add_test_jobs(p)
+    add_perf(p)
     p.add_argument("--show-pytest", action="store_true", help="echo pytest output while it runs")
     p.add_argument(
         "--json", action="store_true", help="print one JSON document on stdout (docs/port-json.schema.json)"
@@ -247,6 +249,8 @@ def cmd_port_like(args, verify_only: bool) -> int:
         test_jobs=args.test_jobs,
         echo_pytest=args.show_pytest,
         verify_only=verify_only,
+        perf=args.perf,
+        perf_timeout=args.perf_timeout,
         echo=echo,
         answer=echo if args.json else print,  # with --json stdout holds the JSON alone
     )
@@ -271,6 +275,7 @@ def port_summary(results: list[PortResult]) -> list[dict]:
                 {"name": s.name, "status": s.status, "seconds": round(s.seconds, 3), "detail": s.detail}
                 for s in r.stages
             ],
+            "perf": None if r.perf is None else r.perf.summary(),
             "tests": None
             if r.tests is None
             else {

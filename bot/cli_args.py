@@ -1,4 +1,4 @@
-"""An option that ``port``, ``verify`` (bot/cli.py) and ``port-job`` (bot/github/cli.py) share."""
+"""Options that ``port``, ``verify`` (bot/cli.py) and ``port-job`` (bot/github/cli.py) share."""
 
 from __future__ import annotations
 
@@ -23,4 +23,32 @@ def add_test_jobs(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="test up to N kernels side by side after the one build (default: 1, one after the other). "
         "They share the GPU: give more than 1 only where their tests fit in its memory together",
+    )
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of seconds")
+    return value
+
+
+def add_perf(p: argparse.ArgumentParser) -> None:
+    """``--perf`` / ``--no-perf`` and ``--perf-timeout``: the perf stage after ALL_PASS (bot/perf)."""
+    p.add_argument(
+        "--perf",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="after ALL_PASS, run TileGym's test_perf for cutile-rs, cuTile and PyTorch and report stage E's "
+        "verdict (default: on where the tests' interpreter sees a CUDA GPU, off otherwise)",
+    )
+    p.add_argument(
+        "--perf-timeout",
+        type=positive_seconds,
+        default=1800.0,
+        metavar="SECONDS",
+        help="seconds for each kernel's perf stage (default: %(default)g)",
     )

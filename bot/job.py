@@ -47,6 +47,8 @@ class PortOptions:
     answer: Callable[[str], None] = print  # the returned text: validator block and verdict line
     echo_pytest: bool = False
     verify_only: bool = False  # skip generation and build: test an already built tree (GPU runners)
+    perf: bool | None = None  # the perf stage after ALL_PASS (bot/perf): None on where a CUDA GPU is visible
+    perf_timeout: float = 1800.0  # seconds for the perf stage's pytest (collection and run)
 
     def out_dir(self, op: str) -> Path:
         root = self.out_root or Path(

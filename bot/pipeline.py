@@ -3,13 +3,14 @@ The only module that knows the order.
 
 targets -> kernel signature -> checkout -> facts -> launch plan -> check plan -> generated files
 -> check generated -> apply -> toolchain -> build (+ ELF export) -> ABI smoke -> dry run -> test -> classify
--> reports + validator.
+-> reports + validator -> perf (after ALL_PASS: TileGym's stage E, bot/perf).
 
 The kernels of one change go through it side by side: every kernel up to apply
 (``bot/stage_generate.py``; ``verify``: ``bot/stage_verify.py``), then one shared build
 (``bot/shared_build.py``), then each kernel's smoke, tests and verdict (``bot/stage_tests.py``),
 one kernel after the other or, with ``test_jobs`` > 1, that many at a time
-(``bot/side_by_side.py``), then each kernel's reports (``bot/stage_finish.py``).
+(``bot/side_by_side.py``), then each kernel's reports (``bot/stage_finish.py``), then the perf
+stage of each kernel that passed, one at a time (``bot/perf/stage.py``).
 
 Whatever happens, the reports are written and the verdict says why: a stage that cannot go
 on raises ``StageStop`` (FAIL or BLOCKED with its class); anything unexpected becomes
@@ -39,6 +40,7 @@ from bot import (
 )
 from bot.errors import Failed, StageStop
 from bot.job import Job, PortOptions, stop_line, stop_status
+from bot.perf import stage as perf_stage
 from bot.stage_generate import gather_facts, generate_only, make_plan, read_signature
 from bot.targets import find_targets
 from bot.types import Discovery, PortResult, Target, VerdictKind
@@ -107,6 +109,7 @@ def port_all(targets: list[Target], options: PortOptions) -> list[PortResult]:
         _withdraw_faulted(jobs)  # ... except the files the build faulted: agent-d's own bug
     for job in jobs:
         stage_finish.finish(job, options)
+    perf_stage.after_all_pass(jobs, python, interpreter, tools, options)  # one kernel at a time
     return [job.result for job in jobs]
 
 
