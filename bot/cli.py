@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from bot import __version__, machine_errors, progress
-from bot.cli_args import add_perf, add_test_jobs
+from bot.cli_args import add_perf, add_test_jobs, perf_choice
 from bot.errors import StageStop, UsageError
 from bot.github.cli import add_subcommands
 from bot.pipeline import EXIT_CODES, USAGE_EXIT, PortOptions, port
@@ -249,7 +249,7 @@ def cmd_port_like(args, verify_only: bool) -> int:
         test_jobs=args.test_jobs,
         echo_pytest=args.show_pytest,
         verify_only=verify_only,
-        perf=args.perf,
+        perf=perf_choice(args.perf, dict(os.environ)),
         perf_timeout=args.perf_timeout,
         echo=echo,
         answer=echo if args.json else print,  # with --json stdout holds the JSON alone

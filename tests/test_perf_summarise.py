@@ -132,3 +132,16 @@ def test_the_summary_fits_its_schema():
     summary = result.summary()
     jsonschema.validate(summary, SUMMARY_SCHEMA)
     assert summary["slowest"][0]["config"] == long[:200] and summary["verdict"] == "INVESTIGATE"
+
+
+def test_the_port_json_schema_describes_the_same_summary():
+    import json
+    from pathlib import Path
+
+    from bot.perf.result import SUMMARY_SCHEMA
+
+    docs = json.loads((Path(__file__).parent.parent / "docs" / "port-json.schema.json").read_text())
+    described = dict(docs["$defs"]["perf"])
+    described.pop("description")
+    assert described == json.loads(json.dumps(SUMMARY_SCHEMA))
+    assert "perf" in docs["$defs"]["kernel"]["required"]

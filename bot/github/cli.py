@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from bot.cli_args import add_test_jobs
+from bot.cli_args import add_perf, add_test_jobs, perf_choice
 from bot.errors import UsageError
 from bot.github import redact
 from bot.github.events import load_event
@@ -91,6 +91,7 @@ def add_subcommands(sub) -> None:
         "when --cargo-cache has no target for this crate and toolchain (default: $AGENT_D_CARGO_SEED)",
     )
     add_test_jobs(p)
+    add_perf(p)
     p.set_defaults(func=cmd_port_job)
 
     p = sub.add_parser(
@@ -255,6 +256,7 @@ def cmd_port_job(args) -> int:
     from bot.targets import existing_dir
 
     repo = existing_dir(args.repo, "--repo")
+    perf = perf_choice(args.perf, dict(os.environ))
     if args.cargo_seed is not None and args.cargo_cache is None:
         raise UsageError("--cargo-seed is copied into --cargo-cache: give --cargo-cache too")
     # as given, not resolved: the seed was built at this same absolute path (bot/runner_cache.py)
@@ -269,7 +271,12 @@ def cmd_port_job(args) -> int:
             args.head_sha,
             [k for arg in args.kernel for k in arg.split()],
             args.artifact,
-            pipeline_port_fn(cargo_cache=cache, test_jobs=args.test_jobs),
+            pipeline_port_fn(
+                cargo_cache=cache,
+                test_jobs=args.test_jobs,
+                perf=perf,
+                perf_timeout=args.perf_timeout,
+            ),
             repo_name=args.repo_name,
         )
     except PortJobError as exc:  # a wrong commit or kernel name: said before any port ran
