@@ -60,10 +60,10 @@ class PipelinePort:
         self.cargo_cache = cargo_cache
         self.options = options
 
-    def __call__(self, repo: Path, op: str) -> tuple[str, str, str, str, bool]:
+    def __call__(self, repo: Path, op: str) -> tuple[str, str, str, str, bool, dict | None]:
         return self.port_all(repo, [op])[op]
 
-    def port_all(self, repo: Path, ops: list[str]) -> dict[str, tuple[str, str, str, str, bool]]:
+    def port_all(self, repo: Path, ops: list[str]) -> dict[str, tuple[str, str, str, str, bool, dict | None]]:
         return {
             r.target.op: (
                 r.verdict.kind.value,
@@ -71,6 +71,7 @@ class PipelinePort:
                 r.verdict.reason,
                 r.validator_block,
                 r.verdict.withheld,
+                None if r.perf is None else r.perf.summary(),  # the perf stage's (bot/perf)
             )
             for r in self.results(repo, ops)
         }
