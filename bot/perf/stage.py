@@ -25,7 +25,7 @@ from bot.perf.result import CUTILE_RS, Case, PerfResult, not_run
 from bot.perf.summarise import summarise
 from bot.types import VerdictKind
 
-COLLECT_SHARE = 0.25  # of the stage's time, at most, for collecting the selection
+COLLECT_SHARE = 0.25  # of the stage's time, at most, for collecting the selection (seconds, usually)
 
 
 def decide(perf: bool | None, interp: testrun.Interpreter) -> tuple[bool, str]:
@@ -79,51 +79,41 @@ def _line(result: PerfResult) -> str:
 
 
 def _measure(job: Job, python: str, tools, options: PortOptions) -> PerfResult:
+    """Select, collect, run, read, judge: one kernel's perf cases (the reports are :func:`finish`'s)."""
     target, out_dir = job.target, job.out_dir
     assert job.found is not None
-    sites = job.found.test_sites
-    notes = _wire(target.repo, [s.path for s in sites])
-    files = testrun.read_test_files(target.repo, sites)
+    notes = _wire(target.repo, [s.path for s in job.found.test_sites])
+    files = testrun.read_test_files(target.repo, job.found.test_sites)
     selection = run.select(target.repo, files.paths, files.all_tests)
     if selection is None:
-        return PerfResult(
-            "BLOCKED", "MISSING_DATA", f"no test_perf function in {', '.join(files.paths)}", notes=notes
-        )
+        why = f"no test_perf function in {', '.join(files.paths)}"
+        return PerfResult("BLOCKED", "MISSING_DATA", why, notes=notes)
     if not selection.print_record:
         notes.append(
-            "the checkout's conftest defines no --print-record: run without it (the records come from the JUnit XML)"
+            "the checkout's conftest defines no --print-record: run without it (records: the JUnit XML)"
         )
     deadline = time.monotonic() + options.perf_timeout
-    junit = testrun.junit_arg(out_dir / run.JUNIT_NAME, target.repo)
-    command = run.argv(python, files.paths, selection, junit)
-    command += run.budget_args(options.perf_timeout * (1 - COLLECT_SHARE), run.has_session_timeout(python))
+    command = run.argv(
+        python, files.paths, selection, testrun.junit_arg(out_dir / run.JUNIT_NAME, target.repo)
+    )
     env = run.environment(out_dir, tools)
     ids, collected = run.collect(target, command, out_dir, env, options.perf_timeout * COLLECT_SHARE)
-    shown = testrun.shown(command)
     if not any(records.split_backend(_params(i))[0] == CUTILE_RS for i in ids):
         why = _last_line(collected) if not ids else f"{len(ids)} case(s), none of them cutile-rs"
-        return PerfResult(
-            "BLOCKED",
-            "MISSING_DATA",
-            f"the perf selection has no cutile-rs case ({why})",
-            command=shown,
-            notes=notes,
-        )
-    job.run.echo(
-        f"[agent-d]   perf: {len(ids)} case(s) of {', '.join(selection.functions)} for cutile-rs, cuTile and PyTorch"
-    )
-    outcome, log_text, xml = run.run(
-        target, command, out_dir, env, max(deadline - time.monotonic(), 30.0), job.run.echo
-    )
+        reason = f"the perf selection has no cutile-rs case ({why})"
+        return PerfResult("BLOCKED", "MISSING_DATA", reason, command=testrun.shown(command), notes=notes)
+    left = max(deadline - time.monotonic(), 60.0)  # the budget's limits end inside what is left
+    command += run.budget_args(left, run.has_session_timeout(python))
+    job.run.echo(f"[agent-d]   perf: {len(ids)} case(s) of {', '.join(selection.functions)}, three backends")
+    outcome, log_text, xml = run.run(target, command, out_dir, env, left, job.run.echo)
     if outcome.stopped:
         notes.append(f"pytest was stopped at the perf stage's deadline ({options.perf_timeout:.0f} s)")
     cases = _with_unreached(records.read(log_text, xml, files.paths), ids, outcome.stopped or xml is None)
-    result = summarise(cases, command=shown, exit_code=outcome.code, notes=notes, out_dir=str(out_dir))
+    result = summarise(cases, command=testrun.shown(command), exit_code=outcome.code, notes=notes)
     if result.verdict == "INVESTIGATE":
         dry = job.result.dry_run
-        result.host_cause = host_cause(
-            cases, job.result.launch_differences, [describe_row(r) for r in dry.differences] if dry else []
-        )
+        differences = [describe_row(r) for r in dry.differences] if dry else []
+        result.host_cause = host_cause(cases, job.result.launch_differences, differences)
     return result
 
 
