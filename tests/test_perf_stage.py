@@ -138,3 +138,27 @@ def test_a_test_perf_without_cutile_rs_is_wired_first(tmp_path):
         in (repo / "tests" / "ops" / f"test_{OP}.py").read_text()
     )
     assert sum(c.backend == "cutile-rs" for c in perf.cases) == 2 and perf.verdict == "DONE"
+
+
+def test_an_error_of_the_stage_itself_is_a_blocked_perf_result_with_reports(tmp_path):
+    job, opts, said, _ = _job(tmp_path, tmp_path / "out", perf=True)
+    job.found = None  # discovery never ran: the stage cannot know the op's test files
+    stage.after_all_pass([job], "python3", lambda: _interp(True), None, opts)
+    perf = job.result.perf
+    assert perf.verdict == "BLOCKED" and perf.reason.startswith("internal error in agent-d's perf stage")
+    assert job.result.verdict.kind is VerdictKind.ALL_PASS  # the correctness verdict stands
+    assert (tmp_path / "out" / OP / "reports" / "agent_logs" / "agent_e.md").is_file()
+    assert said[-1] == "VERDICT: BLOCKED"
+
+
+def test_a_probe_that_fails_now_turns_the_stage_off_and_says_so(tmp_path):
+    job, opts, said, echoed = _job(tmp_path, tmp_path / "out")
+
+    def broken() -> Interpreter:
+        raise OSError("the interpreter is gone")
+
+    stage.after_all_pass([job], "python3", broken, None, opts)
+    assert job.result.perf.verdict == "NOT_RUN" and said == []
+    assert echoed == [
+        "[agent-d] perf: off: the interpreter could not be probed (OSError: the interpreter is gone)"
+    ]

@@ -55,7 +55,10 @@ def after_all_pass(
             for job in passed:
                 job.result.perf = not_run("off (--no-perf)")
         return
-    on, why = decide(options.perf, interpreter())
+    try:
+        on, why = decide(options.perf, interpreter())
+    except Exception as exc:  # the probe already ran for the tests; a failure now stops only this stage
+        on, why = False, f"off: the interpreter could not be probed ({type(exc).__name__}: {exc})"
     options.echo(f"[agent-d] perf: {why}")
     for job in passed:
         job.result.perf = measure(job, python, tools, options) if on else not_run(why)
@@ -159,8 +162,8 @@ def finish(job: Job, result: PerfResult, options: PortOptions) -> PerfResult:
         runs = [validate.check(out_dir, op), *validate.upstream(job.target.repo, out_dir, op)]
         block = report.validator_block(result.command or "(pytest not run)", result.exit_code, runs)
         reports.write_agent_log(result, op, out_dir, block)
-    except OSError as exc:
-        block = f"<VALIDATOR_OUTPUT>\nthe perf reports could not be written: {exc}\n</VALIDATOR_OUTPUT>"
+    except Exception as exc:  # a full disk, or agent-d's own bug: said in the answer, never a lost verdict
+        block = f"<VALIDATOR_OUTPUT>\nthe perf reports could not be written: {type(exc).__name__}: {exc}\n</VALIDATOR_OUTPUT>"
     options.answer(reports.perf_log_block(result, out_dir))
     options.answer(block)
     options.answer(f"VERDICT: {result.verdict}")
