@@ -111,3 +111,17 @@ def test_a_summary_that_breaks_its_schema_is_left_out_by_the_port_job_and_refuse
         (s.artifacts[0] / "result.json").write_text(json.dumps(result))
         with pytest.raises(ArtifactError):
             read_artifact(s.artifacts[0])
+
+
+def test_a_blocked_kernel_s_check_title_says_why():
+    from bot.github import render_perf
+
+    blocked = {
+        **_summary(0.9),
+        "verdict": "BLOCKED",
+        "severity": "MISSING_DATA",
+        "reason": "no test_perf function in t.py",
+    }
+    conclusion, title, summary = render_perf.check_outcome({"silu_and_mul": blocked, "swiglu": _summary(0.9)})
+    assert (conclusion, title) == ("neutral", "perf: BLOCKED: silu_and_mul: no test_perf function in t.py")
+    assert render_perf.check_outcome({"x": {**_summary(0.9), "verdict": "NOT_RUN"}}) is None

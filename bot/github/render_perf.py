@@ -100,7 +100,7 @@ def check_outcome(perfs: dict[str, dict]) -> tuple[str, str, str] | None:
     title = f"perf: {verdict}"
     if verdict != "DONE":
         slow = [f"{op} {s['config']} {_ratio(s['vs_cutile'])}" for op, p in ran.items() for s in p["slowest"]]
-        stopped = [f"{op} {p['verdict']}" for op, p in ran.items() if p["verdict"] == "BLOCKED"]
-        title += ": " + ("slowest " + ", ".join(slow[:3]) if slow else "; ".join(stopped) or "data missing")
+        why = [f"{op}: {p['reason']}" for op, p in ran.items() if p["verdict"] != "DONE"]
+        title += ": " + ("slowest " + ", ".join(slow[:3]) if slow else "; ".join(why))
     summary = "\n".join(section(perfs))
     return ("success" if verdict == "DONE" else "neutral"), " ".join(title.split()), summary
