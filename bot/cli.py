@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from bot import __version__, machine_errors, progress
-from bot.cli_args import add_sandbox, add_test_jobs
+from bot.cli_args import add_perf, add_sandbox, add_test_jobs, perf_choice
 from bot.errors import StageStop, UsageError
 from bot.github.cli import add_subcommands
 from bot.pipeline import EXIT_CODES, USAGE_EXIT, PortOptions, port
@@ -128,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test-timeout", type=_seconds, default=3600.0, help="seconds for the whole pytest run")
     add_test_jobs(p)
     add_sandbox(p, default=False)
+    add_perf(p)
     p.add_argument("--show-pytest", action="store_true", help="echo pytest output while it runs")
     p.add_argument(
         "--json", action="store_true", help="print one JSON document on stdout (docs/port-json.schema.json)"
@@ -156,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test-timeout", type=_seconds, default=3600.0, help="seconds for the whole pytest run")
     add_test_jobs(p)
     add_sandbox(p, default=False)
+    add_perf(p)
     p.add_argument("--show-pytest", action="store_true", help="echo pytest output while it runs")
     p.add_argument(
         "--json", action="store_true", help="print one JSON document on stdout (docs/port-json.schema.json)"
@@ -250,6 +252,8 @@ def cmd_port_like(args, verify_only: bool) -> int:
         test_jobs=args.test_jobs,
         echo_pytest=args.show_pytest,
         verify_only=verify_only,
+        perf=perf_choice(args.perf, dict(os.environ)),
+        perf_timeout=args.perf_timeout,
         echo=echo,
         answer=echo if args.json else print,  # with --json stdout holds the JSON alone
     )
@@ -274,6 +278,7 @@ def port_summary(results: list[PortResult]) -> list[dict]:
                 {"name": s.name, "status": s.status, "seconds": round(s.seconds, 3), "detail": s.detail}
                 for s in r.stages
             ],
+            "perf": None if r.perf is None else r.perf.summary(),
             "tests": None
             if r.tests is None
             else {

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from bot.errors import UsageError
+
 
 def kernels_at_a_time(text: str) -> int:
     try:
@@ -38,3 +40,46 @@ def add_sandbox(p: argparse.ArgumentParser, default: bool) -> None:
         f"port is BLOCKED (env) (default: {'on' if default else 'off'}; --no-sandbox only on a runner "
         "that runs trusted code alone, docs/github.md)",
     )
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of seconds")
+    return value
+
+
+PERF_ENV = "AGENT_D_PERF"  # on | off | auto: the default of --perf / --no-perf (the workflow's input)
+_PERF_WORDS = {"on": True, "off": False, "auto": None, "": None}
+
+
+def add_perf(p: argparse.ArgumentParser) -> None:
+    """``--perf`` / ``--no-perf`` and ``--perf-timeout``: the perf stage after ALL_PASS (bot/perf)."""
+    p.add_argument(
+        "--perf",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="after ALL_PASS, run TileGym's test_perf for cutile-rs, cuTile and PyTorch and report stage E's "
+        f"verdict (default: ${PERF_ENV} = on, off or auto; auto or unset: on where the tests' interpreter "
+        "sees a CUDA GPU, off otherwise)",
+    )
+    p.add_argument(
+        "--perf-timeout",
+        type=positive_seconds,
+        default=1800.0,
+        metavar="SECONDS",
+        help="seconds for each kernel's perf stage (default: %(default)g)",
+    )
+
+
+def perf_choice(given: bool | None, env: dict[str, str]) -> bool | None:
+    """``--perf``/``--no-perf`` when given, else ``$AGENT_D_PERF``; None: decide by the GPU."""
+    if given is not None:
+        return given
+    word = env.get(PERF_ENV, "").strip().lower()
+    if word not in _PERF_WORDS:
+        raise UsageError(f"{PERF_ENV}={word!r}: give on, off or auto")
+    return _PERF_WORDS[word]

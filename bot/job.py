@@ -48,6 +48,8 @@ class PortOptions:
     echo_pytest: bool = False
     verify_only: bool = False  # skip generation and build: test an already built tree (GPU runners)
     sandbox: bool = False  # the checkout's code runs under bubblewrap (bot/sandbox.py)
+    perf: bool | None = None  # the perf stage after ALL_PASS (bot/perf): None on where a CUDA GPU is visible
+    perf_timeout: float = 1800.0  # seconds for the perf stage's pytest (collection and run)
 
     def out_dir(self, op: str) -> Path:
         root = self.out_root or Path(

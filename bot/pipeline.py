@@ -3,13 +3,14 @@ The only module that knows the order.
 
 targets -> kernel signature -> checkout -> facts -> launch plan -> check plan -> generated files
 -> check generated -> apply -> toolchain -> build (+ ELF export) -> ABI smoke -> dry run -> test -> classify
--> reports + validator.
+-> reports + validator -> perf (after ALL_PASS: TileGym's stage E, bot/perf).
 
 The kernels of one change go through it side by side: every kernel up to apply
 (``bot/stage_generate.py``; ``verify``: ``bot/stage_verify.py``), then one shared build
 (``bot/shared_build.py``), then each kernel's smoke, tests and verdict (``bot/stage_tests.py``),
 one kernel after the other or, with ``test_jobs`` > 1, that many at a time
-(``bot/side_by_side.py``), then each kernel's reports (``bot/stage_finish.py``).
+(``bot/side_by_side.py``), then each kernel's reports (``bot/stage_finish.py``), then the perf
+stage of each kernel that passed, one at a time (``bot/perf/stage.py``).
 
 Whatever happens, the reports are written and the verdict says why: a stage that cannot go
 on raises ``StageStop`` (FAIL or BLOCKED with its class); anything unexpected becomes
@@ -40,6 +41,7 @@ from bot import (
 )
 from bot.errors import Blocked, Failed, StageStop
 from bot.job import Job, PortOptions, stop_line, stop_status
+from bot.perf import stage as perf_stage
 from bot.stage_generate import gather_facts, generate_only, make_plan, read_signature
 from bot.targets import find_targets
 from bot.types import Discovery, PortResult, Target, VerdictKind
@@ -81,10 +83,11 @@ def port_all(targets: list[Target], options: PortOptions) -> list[PortResult]:
     python = options.python or testrun.current_python()
     jobs = [Job.start(t, options) for t in targets]
     box = _sandbox(jobs, options)
-    with sandbox.active(box):
-        _port_jobs(jobs, options, python)
-    for job in jobs:
-        stage_finish.finish(job, options)
+    with sandbox.active(box):  # the checkout's validator script and test_perf are PR code too
+        interpreter, tools = _port_jobs(jobs, options, python)
+        for job in jobs:
+            stage_finish.finish(job, options)
+        perf_stage.after_all_pass(jobs, python, interpreter, tools, options)  # one kernel at a time
     return [job.result for job in jobs]
 
 
@@ -101,8 +104,9 @@ def _sandbox(jobs: list[Job], options: PortOptions) -> sandbox.Sandbox | None:
         return None
 
 
-def _port_jobs(jobs: list[Job], options: PortOptions, python: str) -> None:
-    """Every kernel from discovery to apply, one build, then each kernel's tests."""
+def _port_jobs(jobs: list[Job], options: PortOptions, python: str):
+    """Every kernel from discovery to apply, one build, then each kernel's tests; (the interpreter
+    probe, the toolchain) for the stages after."""
     for job in jobs:
         options.echo(
             f"[agent-d] {'verify' if options.verify_only else 'port'} {job.target.op}: "
@@ -116,21 +120,22 @@ def _port_jobs(jobs: list[Job], options: PortOptions, python: str) -> None:
         )
     left_out = shared_build.LeftOut()
     tools = None
+    names = tuple(dict.fromkeys(stage_tests.registry_name(j.found) for j in jobs if j.found))
+    # one interpreter for the machine's facts and every kernel's registration check
+    interpreter = _once(lambda: testrun.probe(python, repo=options.repo.resolve(), names=names))
     try:
         if not options.verify_only:
             tools = _build(jobs, options, left_out)
         for job in jobs:  # nothing was built for it (no kernel was left to build)
             if job.awaiting_facts and not job.stopped:
                 job.stop(job.awaiting_facts)
-        names = tuple(dict.fromkeys(stage_tests.registry_name(j.found) for j in jobs if j.found))
-        # one interpreter for the machine's facts and every kernel's registration check
-        interpreter = _once(lambda: testrun.probe(python, repo=options.repo.resolve(), names=names))
         _test_each(
             jobs, lambda job: stage_tests.smoke_and_test(job, python, interpreter, tools, options), options
         )
     finally:
         left_out.restore()  # the checkout ends as generation wrote it, every kernel wired
         _withdraw_faulted(jobs)  # ... except the files the build faulted: agent-d's own bug
+    return interpreter, tools
 
 
 def _test_each(jobs: list[Job], test: Callable[[Job], None], options: PortOptions) -> None:

@@ -19,6 +19,7 @@ KERNELS_CRATE = OPS_DIR / "cutile_kernels"  # the one crate every kernel of a ch
 
 if TYPE_CHECKING:
     from bot.dryrun.result import DryRun
+    from bot.perf.result import PerfResult
 
 
 @dataclass(frozen=True)
@@ -552,3 +553,5 @@ class PortResult:
     launch_unknown: str = ""
     # the launch dry run against the cuTile reference (bot/dryrun); None: not run
     dry_run: DryRun | None = None
+    # the perf stage after ALL_PASS (bot/perf, TileGym's stage E); None: the run never got that far
+    perf: PerfResult | None = None

@@ -3,7 +3,7 @@
 
   pack   (CPU machine with registry access) TileGym checkout -> gpu_bundle/part-NN.bin + manifest.json
   run    (GPU machine) unpack the parts, run the tests of both trees, benchmark, write results.json
-  table  results.json -> docs/gpu.md
+  table  results.json -> docs/gpu.md (and docs/perf.md where a run has the perf stage's results)
 
 See docs/gpu-proof.md. ``run`` and ``table`` need the standard library and this checkout's
 ``bot`` package (its stdlib-only log reader), which travels with the working tree.
@@ -73,10 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--ops", nargs="+", help="default: every op of the bundle")
     s.add_argument(
         "--stage",
-        choices=("unpack", "test", "all", "bench", "faults"),
+        choices=("unpack", "test", "all", "bench", "faults", "perf"),
         default="all",
         help="unpack: keep/extract the parts present (idempotent); test/all: unpack what is there, then test "
-        "and time; bench: unpack, then only time the wrappers; faults: unpack, then run the fault corpus",
+        "and time; bench: unpack, then only time the wrappers; faults: unpack, then run the fault corpus; "
+        "perf: unpack, then `agent-d verify --perf` of each generated op, one at a time (the perf stage after "
+        "its ALL_PASS: TileGym's test_perf for cutile-rs, cuTile and PyTorch)",
     )
     s.add_argument("--budget", type=float, default=510.0, help="seconds for the whole command (default 510)")
     s.add_argument("--python", default="python3", help="interpreter with torch and pytest")
@@ -109,6 +111,12 @@ def main(argv: list[str] | None = None) -> int:
         help="results.json of one or more runs of one bundle; a later file's op entries override an earlier one's",
     )
     s.add_argument("--out", type=Path, default=Path("docs/gpu.md"))
+    s.add_argument(
+        "--perf-out",
+        type=Path,
+        default=Path("docs/perf.md"),
+        help="the perf stage's table, written when a results file has perf entries (default: %(default)s)",
+    )
 
     s = sub.add_parser("carry", help="print the carry plan of an existing bundle")
     s.add_argument("--bundle", type=Path, default=Path("gpu_bundle"))
@@ -163,6 +171,11 @@ def main(argv: list[str] | None = None) -> int:
         from gpu.table import table
 
         print(table(args.results, args.out), end="")
+        from gpu.perf_table import perf_table
+
+        written = perf_table(args.results, args.perf_out)
+        if written:
+            print(f"[gpu_proof] {args.perf_out}: the perf stage of {written}")
         return 0
     if args.cmd == "carry":
         from gpu.bundle import load_manifest

@@ -106,13 +106,15 @@ def test_the_schemas_reject_what_they_should():
 
     port = json.loads((ROOT / "docs" / "port-json.schema.json").read_text())
     good = {"op": OP, "verdict": "FAIL", "class": "kernel", "reason": "r", "fix": "f", "out_dir": "/o", "changed": [],
-            "stages": [{"name": "discover", "status": "ok", "seconds": 0.1, "detail": ""}], "tests": None}  # fmt: skip
+            "stages": [{"name": "discover", "status": "ok", "seconds": 0.1, "detail": ""}], "tests": None,
+            "perf": None}  # fmt: skip
     assert Draft202012Validator(port).is_valid([good])
     for bad in (
         {**good, "class": "env"},
         {**good, "verdict": "PASS"},
         {**good, "extra": 1},
         {**good, "tests": {}},
+        {**good, "perf": {"verdict": "FAIL"}},
     ):
         assert not Draft202012Validator(port).is_valid([bad]), bad
     plan = json.loads((ROOT / "docs" / "plan-json.schema.json").read_text())

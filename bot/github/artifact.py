@@ -7,6 +7,9 @@ Layout of the artifact directory (docs/artifact.md):
     patch.diff    ``git diff`` from head_sha to the tested tree (text only), may be empty
     logs/*.txt    tails of the logs, truncated
 
+``result.json`` may also hold ``perf``: per kernel, the perf stage's summary (bot/perf/result.py),
+for the review's perf table and the ``<check>/perf`` check run.
+
 ``read_artifact`` treats the directory as hostile data: it checks sizes, file types
 (regular files only, no links), the JSON schema, and every path in the patch against
 the allow-list before anything else looks at it.
@@ -28,6 +31,7 @@ from unidiff.errors import UnidiffParseError
 
 from bot import annotations
 from bot.github.gitops import TreeChange
+from bot.perf.result import SUMMARY_SCHEMA as PERF_SCHEMA
 from bot.types import ANNOTATION_LEVELS, Annotation
 
 SCHEMA_VERSION = 1
@@ -132,6 +136,7 @@ RESULT_SCHEMA = {
         "verdicts": {"type": "object", "additionalProperties": _VERDICT_SCHEMA},
         "changed_paths": {"type": "array", "items": {"type": "string", "maxLength": 300}},
         "truncated_logs": {"type": "array", "items": {"type": "string"}},
+        "perf": {"type": "object", "additionalProperties": PERF_SCHEMA},
     },
 }
 
@@ -173,6 +178,7 @@ class Artifact:
     logs: dict[str, str] = field(default_factory=dict)
     truncated_logs: list[str] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
+    perf: dict[str, dict] = field(default_factory=dict)  # kernel -> the perf stage's summary
 
     @property
     def empty(self) -> bool:
@@ -201,6 +207,7 @@ def write_artifact(
     changed_paths: list[str],
     logs: dict[str, str] | None = None,
     limits: Limits = Limits(),
+    perf: dict[str, dict] | None = None,
 ) -> Path:
     directory = Path(directory)
     (directory / LOGS).mkdir(parents=True, exist_ok=True)
@@ -223,8 +230,21 @@ def write_artifact(
         "changed_paths": sorted(changed_paths),
         "truncated_logs": truncated,
     }
+    if perf:
+        result["perf"] = {op: perf_summary(p) for op, p in sorted(perf.items())}
     (directory / RESULT).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return directory
+
+
+def perf_summary(summary: object) -> dict:
+    """``summary`` when it is a perf stage's summary (:data:`PERF_SCHEMA`); ArtifactError otherwise."""
+    try:
+        jsonschema.validate(summary, PERF_SCHEMA)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
+        raise ArtifactError(f"perf summary: {where}: {exc.message}") from None
+    assert isinstance(summary, dict)
+    return summary
 
 
 def _regular_file(path: Path, limit: int) -> bytes:
@@ -366,6 +386,8 @@ def read_artifact(directory: Path, limits: Limits = Limits()) -> Artifact:
         raise ArtifactError(f"result.json: {where}: {exc.message}") from None
     if set(result["verdicts"]) != set(result["ops"]):
         raise ArtifactError("result.json: verdicts and ops name different kernels")
+    if not set(result.get("perf", {})) <= set(result["ops"]):
+        raise ArtifactError("result.json: perf names a kernel that ops does not")
     verdicts = {op: _verdict(op, v) for op, v in result["verdicts"].items()}
     try:
         patch = _regular_file(directory / PATCH, limits.max_patch_bytes).decode("utf-8")
@@ -385,6 +407,7 @@ def read_artifact(directory: Path, limits: Limits = Limits()) -> Artifact:
         patch=patch,
         logs=_read_logs(directory / LOGS, limits),
         truncated_logs=list(result.get("truncated_logs", [])),
+        perf=dict(result.get("perf", {})),
     )
 
 

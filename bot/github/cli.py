@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from bot.cli_args import add_sandbox, add_test_jobs
+from bot.cli_args import add_perf, add_sandbox, add_test_jobs, perf_choice
 from bot.errors import UsageError
 from bot.github import redact
 from bot.github.events import load_event
@@ -92,6 +92,7 @@ def add_subcommands(sub) -> None:
     )
     add_test_jobs(p)
     add_sandbox(p, default=True)
+    add_perf(p)
     p.set_defaults(func=cmd_port_job)
 
     p = sub.add_parser(
@@ -256,6 +257,7 @@ def cmd_port_job(args) -> int:
     from bot.targets import existing_dir
 
     repo = existing_dir(args.repo, "--repo")
+    perf = perf_choice(args.perf, dict(os.environ))
     if args.cargo_seed is not None and args.cargo_cache is None:
         raise UsageError("--cargo-seed is copied into --cargo-cache: give --cargo-cache too")
     # as given, not resolved: the seed was built at this same absolute path (bot/runner_cache.py)
@@ -270,7 +272,13 @@ def cmd_port_job(args) -> int:
             args.head_sha,
             [k for arg in args.kernel for k in arg.split()],
             args.artifact,
-            pipeline_port_fn(cargo_cache=cache, test_jobs=args.test_jobs, sandbox=args.sandbox),
+            pipeline_port_fn(
+                cargo_cache=cache,
+                test_jobs=args.test_jobs,
+                perf=perf,
+                perf_timeout=args.perf_timeout,
+                sandbox=args.sandbox,
+            ),
             repo_name=args.repo_name,
         )
     except PortJobError as exc:  # a wrong commit or kernel name: said before any port ran

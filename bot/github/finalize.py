@@ -8,8 +8,8 @@ dispatched kernels), regenerates the host files itself from the head and require
 tested tree to equal that.  The pushed content is always agent-d's own generation, never
 the artifact's patch.  It pushes one follow-up commit (fast-forward only) when there is
 something to push and it may,
-concludes the check on the new head, posts one COMMENT review, and edits the sticky
-status comment.  A run whose commit is no longer the PR head ends ``cancelled`` and
+concludes the check on the new head (and the informational ``<check>/perf`` check when the perf
+stage ran), posts one COMMENT review, and edits the sticky status comment.  A run whose commit is no longer the PR head ends ``cancelled`` and
 posts nothing else.  Every write happens holding the pull request's lock (``pr_lock``)
 and only while the check is still open, so two finalizes of one check publish once.
 """
@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.errors import StageStop
-from bot.github import gitops, publish, regenerate, render
+from bot.github import gitops, publish, regenerate, render, render_perf
 from bot.github.artifact import Artifact, ArtifactError, change_refusals, read_artifact
 from bot.github.config import Config, ConfigError, load_config
 from bot.github.kernels import added_kernels
+from bot.github.perf_check import publish_perf_check
 from bot.github.pr_lock import pr_lock
 from bot.github.redact import redact
 from bot.github.trust import is_fork
@@ -293,7 +294,9 @@ class Finalizer:
             )
         else:
             publish.conclude(self.check, conclusion, title, summary, annotations=places)
-        body = render.review_body(artifacts, new_head, tree, review_notes)
+        perfs = render_perf.merged(artifacts)
+        publish_perf_check(self.repo, new_head, self.cfg.check_name, self.check.external_id or "", perfs)
+        body = render.review_body(artifacts, new_head, tree, review_notes, render_perf.section(perfs))
         _, action = publish.post_review(self.repo, self.pr, new_head, body, self.bots)
         state = f"{title} ({conclusion})"
         publish.upsert_sticky(self.pr, render.status_comment(new_head, state, "\n\n".join(notes)), self.bots)

@@ -24,8 +24,10 @@ from bot.github.artifact import (
     MAX_REASON,
     MAX_VALIDATOR_BLOCK,
     VERDICT_KINDS,
+    ArtifactError,
     KernelVerdict,
     is_allowed,
+    perf_summary,
     write_artifact,
 )
 from bot.github.redact import REDACTOR, RedactFilter, is_secret_name
@@ -34,9 +36,10 @@ from bot.types import Annotation
 
 log = logging.getLogger(__name__)
 
-# port_fn(repo, op) -> (verdict kind, klass, reason, validator block[, withheld[, annotations]]). A
-# port function that also has ``port_all(repo, ops) -> {op: that tuple}`` gets every kernel of the
-# change in one call, so the crate is built once for the pull request (bot/pipeline.py ``port_all``).
+# port_fn(repo, op) -> (verdict kind, klass, reason, validator block[, withheld[, annotations[, perf
+# summary]]]). A port function that also has ``port_all(repo, ops) -> {op: that tuple}`` gets every
+# kernel of the change in one call, so the crate is built once for the pull request
+# (bot/pipeline.py ``port_all``).
 PortFn = Callable[[Path, str], tuple]
 
 
@@ -123,11 +126,11 @@ def _normalise(result: tuple) -> KernelVerdict:
         reason=REDACTOR.redact(str(reason))[:MAX_REASON],
         validator_block=REDACTOR.redact(str(block or ""))[:MAX_VALIDATOR_BLOCK],
         withheld=bool(rest and rest[0]),
-        annotations=_redacted(rest[1] if len(rest) > 1 else ()),
+        annotations=_redacted_places(rest[1] if len(rest) > 1 else ()),
     )
 
 
-def _redacted(places: tuple[Annotation, ...]) -> tuple[Annotation, ...]:
+def _redacted_places(places: tuple[Annotation, ...]) -> tuple[Annotation, ...]:
     """The annotations with their text redacted like the reason, within the artifact's bounds."""
     return annotations.bounded(
         replace(
@@ -148,17 +151,46 @@ def _crashed(exc: Exception, what: str) -> KernelVerdict:
     return KernelVerdict(kind, klass, why[:MAX_REASON])
 
 
-def _port_each(port_fn: PortFn, repo: Path, op: str) -> KernelVerdict:
+def _keep_perf(perf: dict[str, dict], op: str, result: tuple) -> None:
+    """The perf stage's summary, a seventh element of ``result`` where the port ran it (bot/perf),
+    redacted and checked against its schema; one that does not fit is left out and logged."""
+    summary = result[6] if len(result) > 6 else None
+    if summary is None:
+        return
     try:
-        return _normalise(port_fn(repo, op))
+        perf[op] = perf_summary(_redacted(summary))
+    except ArtifactError as exc:
+        log.warning("the perf summary of %s is left out of the artifact: %s", op, exc)
+
+
+def _redacted(value: object) -> object:
+    if isinstance(value, str):
+        return REDACTOR.redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value
+
+
+def _port_each(port_fn: PortFn, repo: Path, op: str, perf: dict[str, dict]) -> KernelVerdict:
+    try:
+        result = port_fn(repo, op)
+        _keep_perf(perf, op, result)
+        return _normalise(result)
     except Exception as exc:
         return _crashed(exc, op)
 
 
-def _port_together(port_all, repo: Path, kernels: list[str]) -> dict[str, KernelVerdict]:
+def _port_together(
+    port_all, repo: Path, kernels: list[str], perf: dict[str, dict]
+) -> dict[str, KernelVerdict]:
     """Every kernel in one call (one build); a crash, or a kernel left unanswered, is BLOCKED host."""
     try:
-        answered = {op: _normalise(result) for op, result in port_all(repo, kernels).items()}
+        results = port_all(repo, kernels)
+        for op, result in results.items():
+            _keep_perf(perf, op, result)
+        answered = {op: _normalise(result) for op, result in results.items()}
     except Exception as exc:
         crashed = _crashed(exc, ", ".join(kernels))
         return {op: crashed for op in kernels}
@@ -187,17 +219,18 @@ def run_port_job(
     repo_name = repo_name or os.environ.get("GITHUB_REPOSITORY", "local/repo")
     base_tree = gitops.tree_of(repo, "HEAD", bare=False)
     verdicts: dict[str, KernelVerdict] = {}
+    perf: dict[str, dict] = {}
     logs: dict[str, str] = {}
     with tokenless_environ():
         together = getattr(port_fn, "port_all", None)
         if together is not None and len(kernels) > 1:
             with _captured_log() as buf:
-                verdicts.update(_port_together(together, repo, kernels))
+                verdicts.update(_port_together(together, repo, kernels, perf))
             logs["port.txt"] = REDACTOR.redact(buf.getvalue())
         else:
             for op in kernels:
                 with _captured_log() as buf:
-                    verdicts[op] = _port_each(port_fn, repo, op)
+                    verdicts[op] = _port_each(port_fn, repo, op, perf)
                 logs[f"{op}.txt"] = REDACTOR.redact(buf.getvalue())
         patch, tree, kept, dropped = snapshot(repo, kernels)
     if dropped:
@@ -214,5 +247,6 @@ def run_port_job(
         patch=patch,
         changed_paths=kept,
         logs=logs,
+        perf=perf,
     )
     return Path(artifact_dir)

@@ -82,7 +82,10 @@ def merged_verdicts(artifacts: list[Artifact]) -> dict[str, KernelVerdict]:
     return out
 
 
-def review_body(artifacts: list[Artifact], commit: str, tree: str, notes: list[str]) -> str:
+def review_body(
+    artifacts: list[Artifact], commit: str, tree: str, notes: list[str], perf: list[str] | None = None
+) -> str:
+    """``perf``: the perf stage's section (bot/github/render_perf.py), after the verdict table."""
     verdicts = merged_verdicts(artifacts)
     parts = [
         f"## agent-d: {check_title(verdicts)}",
@@ -91,6 +94,7 @@ def review_body(artifacts: list[Artifact], commit: str, tree: str, notes: list[s
         "",
         verdict_table(verdicts),
     ]
+    parts += ["", *perf] if perf else []
     for op, v in sorted(verdicts.items()):
         block = v.validator_block.strip() or "(no validator block: the run stopped before validation)"
         parts += [

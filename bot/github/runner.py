@@ -65,7 +65,7 @@ class PipelinePort:
         return self.port_all(repo, [op])[op]
 
     def port_all(self, repo: Path, ops: list[str]) -> dict[str, tuple]:
-        """{op: (kind, klass, reason, validator block, withheld, annotations)}."""
+        """{op: (kind, klass, reason, validator block, withheld, annotations, perf summary or None)}."""
         return {
             r.target.op: (
                 r.verdict.kind.value,
@@ -74,6 +74,7 @@ class PipelinePort:
                 r.validator_block,
                 r.verdict.withheld,
                 r.verdict.annotations,
+                None if r.perf is None else r.perf.summary(),  # the perf stage's (bot/perf)
             )
             for r in self.results(repo, ops)
         }

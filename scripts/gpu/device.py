@@ -340,8 +340,8 @@ def run(
     logs = state / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     for op in ops:
-        # a bench-only run keeps the op's test results from an earlier run of this bundle
-        entry = results["ops"].get(op, {}) if stage == "bench" else {}
+        # a bench-only or perf-only run keeps the op's test results from an earlier run of this bundle
+        entry = results["ops"].get(op, {}) if stage in ("bench", "perf") else {}
         entry.update({"pack": manifest["ops"][op]["pack"], "pytest_args": manifest["ops"][op]["pytest_args"]})
         if manifest["ops"][op].get("new"):  # no hand-written port: tree A ran the cuTile baseline
             entry.update({"new": True, "contract_lines": manifest["ops"][op].get("contract_lines", 0)})
@@ -368,7 +368,12 @@ def run(
         results["faults"] = run_faults(manifest, root, site, python, env, state, logs, faults_only)
         _write_out(results, out, logs, root, state)
         return 0
-    steps = plan(manifest, root, site, ops, python, logs, cross)
+    if stage == "perf":  # the perf stage of each generated op, one at a time (scripts/gpu/run_perf.py)
+        from gpu.run_perf import perf_steps
+
+        steps = perf_steps(manifest, root, site, ops, python, logs)
+    else:
+        steps = plan(manifest, root, site, ops, python, logs, cross)
     if stage == "bench":  # host time only, e.g. on a later machine for a bundle already tested
         steps = [s for s in steps if s.kind == "bench"]
     results["stage"] = stage
@@ -406,6 +411,14 @@ def _record(step: Step, res: dict, results: dict, root: Path) -> None:
     text = Path(step.log).read_text(encoding="utf-8", errors="replace")
     # when this step finished: a later bench-only call carries these results, not their time
     res["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if step.kind == "perf":
+        from gpu.run_perf import record_perf
+
+        detail = record_perf(step, res, results)
+        log(
+            f"  perf {step.op} -> exit={res['exit']}{' (timed out)' if res['timed_out'] else ''} in {res['seconds']}s: {detail}"
+        )
+        return
     if step.kind == "pytest":
         res.update(parse_pytest(text))
         if res["exit"] not in (0, None) and not res["first_failure"]:
@@ -511,6 +524,9 @@ def summary_text(results: dict) -> str:
         from gpu.run_faults import summary_lines
 
         lines += summary_lines(results["faults"])
+    from gpu.run_perf import summary_lines as perf_lines
+
+    lines += perf_lines(results)
     return "\n".join(lines) + "\n"
 
 

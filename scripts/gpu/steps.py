@@ -19,7 +19,7 @@ def log(msg: str) -> None:
 
 @dataclass
 class Step:
-    kind: str  # "pytest" | "verify" | "bench"
+    kind: str  # "pytest" | "verify" | "bench" | "perf" (verify --perf)
     op: str
     tree: str
     argv: list[str]
@@ -35,7 +35,7 @@ def run_step(step: Step, base_env: dict[str, str], timeout: float) -> dict:
     env = dict(os.environ)
     env.update(base_env)
     env.update(step.env)
-    argv = [a.replace("{timeout}", str(int(max(timeout - 15, 10)))) for a in step.argv]
+    argv = [_with_timeout(a, timeout) for a in step.argv]
     Path(step.log).parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     timed_out = False
@@ -58,6 +58,15 @@ def run_step(step: Step, base_env: dict[str, str], timeout: float) -> dict:
             code = None
             logf.write(f"\n[gpu_proof] timed out after {timeout:.0f}s: stopped\n")
     return {"exit": code, "timed_out": timed_out, "seconds": round(time.monotonic() - start, 1)}
+
+
+_SHARE = re.compile(r"\{timeout(?::([0-9.]+))?\}")
+
+
+def _with_timeout(arg: str, timeout: float) -> str:
+    """``{timeout}``: the step's seconds less a margin to write its results; ``{timeout:0.4}``: that
+    share of them (a command with two limits of its own, the perf stage's verify)."""
+    return _SHARE.sub(lambda m: str(int(max((timeout - 15) * float(m.group(1) or 1), 10))), arg)
 
 
 def parse_pytest(text: str) -> dict:
@@ -110,4 +119,5 @@ def parse_verify(text: str) -> dict:
         "reason": item.get("reason", ""),
         "fix": item.get("fix", ""),
         "line": line,
+        "perf": item.get("perf"),  # the perf stage's summary (verify --perf), None when it did not run
     }

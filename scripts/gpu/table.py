@@ -70,7 +70,7 @@ def merge(runs: list[dict]) -> dict:
             "bundle": str(r.get("bundle", "?")),
             "stage": r.get("stage", "all"),
         }
-        ran_tests = origin["stage"] != "bench"
+        ran_tests = origin["stage"] not in ("bench", "perf")  # those carry an earlier call's tests
         for op, entry in r.get("ops", {}).items():
             into = merged["ops"].setdefault(op, {})
             tests = {t: entry[t] for t in TREES if t in entry}
@@ -81,10 +81,12 @@ def merge(runs: list[dict]) -> dict:
             into.update({k: v for k, v in entry.items() if k not in TREES})
             if "host_time" in entry:
                 into["host_time_from"] = _when(origin, entry["host_time"])
+            if "perf" in entry:
+                into["perf_from"] = _when(origin, entry["perf"])
         ran = [
             op
             for op, entry in r.get("ops", {}).items()
-            if "host_time" in entry or any(t in entry for t in TREES)
+            if "host_time" in entry or "perf" in entry or any(t in entry for t in TREES)
         ]
         merged["runs"].append({**origin, "ops": sorted(ran)})  # an op only packed in that run is not listed
     faults = {  # a later run's row wins, and says which run it is from

@@ -1,0 +1,66 @@
+"""The one line that says a perf gap is the host's, when the evidence says so.
+
+Stage E routes a wrapper-caused gap back to the host stage (agent D); the kernel's own gaps go to
+the kernel's author. Two kinds of evidence, both measured, neither guessed:
+
+- the CUPTI record of a cutile-rs case lists more GPU time in copies and fills (``Memcpy``,
+  ``Memset``, torch's copy, fill and elementwise kernels) than the same config's cuTile record:
+  the wrapper copies or fills what the reference does not, and CUPTI counts it;
+- the porter's host contract launches the kernel otherwise than the cuTile reference (tile sizes,
+  grid; ``bot/launch_diff.py``), or the launch dry run found a difference.
+
+A launch the dry run found equal to the reference's, and no extra copy, names no host cause.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.perf.result import CUTILE, CUTILE_RS, Case
+
+# GPU work that moves or fills memory rather than computing the op
+_COPY_OR_FILL = re.compile(r"memcpy|memset|copy|fill|elementwise_kernel|cat_?array", re.IGNORECASE)
+NOTICEABLE = 0.05  # extra copy time, as a share of the cutile-rs call, that accounts for a gap
+
+
+def host_cause(cases: list[Case], launch_differences: list[str], dry_run_differences: list[str]) -> str:
+    """The host's part in a gap as one line; "" when the evidence names none."""
+    copies = _extra_copies(cases)
+    if copies:
+        return copies
+    if launch_differences:
+        return f"the porter's host contract launches otherwise than the cuTile reference: {launch_differences[0]}"
+    if dry_run_differences:
+        return f"the launch differs from the cuTile reference's: {dry_run_differences[0]}"
+    return ""
+
+
+def _extra_copies(cases: list[Case]) -> str:
+    """The config where the wrapper's copies and fills weigh most, when they weigh noticeably."""
+    cutile = {c.config: c for c in cases if c.backend == CUTILE and c.kernels}
+    worst: tuple[float, str] | None = None
+    for case in cases:
+        if case.backend != CUTILE_RS or not case.kernels or case.config not in cutile:
+            continue
+        total = sum(k.self_us for k in case.kernels)
+        ours = _copy_time(case)
+        extra = ours - _copy_time(cutile[case.config])
+        if total <= 0 or extra / total < NOTICEABLE:
+            continue
+        names = sorted({_short(k.name) for k in case.kernels if _COPY_OR_FILL.search(k.name)})
+        line = (
+            f"the wrapper launches copies or fills the cuTile reference does not: {', '.join(names)} take "
+            f"{ours:.1f} of {total:.1f} us per call ({extra / total:.0%} more than cuTile) in {case.config}"
+        )
+        if worst is None or extra / total > worst[0]:
+            worst = (extra / total, line)
+    return worst[1] if worst else ""
+
+
+def _copy_time(case: Case) -> float:
+    return sum(k.self_us for k in case.kernels if _COPY_OR_FILL.search(k.name))
+
+
+def _short(name: str) -> str:
+    """A kernel's name without its template arguments, for one line."""
+    return re.sub(r"<.*", "", name).strip()[:60] or name[:60]
