@@ -19,8 +19,10 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from bot import junit, testlog
 from bot.perf.result import CUTILE, CUTILE_RS, NO_DTYPE, PYTORCH, Case, Kernel
+from bot.testresults import junit
+from bot.testresults.cases import split_nodeid
+from bot.testresults.combine import to_test_result
 
 RECORD = "benchmark"  # the property name test_perf records its timing under
 # backend spellings in test ids and record keys: TileGym's id hook writes cutile-rs as cutile_rs
@@ -38,7 +40,7 @@ _FLOATS = {"nan": math.nan, "inf": math.inf}
 
 def read(log_text: str, xml_text: str | None, test_paths: Sequence[str]) -> list[Case]:
     """Every case of the run, in the order pytest reported them, with its record where it has one."""
-    result = testlog.to_test_result(
+    result = to_test_result(
         log_text, command="", exit_code=None, log_path="", junit_xml=xml_text, test_paths=test_paths
     )
     records = properties(xml_text, test_paths) if xml_text else {}
@@ -65,7 +67,7 @@ def properties(xml_text: str, test_paths: Sequence[str] = ()) -> dict[str, str]:
 def case_of(nodeid: str, outcome: str, message: str, record: str) -> Case:
     """One case: backend and config from its id (the record's key wins for the backend), the median
     of the record's forward pass; a passed case with no usable median says why in ``message``."""
-    _, _, params = testlog.split_nodeid(nodeid)
+    _, _, params = split_nodeid(nodeid)
     backend, config = split_backend(params)
     data = literal(record) if record else None
     keyed = _record_backend(data)
