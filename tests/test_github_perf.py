@@ -38,7 +38,7 @@ def _summary(rs_over_cutile: float, config: str = "64-1024-512-torch.float16", h
 def _port_with(summary: dict):
     def port(repo, op):
         kind, klass, reason, block = fake_port(repo, op)
-        return kind, klass, reason, block, False, summary
+        return kind, klass, reason, block, False, (), summary  # no annotations
 
     return port
 
