@@ -32,7 +32,9 @@ def _dispatch_and_port(world, port_fn=fake_port, tag="t"):  # noqa: F811
     d = Dispatcher(world.gh, world.event("pull_request", "opened", pr=pr.number), BOTS, run_ref=tag).run()
     assert d.run
     checkout = prepare_checkout(world.fake.clone_url(REPO), "refs/heads/add-silu", sha, world.tmp / "co")
-    art = run_port_job(checkout, sha, ["silu_and_mul"], world.tmp / "art", port_fn, repo_name=REPO)
+    art = run_port_job(
+        checkout, sha, ["silu_and_mul"], world.tmp / "art", port_fn, repo_name=REPO, base_sha=d.base_sha
+    )
     return pr, sha, d, checkout, art
 
 

@@ -84,8 +84,12 @@ def test_a_kernel_that_does_not_compile_is_left_out_and_the_others_still_build(
     ).stdout.strip()
     monkeypatch.setenv("CARGO_TARGET_DIR", str(cargo_target_dir))  # honoured by the build stage
     artifact_dir = tmp_path / "artifact"
-    code = main(["port-job", "--repo", str(repo), "--head-sha", head, "--kernel", " ".join(OPS),
-                 "--artifact", str(artifact_dir)])  # fmt: skip
+    # the base already has the three kernels (and their contracts); the change edits one kernel.rs
+    base = subprocess.run(
+        ["git", "rev-parse", "HEAD~1"], cwd=repo, capture_output=True, text=True
+    ).stdout.strip()
+    code = main(["port-job", "--repo", str(repo), "--head-sha", head, "--base-sha", base,
+                 "--kernel", " ".join(OPS), "--artifact", str(artifact_dir)])  # fmt: skip
     out = capsys.readouterr()
     assert code == 0, out.out + out.err
     assert len(cargo_runs()) == 2, cargo_runs()  # all three, then without row_softmax

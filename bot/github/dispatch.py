@@ -38,6 +38,7 @@ class MatrixEntry:
     kernel: str  # one name, or several separated by spaces (matrix: single)
     check_run_id: int
     commit: bool
+    base_sha: str  # the base commit whose files the port builds and tests (bot/github/base_tree.py)
 
     @property
     def slug(self) -> str:
@@ -50,6 +51,7 @@ class DispatchResult:
     reason: str
     pr: int | None = None
     head_sha: str = ""
+    base_sha: str = ""
     check_run_id: int | None = None
     kernels: list[str] = field(default_factory=list)
     commit: bool = False
@@ -62,7 +64,10 @@ class DispatchResult:
         if not self.run or self.check_run_id is None or self.pr is None:
             return []
         groups = [" ".join(self.kernels)] if self.single_job else list(self.kernels)
-        return [MatrixEntry(self.pr, self.head_sha, k, self.check_run_id, self.commit) for k in groups]
+        return [
+            MatrixEntry(self.pr, self.head_sha, k, self.check_run_id, self.commit, self.base_sha)
+            for k in groups
+        ]
 
     def outputs(self) -> dict[str, str]:
         return {
@@ -70,6 +75,7 @@ class DispatchResult:
             "reason": self.reason.replace("\n", " "),
             "pr": str(self.pr or ""),
             "head_sha": self.head_sha,
+            "base_sha": self.base_sha,
             "check_run_id": str(self.check_run_id or ""),
             "kernels": json.dumps(self.kernels),
             "commit": "true" if self.commit else "false",
@@ -356,6 +362,7 @@ class Dispatcher:
             why,
             pr=self.ev.pr_number,
             head_sha=head,
+            base_sha=self.pr.base.sha,
             check_run_id=run.id,
             kernels=kernels,
             single_job=self.cfg.matrix == "single",
