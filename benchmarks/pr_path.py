@@ -118,13 +118,14 @@ def one_pr(spec, assets, work: Path, kernels: list[str], port: TimedPort, settin
         )
         cloned = time.monotonic()
         artifact = run_port_job(
-            clone, entry.head_sha, entry.kernel.split(), work / "artifact", port, repo_name=REPO
-        )
+            clone, entry.head_sha, entry.kernel.split(), work / "artifact", port, repo_name=REPO,
+            base_sha=entry.base_sha,
+        )  # fmt: skip
         ported = time.monotonic()
         request = FinalizeRequest(
             repo=REPO, pr=decision.pr, head_sha=decision.head_sha, check_run_id=decision.check_run_id,
             artifact_dirs=[artifact], commit=decision.commit, run_ref="bench", push_token=TOKEN,
-            kernels=tuple(decision.kernels),
+            kernels=tuple(decision.kernels), base_sha=decision.base_sha,
         )  # fmt: skip
         result = Finalizer(gh, request, BOTS, generate_only).run()
         end = time.monotonic()

@@ -67,7 +67,8 @@ def test_missing_repo_is_a_usage_error_and_creates_nothing(tmp_path):
         ["verify", "--repo", str(missing), "--kernel", "silu_and_mul"],
         ["plan", "--repo", str(missing), "--kernel", "silu_and_mul"],
         ["validate", "silu_and_mul", "--repo", str(missing)],
-        ["port-job", "--repo", str(missing), "--head-sha", "0" * 40, "--kernel", "x", "--artifact", "a"],
+        ["port-job", "--repo", str(missing), "--head-sha", "0" * 40, "--base-sha", "1" * 40, "--kernel", "x"]
+        + ["--artifact", "a"],
     ):
         proc = agent_d(args, cwd)
         assert_usage_error(proc, "--repo", "no such directory")
@@ -138,7 +139,8 @@ def test_no_token_is_a_usage_error_before_anything_is_created(tmp_path):
         (["verify", "--kernel", "x", "--test-jobs", "x"], "'x' is not a whole number of kernels"),
         (["verify", "--kernel", "x", "--test-jobs", "1.5"], "'1.5' is not a whole number of kernels"),
         (
-            ["port-job", "--head-sha", "0" * 40, "--kernel", "x", "--artifact", "a", "--test-jobs", "0"],
+            ["port-job", "--head-sha", "0" * 40, "--base-sha", "1" * 40, "--kernel", "x", "--artifact", "a"]
+            + ["--test-jobs", "0"],
             "give 1 or more kernels at a time",
         ),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
@@ -178,7 +180,8 @@ def test_test_jobs_reaches_the_port_of_port_verify_and_port_job(tmp_path, monkey
     ported: list[dict] = []
     monkeypatch.setattr(runner, "pipeline_port_fn", lambda **options: ported.append(options))
     monkeypatch.setattr(port_job, "run_port_job", lambda *args, **kwargs: tmp_path / "artifact")
-    job = ["port-job", "--repo", str(tmp_path), "--head-sha", "0" * 40, "--kernel", "x", "--artifact", "a"]
+    job = ["port-job", "--repo", str(tmp_path), "--head-sha", "0" * 40, "--base-sha", "1" * 40]
+    job += ["--kernel", "x", "--artifact", "a"]
     assert cli.main([*job, "--test-jobs", "2"]) == 0 and cli.main(job) == 0
     assert [p["test_jobs"] for p in ported] == [2, 1]
 
@@ -195,13 +198,15 @@ def test_the_workflows_port_step_hands_its_test_jobs_input_to_port_job():
     assert (given["type"], given["default"]) == ("number", 1)
     [step] = [s for s in workflow["jobs"]["port"]["steps"] if "agent-d port-job" in s.get("run", "")]
     assert step["env"]["TEST_JOBS"] == "${{ inputs.test-jobs }}"
-    env = {"HEAD_SHA": "0" * 40, "KERNEL": "silu_and_mul swiglu", "ARTIFACT": "a", "TEST_JOBS": "2"}
+    env = {"HEAD_SHA": "0" * 40, "BASE_SHA": "1" * 40, "KERNEL": "silu_and_mul swiglu", "ARTIFACT": "a"}
+    env["TEST_JOBS"] = "2"
     line = step["run"]
     for name, value in env.items():
         line = line.replace(f'"${name}"', shlex.quote(value))
     argv = shlex.split(line)
     assert argv[:2] == ["agent-d", "port-job"]
-    assert build_parser().parse_args(argv[1:]).test_jobs == 2
+    parsed = build_parser().parse_args(argv[1:])
+    assert parsed.test_jobs == 2 and parsed.base_sha == "1" * 40
 
 
 def test_closed_stdout_ends_quietly(tmp_path):

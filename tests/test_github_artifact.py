@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_github_support import OPS, fake_port, git, make_local_repo
+from test_github_support import OPS, base_of, fake_port, git, make_local_repo
 
 from bot.github import gitops
 from bot.github.artifact import ArtifactError, KernelVerdict, Limits, read_artifact, write_artifact
@@ -26,7 +26,9 @@ def ported(tmp_path, monkeypatch):
     (repo / "junk.txt").write_text("outside the allowed paths\n")
     monkeypatch.setenv("GITHUB_TOKEN", CANARY)
     monkeypatch.setenv("ACTIONS_RUNTIME_TOKEN", CANARY + "2")
-    art = run_port_job(repo, head, ["silu_and_mul"], tmp_path / "art", fake_port, repo_name="o/r")
+    art = run_port_job(
+        repo, head, ["silu_and_mul"], tmp_path / "art", fake_port, repo_name="o/r", base_sha=base_of(repo)
+    )
     assert os.environ["GITHUB_TOKEN"] == CANARY  # restored after the job
     return repo, head, art
 
@@ -55,7 +57,7 @@ def test_port_job_refuses_wrong_checkout(tmp_path):
     repo = tmp_path / "repo"
     make_local_repo(repo)
     with pytest.raises(PortJobError, match="not the approved commit"):
-        run_port_job(repo, "0" * 40, ["silu_and_mul"], tmp_path / "a", fake_port)
+        run_port_job(repo, "0" * 40, ["silu_and_mul"], tmp_path / "a", fake_port, base_sha=base_of(repo))
 
 
 def test_port_crash_becomes_blocked_host(tmp_path, monkeypatch):
@@ -66,7 +68,11 @@ def test_port_crash_becomes_blocked_host(tmp_path, monkeypatch):
     def boom(repo: Path, op: str):
         raise RuntimeError(f"exploded while holding {CANARY}")
 
-    a = read_artifact(run_port_job(repo, head, ["silu_and_mul"], tmp_path / "a", boom, repo_name="o/r"))
+    a = read_artifact(
+        run_port_job(
+            repo, head, ["silu_and_mul"], tmp_path / "a", boom, repo_name="o/r", base_sha=base_of(repo)
+        )
+    )
     v = a.verdicts["silu_and_mul"]
     assert (v.kind, v.klass) == ("BLOCKED", "host") and CANARY not in v.reason and a.empty
 
@@ -78,7 +84,11 @@ def test_a_port_stopped_by_a_full_disk_says_so(tmp_path):
     def full(repo: Path, op: str):
         raise OSError(errno.ENOSPC, "No space left on device", "/runner/_work/out/ffi.rs")
 
-    a = read_artifact(run_port_job(repo, head, ["silu_and_mul"], tmp_path / "a", full, repo_name="o/r"))
+    a = read_artifact(
+        run_port_job(
+            repo, head, ["silu_and_mul"], tmp_path / "a", full, repo_name="o/r", base_sha=base_of(repo)
+        )
+    )
     v = a.verdicts["silu_and_mul"]
     assert (v.kind, v.klass) == ("BLOCKED", "env")
     assert v.reason == "the port stopped: no space left on the device while writing /runner/_work/out/ffi.rs"
@@ -92,6 +102,7 @@ def _write(tmp_path: Path, patch: str, paths: list[str]) -> Path:
         tmp_path / "evil",
         repo="o/r",
         head_sha="a" * 40,
+        base_sha="d" * 40,
         base_tree="b" * 40,
         tested_tree="c" * 40,
         verdicts={"x": KernelVerdict("ALL_PASS", "", "ok", "")},
@@ -156,7 +167,7 @@ def test_size_limits_and_consistency(tmp_path):
     (art / "result.json").write_text(json.dumps(result))
     with pytest.raises(ArtifactError, match="changed_paths"):
         read_artifact(art)
-    result["schema_version"] = 2
+    result["schema_version"] = 1  # the layout before the base tree and the reset paths
     (art / "result.json").write_text(json.dumps(result))
     with pytest.raises(ArtifactError, match="schema_version"):
         read_artifact(art)
@@ -167,6 +178,7 @@ def test_logs_are_truncated_to_the_tail(tmp_path):
         tmp_path / "a",
         repo="o/r",
         head_sha="a" * 40,
+        base_sha="d" * 40,
         base_tree="b" * 40,
         tested_tree="b" * 40,
         verdicts={"x": KernelVerdict("FAIL", "host", "r", "")},
@@ -209,7 +221,9 @@ def test_pr_code_sees_only_the_allow_listed_environment(tmp_path, monkeypatch):
         (repo / OPS_FFI.format(op=op)).write_text("// " + " ".join(seen.values()) + "\n")
         return "ALL_PASS", "", " ".join(f"{k}={v}" for k, v in seen.items()), ""
 
-    art = run_port_job(repo, head, ["silu_and_mul"], tmp_path / "a", port_that_looks, repo_name="o/r")
+    art = run_port_job(
+        repo, head, ["silu_and_mul"], tmp_path / "a", port_that_looks, repo_name="o/r", base_sha=base_of(repo)
+    )
     assert not set(LEAKY) & set(seen), sorted(set(LEAKY) & set(seen))
     assert seen["PATH"] == os.environ["PATH"] and seen["HOME"] == os.environ["HOME"]
     assert seen["CUDA_VISIBLE_DEVICES"] == "0" and seen["CARGO_HOME"] == "/opt/cargo"

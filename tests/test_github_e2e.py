@@ -71,6 +71,10 @@ class World:
         self.fake.commit(where, branch, files, "add kernel", author=author)
         return self.fake.open_pr(REPO, head_repo, branch, "Add kernel", author, **kw)
 
+    def base_sha(self, pr):
+        """The pull request's base commit as dispatch reads it (the tip of its base branch)."""
+        return self.fake.state.base_sha(pr)
+
     def event(self, name, action=None, **kw):
         return parse_event(name, self.fake.webhook(name, action, **kw))
 
@@ -222,7 +226,11 @@ def test_fork_pr_waits_for_a_maintainer_and_approval_covers_one_sha(world):
     d = Dispatcher(world.gh, ev, BOTS, run_ref="r1").run()
     assert d.run and d.head_sha == sha1
     checkout = prepare_checkout(world.fake.clone_url(fork), "refs/heads/silu", sha1, world.tmp / "co")
-    art = run_port_job(checkout, sha1, ["silu_and_mul"], world.tmp / "art", fake_port, repo_name=REPO)
+    base = d.base_sha
+    assert base == world.base_sha(pr)
+    art = run_port_job(
+        checkout, sha1, ["silu_and_mul"], world.tmp / "art", fake_port, repo_name=REPO, base_sha=base
+    )
     sha2 = world.fake.commit(fork, "silu", {"notes.txt": "more\n"}, "more", author="outsider")
     req = FinalizeRequest(REPO, pr.number, sha1, d.check_run_id, [art], commit=True, push_token=CANARY)
     fin = Finalizer(world.gh, req, BOTS, fake_generate).run()
@@ -263,6 +271,7 @@ def test_push_while_running_cancels_the_old_run(world):
         world.tmp / "art",
         fake_port,
         repo_name=REPO,
+        base_sha=d.base_sha,
     )
     sha2 = world.fake.commit(REPO, "add-silu", {"README.md": "edited\n"}, "edit", author="maint")
     d2 = Dispatcher(
@@ -344,7 +353,11 @@ def test_cli_three_zones_keep_the_canary_out(world, monkeypatch, capsys, caplog,
     matrix = json.loads(outputs["matrix"])["include"]
     assert [(m["kernel"], m["head_sha"]) for m in matrix] == [("silu_and_mul", sha)]
     checkout = prepare_checkout(world.fake.clone_url(REPO), "refs/heads/add-silu", sha, tmp_path / "co")
-    art = run_port_job(checkout, sha, ["silu_and_mul"], tmp_path / "art", fake_port, repo_name=REPO)
+    base = matrix[0]["base_sha"]
+    assert base == outputs["base_sha"] == world.base_sha(pr)
+    art = run_port_job(
+        checkout, sha, ["silu_and_mul"], tmp_path / "art", fake_port, repo_name=REPO, base_sha=base
+    )
     out.unlink()
     argv = [
         "finalize",
@@ -354,6 +367,8 @@ def test_cli_three_zones_keep_the_canary_out(world, monkeypatch, capsys, caplog,
         str(pr.number),
         "--head-sha",
         sha,
+        "--base-sha",
+        base,
         "--check-run-id",
         outputs["check_run_id"],
         "--artifacts",
@@ -504,7 +519,13 @@ def test_finalize_rejects_tampered_or_missing_artifacts_and_concludes(world):
         d = Dispatcher(world.gh, ev, BOTS, run_ref=tag).run()
         assert d.run
         art = run_port_job(
-            checkout, sha, ["silu_and_mul"], world.tmp / f"art-{tag}", fake_port, repo_name=REPO
+            checkout,
+            sha,
+            ["silu_and_mul"],
+            world.tmp / f"art-{tag}",
+            fake_port,
+            repo_name=REPO,
+            base_sha=d.base_sha,
         )
         return d, art
 
@@ -682,6 +703,7 @@ def test_a_github_error_echoing_the_token_ends_in_one_redacted_line(
         tmp_path / "art",
         fake_port,
         repo_name=REPO,
+        base_sha=d.base_sha,
     )
     echo = {"message": f"Bad credentials: token {CANARY} is not valid here", "documentation_url": "x"}
     world.fake.inject("GET", rf"/pulls/{pr.number}$", 404, body=echo)

@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 from ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake  # noqa: F401
 from test_github_e2e import BOTS, REPO, world  # noqa: F401
-from test_github_support import OPS, fake_generate, fake_port, make_local_repo, visible
+from test_github_support import (
+    KERNEL_RS,
+    OPS,
+    fake_generate,
+    fake_port,
+    kernel_path,
+    make_local_repo,
+    visible,
+)
 
 from bot.github import gitops
 from bot.github.artifact import change_refusals
@@ -32,7 +40,9 @@ def _dispatch_and_port(world, port_fn=fake_port, tag="t"):  # noqa: F811
     d = Dispatcher(world.gh, world.event("pull_request", "opened", pr=pr.number), BOTS, run_ref=tag).run()
     assert d.run
     checkout = prepare_checkout(world.fake.clone_url(REPO), "refs/heads/add-silu", sha, world.tmp / "co")
-    art = run_port_job(checkout, sha, ["silu_and_mul"], world.tmp / "art", port_fn, repo_name=REPO)
+    art = run_port_job(
+        checkout, sha, ["silu_and_mul"], world.tmp / "art", port_fn, repo_name=REPO, base_sha=d.base_sha
+    )
     return pr, sha, d, checkout, art
 
 
@@ -126,6 +136,43 @@ def test_the_honest_artifact_is_pushed_with_agent_ds_own_files(world):  # noqa: 
     assert fin.pushed and fin.conclusion == "success"
     files = {f.filename for f in world.repo.get_commit(fin.new_head).files}
     assert files == {f"{OPS}/silu_and_mul_kernel/ffi.rs", f"{OPS}/cutile_kernels/src/lib.rs"}
+
+
+def test_an_artifact_that_tested_the_prs_own_files_is_refused(world):  # noqa: F811
+    # A GPU job that kept the pull request's lib.rs and says so consistently: its start tree is the
+    # head's, which finalize never accepts in place of the base's files plus the kernel.rs.
+    lib = f"{OPS}/cutile_kernels/src/lib.rs"
+    pr = world.open_kernel_pr(files={kernel_path("silu_and_mul"): KERNEL_RS, lib: "mod evil;\n"})
+    sha = world.fake.pr_head_sha(pr)
+    d = Dispatcher(world.gh, world.event("pull_request", "opened", pr=pr.number), BOTS, run_ref="own").run()
+    assert d.run
+    checkout = prepare_checkout(world.fake.clone_url(REPO), "refs/heads/add-silu", sha, world.tmp / "co")
+    art = run_port_job(
+        checkout, sha, ["silu_and_mul"], world.tmp / "art", fake_port, repo_name=REPO, base_sha=sha
+    )
+    result = json.loads((art / "result.json").read_text())
+    result["base_sha"] = d.base_sha  # claims the dispatched base
+    (art / "result.json").write_text(json.dumps(result))
+    summary = _nothing_published(world, pr, sha, d, _finalize(world, pr, sha, d, art))
+    assert f"artifact base tree {gitops.tree_of(checkout / '.git', sha)} is not" in summary
+    assert f"the files of the base {d.base_sha[:12]}" in summary
+
+
+def test_an_artifact_that_hides_a_file_it_put_back_is_refused(world):  # noqa: F811
+    lib = f"{OPS}/cutile_kernels/src/lib.rs"
+    pr = world.open_kernel_pr(files={kernel_path("silu_and_mul"): KERNEL_RS, lib: "mod evil;\n"})
+    sha = world.fake.pr_head_sha(pr)
+    d = Dispatcher(world.gh, world.event("pull_request", "opened", pr=pr.number), BOTS, run_ref="hide").run()
+    checkout = prepare_checkout(world.fake.clone_url(REPO), "refs/heads/add-silu", sha, world.tmp / "co")
+    art = run_port_job(
+        checkout, sha, ["silu_and_mul"], world.tmp / "art", fake_port, repo_name=REPO, base_sha=d.base_sha
+    )
+    result = json.loads((art / "result.json").read_text())
+    assert result["reset_paths"]["crate"] == [lib] and result["reset_count"] == 1
+    result.update(reset_paths={**result["reset_paths"], "crate": []}, reset_count=0)
+    (art / "result.json").write_text(json.dumps(result))
+    summary = _nothing_published(world, pr, sha, d, _finalize(world, pr, sha, d, art))
+    assert "reset_paths are not the files where the head differs" in summary
 
 
 # --------------------------------------------------------------------------- git's own tree diff

@@ -1,7 +1,8 @@
 """Robustness end to end against the local GitHub: input too deep for Python is a clear verdict.
 
-The pull request is the TileGym checkout with a real kernel and a test file nested too deeply
-for Python's parser; the port job runs agent-d's real pipeline and finalize its real generator.
+The base branch is the TileGym checkout with a test file nested too deeply for Python's parser
+(the tests always come from the base: bot/github/base_tree.py), the pull request adds a real
+kernel; the port job runs agent-d's real pipeline and finalize its real generator.
 The posted verdict names the file; no traceback or "internal error" reaches a review, the
 status comment or the check.
 """
@@ -26,7 +27,8 @@ def test_a_test_file_nested_too_deeply_is_a_named_blocked_verdict_without_a_trac
 ):
     kernel = _tilegym_main(world, tilegym_wheel, tmp_path)
     test_text = (tmp_path / "demo" / TEST_FILE).read_text() + "\n_DEEP = 1" + "+1" * 30000 + "\n"
-    pr = world.open_kernel_pr(files={kernel_path(OP): kernel, TEST_FILE: test_text})
+    world.fake.commit(REPO, "main", {TEST_FILE: test_text}, "a deep test", author="maint")
+    pr = world.open_kernel_pr(files={kernel_path(OP): kernel})
     head = world.fake.pr_head_sha(pr)
     event = world.event("pull_request", "opened", pr=pr.number)
     s = run_all(world.gh, event, pipeline_port_fn(), tmp_path / "run", BOTS, "deep", CANARY)

@@ -22,7 +22,15 @@ def test_the_real_generator_reproduces_the_tree_the_port_job_tested(tmp_path, ti
         return "FAIL", "host", "not built here", ""
 
     art = read_artifact(
-        run_port_job(co.repo, co.head_sha, ["silu_and_mul"], tmp_path / "art", generate_then_stop, "o/r")
+        run_port_job(
+            co.repo,
+            co.head_sha,
+            ["silu_and_mul"],
+            tmp_path / "art",
+            generate_then_stop,
+            "o/r",
+            base_sha=co.base_sha,
+        )
     )
     assert {f"{OPS}/silu_and_mul_kernel/ffi.rs", f"{OPS}/silu_and_mul.py"} <= set(art.changed_paths)
     tree, notes = regenerated_tree(co.repo / ".git", co.head_sha, ["silu_and_mul"], generate_only)

@@ -84,6 +84,11 @@ def make_local_repo(path: Path, with_kernel: str | None = "silu_and_mul") -> str
     return git(path, "rev-parse", "HEAD").strip()
 
 
+def base_of(repo: Path) -> str:
+    """The commit before HEAD: the base of ``make_local_repo``'s kernel commit."""
+    return git(repo, "rev-parse", "HEAD~1").strip()
+
+
 def visible(markdown: str) -> str:
     """What a reader sees of escaped Markdown text: backslash escapes removed."""
     return re.sub(r"\\(.)", r"\1", markdown)

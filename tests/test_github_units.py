@@ -384,7 +384,7 @@ def test_port_job_refuses_a_kernel_name_bot_targets_refuses(tmp_path):
         raise AssertionError("the port must not start")
 
     with pytest.raises(PortJobError, match="'lib' is not a plain identifier"):
-        run_port_job(tmp_path, "0" * 40, ["silu_and_mul", "lib"], tmp_path / "a", never)
+        run_port_job(tmp_path, "0" * 40, ["silu_and_mul", "lib"], tmp_path / "a", never, base_sha="0" * 40)
 
 
 # --------------------------------------------------------------------------- CLI

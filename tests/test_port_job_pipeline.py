@@ -23,8 +23,8 @@ def test_port_job_writes_a_checked_artifact_from_the_real_pipeline(tmp_path, til
     monkeypatch.setenv("CARGO_TARGET_DIR", str(cargo_target_dir))  # honoured by the build stage
     monkeypatch.setenv("GITHUB_TOKEN", "ghs_canaryTOKENthatMustNeverLeak0123456789")
     artifact_dir = tmp_path / "artifact"
-    code = main(["port-job", "--repo", str(checkout.repo), "--head-sha", checkout.head_sha, "--kernel", OP,
-                 "--artifact", str(artifact_dir)])  # fmt: skip
+    code = main(["port-job", "--repo", str(checkout.repo), "--head-sha", checkout.head_sha,
+                 "--base-sha", checkout.base_sha, "--kernel", OP, "--artifact", str(artifact_dir)])  # fmt: skip
     out = capsys.readouterr()
     assert code == 0, out.out + out.err
     artifact = read_artifact(artifact_dir)

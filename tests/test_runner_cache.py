@@ -527,8 +527,9 @@ def captured_options(monkeypatch):
 def port_job(repo: Path, head: str, artifact: Path, *extra: str) -> int:
     from bot.cli import main
 
-    return main(["port-job", "--repo", str(repo), "--head-sha", head, "--kernel", "silu_and_mul",
-                 "--artifact", str(artifact), *extra])  # fmt: skip
+    # the base is the head itself: its crate manifest is the base branch's in these tests
+    return main(["port-job", "--repo", str(repo), "--head-sha", head, "--base-sha", head,
+                 "--kernel", "silu_and_mul", "--artifact", str(artifact), *extra])  # fmt: skip
 
 
 def test_port_job_builds_in_the_cache_it_prepared_with_the_jobs_own_environment(

@@ -86,8 +86,12 @@ def test_a_kernel_that_does_not_compile_is_left_out_and_the_others_still_build(
     artifact_dir = tmp_path / "artifact"
     # --no-sandbox: the counting cargo notes each build in a file outside the checkout, which the
     # sandbox of PR code rightly does not let it write (tests/test_sandbox.py)
-    code = main(["port-job", "--repo", str(repo), "--head-sha", head, "--kernel", " ".join(OPS),
-                 "--artifact", str(artifact_dir), "--no-sandbox"])  # fmt: skip
+    # the base already has the three kernels (and their contracts); the change edits one kernel.rs
+    base = subprocess.run(
+        ["git", "rev-parse", "HEAD~1"], cwd=repo, capture_output=True, text=True
+    ).stdout.strip()
+    code = main(["port-job", "--repo", str(repo), "--head-sha", head, "--base-sha", base,
+                 "--kernel", " ".join(OPS), "--artifact", str(artifact_dir), "--no-sandbox"])  # fmt: skip
     out = capsys.readouterr()
     assert code == 0, out.out + out.err
     assert len(cargo_runs()) == 2, cargo_runs()  # all three, then without row_softmax

@@ -239,6 +239,7 @@ def test_a_withheld_verdict_travels_from_the_port_job_to_the_finalizer(tmp_path)
         tmp_path,
         repo="o/r",
         head_sha=sha,
+        base_sha=sha,
         base_tree=tree,
         tested_tree=tree,
         verdicts={"x": bug, "y": fine},

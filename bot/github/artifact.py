@@ -2,9 +2,10 @@
 
 Layout of the artifact directory (docs/artifact.md):
 
-    result.json   schema_version 1: repo, head_sha, base_tree, tested_tree, ops, verdicts,
-                  validator blocks, changed_paths
-    patch.diff    ``git diff`` from head_sha to the tested tree (text only), may be empty
+    result.json   schema_version 2: repo, head_sha, base_sha, base_tree, tested_tree, ops,
+                  verdicts, validator blocks, changed_paths, reset_paths, reset_count
+    patch.diff    ``git diff`` from base_tree (the base's files plus the ported kernel.rs) to
+                  the tested tree (text only), may be empty
     logs/*.txt    tails of the logs, truncated
 
 ``result.json`` may also hold ``perf``: per kernel, the perf stage's summary (bot/perf/result.py),
@@ -31,16 +32,19 @@ from unidiff.errors import UnidiffParseError
 
 from bot import annotations
 from bot.github.gitops import TreeChange
+from bot.github.path_classes import CLASSES, NO_PATHS, ClassedPaths, path_class
 from bot.perf.result import SUMMARY_SCHEMA as PERF_SCHEMA
 from bot.types import ANNOTATION_LEVELS, Annotation
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 RESULT = "result.json"
 PATCH = "patch.diff"
 LOGS = "logs"
 VERDICT_KINDS = ("ALL_PASS", "FAIL", "BLOCKED")
 MAX_REASON = 2000  # characters of a verdict's reason
 MAX_VALIDATOR_BLOCK = 60000  # characters of a verdict's validator block
+MAX_RESET_PATHS = 1000  # paths listed in reset_paths; reset_count counts them all
+MAX_PATH = 4096  # characters of a listed path (git's own limit is the file system's)
 OPS_DIR = "src/tilegym/ops/cutile_rs"
 # The files agent-d writes, as full-match regexes: one op's ffi.rs and wrapper (``<op>`` is group 1),
 # then the wiring it edits. Nothing else (no Cargo.lock, no drafts, no other files under cutile_rs).
@@ -115,17 +119,21 @@ RESULT_SCHEMA = {
         "schema_version",
         "repo",
         "head_sha",
+        "base_sha",
         "base_tree",
         "tested_tree",
         "ops",
         "verdicts",
         "changed_paths",
+        "reset_paths",
+        "reset_count",
     ],
     "additionalProperties": False,
     "properties": {
         "schema_version": {"const": SCHEMA_VERSION},
         "repo": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"},
         "head_sha": {"type": "string", "pattern": _HEX40},
+        "base_sha": {"type": "string", "pattern": _HEX40},
         "base_tree": {"type": "string", "pattern": _HEX40},
         "tested_tree": {"type": "string", "pattern": _HEX40},
         "ops": {
@@ -135,6 +143,21 @@ RESULT_SCHEMA = {
         },
         "verdicts": {"type": "object", "additionalProperties": _VERDICT_SCHEMA},
         "changed_paths": {"type": "array", "items": {"type": "string", "maxLength": 300}},
+        # the pull request's files the port put back to the base's bytes, by class (path_classes.py)
+        "reset_paths": {
+            "type": "object",
+            "required": list(CLASSES),
+            "additionalProperties": False,
+            "properties": {
+                c: {
+                    "type": "array",
+                    "items": {"type": "string", "maxLength": MAX_PATH},
+                    "maxItems": MAX_RESET_PATHS,
+                }
+                for c in CLASSES
+            },
+        },
+        "reset_count": {"type": "integer", "minimum": 0},
         "truncated_logs": {"type": "array", "items": {"type": "string"}},
         "perf": {"type": "object", "additionalProperties": PERF_SCHEMA},
     },
@@ -179,6 +202,9 @@ class Artifact:
     truncated_logs: list[str] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
     perf: dict[str, dict] = field(default_factory=dict)  # kernel -> the perf stage's summary
+    base_sha: str = ""  # the base commit whose files (plus each op's kernel.rs) are base_tree
+    reset: ClassedPaths = NO_PATHS  # at most MAX_RESET_PATHS of them
+    reset_count: int = 0  # how many paths were put back, listed or not
 
     @property
     def empty(self) -> bool:
@@ -195,16 +221,24 @@ def tail(text: str, limit: int) -> tuple[str, bool]:
     return f"[... truncated: showing the last {len(cut.encode())} of {len(data)} bytes ...]\n{cut}", True
 
 
+def listed_reset(reset: ClassedPaths) -> tuple[ClassedPaths, int]:
+    """The reset paths an artifact lists (the first MAX_RESET_PATHS in path order) and their count."""
+    every = reset.all()
+    return ClassedPaths.of(every[:MAX_RESET_PATHS]), len(every)
+
+
 def write_artifact(
     directory: Path,
     *,
     repo: str,
     head_sha: str,
+    base_sha: str,
     base_tree: str,
     tested_tree: str,
     verdicts: dict[str, KernelVerdict],
     patch: str,
     changed_paths: list[str],
+    reset: ClassedPaths = NO_PATHS,
     logs: dict[str, str] | None = None,
     limits: Limits = Limits(),
     perf: dict[str, dict] | None = None,
@@ -219,15 +253,19 @@ def write_artifact(
             truncated.append(safe)
         (directory / LOGS / safe).write_text(body, encoding="utf-8")
     (directory / PATCH).write_text(patch, encoding="utf-8")
+    listed, count = listed_reset(reset)
     result = {
         "schema_version": SCHEMA_VERSION,
         "repo": repo,
         "head_sha": head_sha,
+        "base_sha": base_sha,
         "base_tree": base_tree,
         "tested_tree": tested_tree,
         "ops": sorted(verdicts),
         "verdicts": {op: asdict(v) for op, v in sorted(verdicts.items())},
         "changed_paths": sorted(changed_paths),
+        "reset_paths": listed.as_dict(),
+        "reset_count": count,
         "truncated_logs": truncated,
     }
     if perf:
@@ -269,11 +307,8 @@ def generated_op(path: str) -> str:
     return ""
 
 
-def path_refusal(path: str, limits: Limits = Limits(), ops: Collection[str] | None = None) -> str:
-    """Why the bot may not write ``path``; "" when it may.
-
-    ``ops``: the kernels of this run; a generated file of any other kernel is refused too.
-    """
+def plain_path_refusal(path: str) -> str:
+    """Why ``path`` is not a plain relative path (no ``..``, no absolute, no control characters); ""."""
     parts = path.split("/")
     if (
         not path
@@ -283,6 +318,18 @@ def path_refusal(path: str, limits: Limits = Limits(), ops: Collection[str] | No
         or any(ord(c) < 32 or c == "\x7f" for c in path)
     ):
         return f"path {path!r} is not a plain relative path"
+    return ""
+
+
+def path_refusal(path: str, limits: Limits = Limits(), ops: Collection[str] | None = None) -> str:
+    """Why the bot may not write ``path``; "" when it may.
+
+    ``ops``: the kernels of this run; a generated file of any other kernel is refused too.
+    """
+    plain = plain_path_refusal(path)
+    if plain:
+        return plain
+    parts = path.split("/")
     if any(p.lower() in (".git", ".github") for p in parts):
         return f"path {path!r} is under .git/ or .github/"
     if re.fullmatch(rf"{OPS_DIR}/[^/]+_kernel/kernel\.rs", path):
@@ -396,6 +443,7 @@ def read_artifact(directory: Path, limits: Limits = Limits()) -> Artifact:
     paths = patch_paths(patch, limits, result["ops"]) if patch.strip() else []
     if sorted(set(result["changed_paths"])) != paths:
         raise ArtifactError("result.json: changed_paths does not match the paths in patch.diff")
+    reset = _read_reset(result["reset_paths"], result["reset_count"])
     return Artifact(
         repo=result["repo"],
         head_sha=result["head_sha"],
@@ -408,6 +456,9 @@ def read_artifact(directory: Path, limits: Limits = Limits()) -> Artifact:
         logs=_read_logs(directory / LOGS, limits),
         truncated_logs=list(result.get("truncated_logs", [])),
         perf=dict(result.get("perf", {})),
+        base_sha=result["base_sha"],
+        reset=reset,
+        reset_count=result["reset_count"],
     )
 
 
@@ -431,6 +482,23 @@ def _verdict(op: str, fields: dict) -> KernelVerdict:
         if why:
             raise ArtifactError(f"result.json: verdicts/{op}: {why}")
     return KernelVerdict(**{**fields, "annotations": places})
+
+
+def _read_reset(groups: dict[str, list[str]], count: int) -> ClassedPaths:
+    """The reset paths, each a plain path listed once under its own class."""
+    listed = [p for c in CLASSES for p in groups[c]]
+    if len(listed) > MAX_RESET_PATHS or len(set(listed)) != len(listed):
+        raise ArtifactError(f"result.json: reset_paths lists {len(listed)} paths, or one twice")
+    if count < len(listed):
+        raise ArtifactError("result.json: reset_count is less than the paths reset_paths lists")
+    for klass in CLASSES:
+        for path in groups[klass]:
+            why = plain_path_refusal(path)
+            if why or path_class(path) != klass:
+                raise ArtifactError(
+                    f"result.json: reset_paths/{klass}: {why or f'{path!r} is not of this class'}"
+                )
+    return ClassedPaths.of(listed)
 
 
 def _read_logs(logs_dir: Path, limits: Limits) -> dict[str, str]:

@@ -50,6 +50,12 @@ def add_subcommands(sub) -> None:
     p.add_argument("--repo", default=os.environ.get("GITHUB_REPOSITORY", ""), help="owner/name")
     p.add_argument("--pr", type=int, required=True)
     p.add_argument("--head-sha", required=True, help="the commit dispatch approved and the port tested")
+    p.add_argument(
+        "--base-sha",
+        default="",
+        help="dispatch's `base_sha` output: the base commit whose files the port built and tested "
+        "(default: the pull request's base commit as the API gives it now)",
+    )
     p.add_argument("--check-run-id", type=int, required=True)
     p.add_argument("--commit", choices=("true", "false"), default="true", help="dispatch's `commit` output")
     p.add_argument(
@@ -68,11 +74,23 @@ def add_subcommands(sub) -> None:
     p = sub.add_parser(
         "port-job",
         help="(untrusted, no token) port kernels at one commit, write the artifact",
-        description="Run the port for each kernel in a checkout at --head-sha with every secret removed "
-        "from the environment, and write the patch-and-results artifact (docs/artifact.md).",
+        description="Put the checkout at --head-sha back to the files of --base-sha, except each kernel's "
+        "kernel.rs, run the port for each kernel there with every secret removed from the environment, "
+        "and write the patch-and-results artifact (docs/artifact.md).",
     )
-    p.add_argument("--repo", type=Path, default=Path("."), help="checkout at --head-sha (default: .)")
+    p.add_argument(
+        "--repo",
+        type=Path,
+        default=Path("."),
+        help="checkout at --head-sha that also holds --base-sha (default: .)",
+    )
     p.add_argument("--head-sha", required=True)
+    p.add_argument(
+        "--base-sha",
+        required=True,
+        help="the pull request's base commit (the matrix entry's `base_sha`): the build and the tests use its "
+        "files, and only each kernel's kernel.rs from --head-sha",
+    )
     p.add_argument("--kernel", action="append", required=True, help="kernel name; repeat for several")
     p.add_argument("--artifact", type=Path, required=True, help="directory to write (docs/artifact.md)")
     p.add_argument("--repo-name", default=os.environ.get("GITHUB_REPOSITORY", ""), help="owner/name")
@@ -213,6 +231,7 @@ def cmd_finalize(args) -> int:
         repo=args.repo,
         pr=args.pr,
         head_sha=args.head_sha,
+        base_sha=args.base_sha.strip().lower(),
         check_run_id=args.check_run_id,
         artifact_dirs=list(args.artifacts),
         commit=args.commit == "true",
@@ -280,6 +299,7 @@ def cmd_port_job(args) -> int:
                 sandbox=args.sandbox,
             ),
             repo_name=args.repo_name,
+            base_sha=args.base_sha.strip().lower(),
         )
     except PortJobError as exc:  # a wrong commit or kernel name: said before any port ran
         raise UsageError(str(exc)) from None

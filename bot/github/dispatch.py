@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from github import GithubException
 
 from bot.errors import UsageError
-from bot.github import publish, render
+from bot.github import head_trust, publish, render
 from bot.github.commands import Command, kernel_name_errors, parse_commands
 from bot.github.config import Config, ConfigError, load_config
 from bot.github.events import Event
@@ -38,6 +38,7 @@ class MatrixEntry:
     kernel: str  # one name, or several separated by spaces (matrix: single)
     check_run_id: int
     commit: bool
+    base_sha: str  # the base commit whose files the port builds and tests (bot/github/base_tree.py)
 
     @property
     def slug(self) -> str:
@@ -50,6 +51,7 @@ class DispatchResult:
     reason: str
     pr: int | None = None
     head_sha: str = ""
+    base_sha: str = ""
     check_run_id: int | None = None
     kernels: list[str] = field(default_factory=list)
     commit: bool = False
@@ -62,7 +64,10 @@ class DispatchResult:
         if not self.run or self.check_run_id is None or self.pr is None:
             return []
         groups = [" ".join(self.kernels)] if self.single_job else list(self.kernels)
-        return [MatrixEntry(self.pr, self.head_sha, k, self.check_run_id, self.commit) for k in groups]
+        return [
+            MatrixEntry(self.pr, self.head_sha, k, self.check_run_id, self.commit, self.base_sha)
+            for k in groups
+        ]
 
     def outputs(self) -> dict[str, str]:
         return {
@@ -70,6 +75,7 @@ class DispatchResult:
             "reason": self.reason.replace("\n", " "),
             "pr": str(self.pr or ""),
             "head_sha": self.head_sha,
+            "base_sha": self.base_sha,
             "check_run_id": str(self.check_run_id or ""),
             "kernels": json.dumps(self.kernels),
             "commit": "true" if self.commit else "false",
@@ -97,6 +103,8 @@ class Dispatcher:
         self.bots = bots
         self.run_ref = run_ref or uuid.uuid4().hex[:12]
         self.details_url = details_url
+        self._files: list | None = None  # the pull request's file list, read once
+        self._guarded: list[str] | None = None
 
     def _skip(self, reason: str, **kw) -> DispatchResult:
         log.info("dispatch: no run: %s", reason)
@@ -186,8 +194,20 @@ class Dispatcher:
             return result
         return self._queue(head, key, kernels, commit=self.cfg.auto_commit, why=trust.reason)
 
-    def _head_trust(self, head: str):
-        """May the head run without an approval of that commit? Decided on who pushed it.
+    def _head_trust(self, head: str) -> Trust:
+        """May the head run without an approval of that commit? Decided on who pushed it, on what
+        they pushed onto whose pull request, and on whether it edits the tests or the runtime
+        (bot/github/head_trust.py)."""
+        trust = self._push_trust(head)
+        if not trust.allowed:
+            return trust
+        edits = self._guarded_edits()
+        if edits:
+            return Trust(False, head_trust.guarded_reason(head, edits), trust.role)
+        return trust
+
+    def _push_trust(self, head: str) -> Trust:
+        """Whether the head's push was trusted.
 
         Only ``synchronize`` names the pusher. ``opened`` does when its sender owns the fork the
         branch lives in. ``reopened`` and ``ready_for_review`` are clicks by anyone who may make
@@ -198,10 +218,27 @@ class Dispatcher:
         names_pusher = ev.action == "synchronize" or (
             ev.action == "opened" and self._owns_head_repo(ev.sender)
         )
-        if is_fork(self.pr) and not names_pusher and not self._needs_approval(head):
+        if is_fork(self.pr) and not names_pusher and self._push_recorded(head):
             return Trust(True, "dispatch recorded a trusted push of this commit")
         pusher = ev.sender if names_pusher or not is_fork(self.pr) else ""
-        return check_auto_run(self.gh, self.repo, self.cfg, self.pr, pusher=pusher, event=ev.action)
+        trust = check_auto_run(self.gh, self.repo, self.cfg, self.pr, pusher=pusher, event=ev.action)
+        if trust.allowed and pusher and is_fork(self.pr):
+            return self._onto_outsider(head, pusher, trust)
+        return trust
+
+    def _onto_outsider(self, head: str, pusher: str, trust: Trust) -> Trust:
+        """A trusted push onto the pull request of someone who is not trusted vouches only for the
+        pusher's own plain commits on top of a trusted commit ("Update branch" merges need approval)."""
+        author = self.pr.user.login
+        if author.lower() == pusher.lower() or check_user(self.gh, self.repo, self.cfg, author).allowed:
+            return trust
+        why = head_trust.foreign_commits(self.repo, head, pusher, self._trusted_commit)
+        return (
+            Trust(False, head_trust.foreign_reason(head, pusher, author, why), trust.role) if why else trust
+        )
+
+    def _trusted_commit(self, sha: str) -> bool:
+        return head_trust.recorded_trusted(self.repo, self.ev.pr_number, sha, self.cfg.check_name)
 
     def _owns_head_repo(self, login: str) -> bool:
         head_repo = self.pr.head.repo
@@ -273,14 +310,14 @@ class Dispatcher:
                 f"run. To run the head, review it and {self._how_to_approve(head, cmd)}",
             )
             return self._skip("the approved sha is not the head")
-        if cmd.sha != head and self._needs_approval(head):
+        why = self._approval_needed(head) if cmd.sha != head else ""
+        if why:
             if comment is not None:
                 publish.react(comment, "confused")
             self._reply(
                 key,
-                f"Nothing was run: agent-d does not know the head of this pull request to be pushed by a "
-                f"maintainer, so each commit needs an approval that names it in full. After reviewing commit "
-                f"`{head}`, {self._how_to_approve(head, cmd)}",
+                f"Nothing was run: {why}, so each commit needs an approval that names it in full. After "
+                f"reviewing commit `{head}`, {self._how_to_approve(head, cmd)}",
             )
             return self._skip("approval needs the full sha of the head")
         bad = kernel_name_errors(cmd.kernels)  # comments are checked when parsed; dispatch inputs here
@@ -313,27 +350,50 @@ class Dispatcher:
             return f"start the workflow again with the input `sha` set to `{head}`."
         return f"comment:\n\n{render.fence(approval_command(head, cmd.name))}"
 
-    def _needs_approval(self, head: str) -> bool:
-        """Whether running ``head`` needs a maintainer's approval of that exact commit.
+    def _approval_needed(self, head: str) -> str:
+        """Why running ``head`` needs a maintainer's approval of that exact commit; "" when it does not."""
+        edits = self._guarded_edits()
+        if edits:
+            return (
+                f"this pull request edits the tests, a `conftest.py` or the TileGym runtime "
+                f"({render.path_list(edits)}), which agent-d takes from the base branch; whoever pushed it"
+            )
+        if not is_fork(self.pr) or self._push_recorded(head):
+            return ""
+        return "agent-d does not know the head of this pull request to be pushed by a maintainer"
+
+    def _push_recorded(self, head: str) -> bool:
+        """Whether dispatch recorded the push of ``head`` (a fork's) as trusted.
 
         A command is handled long after the push, so the pusher is read back from what dispatch
         recorded for that push: an automatic run or a draft notice under the trusted push's key,
         whatever its conclusion. Nothing else (an untrusted push, a missed event, a run's outcome)
-        means approval: fail closed.
+        counts: fail closed.
         """
-        if not is_fork(self.pr):
-            return False
         name = self.cfg.check_name
         if publish.find_check_run(self.repo, head, name, self._external(head, _draft_key(True))) is not None:
-            return False
+            return True
         auto = publish.find_check_run(self.repo, head, name, self._external(head, _auto_key(True)))
         # a run agent-d recorded under this key before untrusted pushes had a key of their own
         # waited for a maintainer when it concluded `action_required`
-        return auto is None or auto.conclusion == "action_required"
+        return auto is not None and auto.conclusion != "action_required"
+
+    def _pr_files(self) -> list:
+        if self._files is None:
+            self._files = list(self.pr.get_files())
+        return self._files
+
+    def _guarded_edits(self) -> list[str]:
+        """The pull request's edits of the tests, a conftest.py or the runtime (head_trust.py)."""
+        if self._guarded is None:
+            files = self._pr_files()
+            ops = [k.op for k in added_kernels(files)]
+            self._guarded = head_trust.guarded_edits(self.repo, self.pr, files, ops, self.cfg.check_name)
+        return self._guarded
 
     def _added_ops(self) -> list[str]:
         """The kernels this PR adds (bot/targets.py's rule); UsageError for a name it refuses."""
-        return checked_ops(added_kernels(self.pr.get_files()))
+        return checked_ops(added_kernels(self._pr_files()))
 
     def _bad_kernel_name(self, head: str, key: str, exc: UsageError) -> DispatchResult:
         why = f"{render.escape_md(str(exc))}. agent-d ports no kernel of this pull request until the directory is renamed."
@@ -344,7 +404,10 @@ class Dispatcher:
 
     def _queue(self, head: str, key: str, kernels: list[str], commit: bool, why: str) -> DispatchResult:
         name, external = self.cfg.check_name, self._external(head, key)
-        summary = f"Kernels: {', '.join(kernels)}. Commit {head}. Why: {why}."
+        summary = (
+            f"Kernels: {', '.join(kernels)}. Commit {head}, built and tested on the files of the base commit "
+            f"{self.pr.base.sha} (only each kernel's kernel.rs comes from the pull request). Why: {why}."
+        )
         run, created = publish.ensure_check_run(
             self.repo, head, name, external, "queued", summary, self.details_url
         )
@@ -356,6 +419,7 @@ class Dispatcher:
             why,
             pr=self.ev.pr_number,
             head_sha=head,
+            base_sha=self.pr.base.sha,
             check_run_id=run.id,
             kernels=kernels,
             single_job=self.cfg.matrix == "single",

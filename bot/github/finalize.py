@@ -2,12 +2,14 @@
 
 Input: the dispatch decision (trusted job outputs: PR, head sha, check run id, kernels,
 whether to commit) and the artifacts of the port jobs (untrusted data).  It validates the
-artifacts, rebuilds the tested tree from the patch, judges git's own diff of that tree
-(no deletions, renames or modes other than 100644; only generated and wiring paths of the
-dispatched kernels), regenerates the host files itself from the head and requires the
-tested tree to equal that.  The pushed content is always agent-d's own generation, never
-the artifact's patch.  It pushes one follow-up commit (fast-forward only) when there is
-something to push and it may,
+artifacts, computes the tree the port had to start from (the base commit's files plus each
+kernel's ``kernel.rs`` from the head, bot/github/base_tree.py), rebuilds the tested tree from
+that and the patch, judges git's own diff of it (no deletions, renames or modes other than
+100644; only generated and wiring paths of the dispatched kernels), regenerates the host files
+itself from the same start and requires the tested tree to equal that.  The pushed content is
+always agent-d's own generation, never the artifact's patch: the head with agent-d's files as
+tested (bot/github/pushed_tree.py).  It pushes one follow-up commit (fast-forward only) when
+there is something to push and it may,
 concludes the check on the new head (and the informational ``<check>/perf`` check when the perf
 stage ran), posts one COMMENT review, and edits the sticky status comment.  A run whose commit is no longer the PR head ends ``cancelled`` and
 posts nothing else.  Every write happens holding the pull request's lock (``pr_lock``)
@@ -24,12 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.errors import StageStop
-from bot.github import gitops, publish, regenerate, render, render_perf
-from bot.github.artifact import Artifact, ArtifactError, change_refusals, read_artifact
+from bot.github import base_tree, gitops, publish, regenerate, render, render_perf
+from bot.github.artifact import Artifact, ArtifactError, change_refusals, listed_reset, read_artifact
 from bot.github.config import Config, ConfigError, load_config
 from bot.github.kernels import added_kernels
 from bot.github.perf_check import publish_perf_check
 from bot.github.pr_lock import pr_lock
+from bot.github.pushed_tree import PushedTree, pushed_tree
 from bot.github.redact import redact
 from bot.github.trust import is_fork
 
@@ -49,6 +52,24 @@ class FinalizeRequest:
     push_token: str | None = None
     port_result: str = "success"  # the GPU job's result as Actions reports it
     kernels: tuple[str, ...] = ()  # dispatch's kernels; empty: any kernel the PR adds
+    base_sha: str = ""  # dispatch's base commit; empty: the pull request's base as the API gives it now
+
+
+@dataclass(frozen=True)
+class Built:
+    """What the port built and tested, as finalize proved it, and what that makes the head."""
+
+    source: base_tree.SourceTree  # the start: the base's files plus the kernels' kernel.rs
+    tested: str  # the tested tree: the start plus agent-d's generated files
+    pushed: PushedTree  # the head with agent-d's files as tested
+
+
+@dataclass(frozen=True)
+class Committed:
+    head: str  # the pull request's head after this finalize
+    pushed: bool
+    notes: list[str]  # for the check and the status comment
+    review_notes: list[str]  # for the review only
 
 
 @dataclass
@@ -100,6 +121,7 @@ class Finalizer:
             self.cfg = Config()
             return self._locked(self._fail, "agent-d configuration error", render.escape_md(str(exc)))
         self.pr = self.repo.get_pull(req.pr)
+        self.base_sha = req.base_sha or self.pr.base.sha
         if req.port_result == "cancelled":
             return self._locked(self._cancel, "the GPU job was cancelled")
         if self.pr.head.sha != req.head_sha:
@@ -155,6 +177,8 @@ class Finalizer:
                 raise ArtifactError(f"artifact is for {art.repo}, not {self.req.repo}")
             if art.head_sha != self.req.head_sha:
                 raise ArtifactError(f"artifact tested {art.head_sha}, not the dispatched {self.req.head_sha}")
+            if art.base_sha != self.base_sha:
+                raise ArtifactError(f"artifact was built on base {art.base_sha}, not {self.base_sha}")
             extra = sorted(set(art.ops) - (dispatched & added))
             if extra:
                 raise ArtifactError(
@@ -176,41 +200,64 @@ class Finalizer:
             )
         if not gitops.has_commit(gitdir, self.req.head_sha):
             raise ArtifactError(f"commit {self.req.head_sha} could not be fetched")
+        for refspec in (f"+refs/heads/{self.pr.base.ref}:refs/agent-d/base", self.base_sha):
+            if gitops.has_commit(gitdir, self.base_sha):
+                break
+            try:
+                gitops.fetch(gitdir, self.repo.clone_url, refspec, token)
+            except gitops.GitError as exc:
+                log.info("fetching the base %s: %s", refspec, exc.stderr[-300:])
+        if not gitops.has_commit(gitdir, self.base_sha):
+            raise ArtifactError(f"the base commit {self.base_sha} could not be fetched")
         return gitops.tree_of(gitdir, self.req.head_sha)
 
-    def _tested_tree(self, gitdir: Path, art: Artifact, head_tree: str) -> str:
-        """The artifact's tested tree, rebuilt from its patch and judged on git's own diff."""
-        if art.base_tree != head_tree:
-            raise ArtifactError(f"artifact base tree {art.base_tree} is not the tree of {self.req.head_sha}")
+    def _tested_tree(self, gitdir: Path, art: Artifact, source: base_tree.SourceTree) -> str:
+        """The artifact's tested tree, rebuilt from its start and patch and judged on git's own diff."""
+        if art.base_tree != source.tree:
+            raise ArtifactError(
+                f"artifact base tree {art.base_tree} is not {source.tree}, the files of the base "
+                f"{source.base_sha[:12]} with the kernel.rs of {', '.join(source.ops)} from {source.head_sha[:12]}"
+            )
+        if (art.reset, art.reset_count) != listed_reset(source.reset):
+            raise ArtifactError(
+                "result.json: reset_paths are not the files where the head differs from that tree"
+            )
         try:
-            tree = gitops.apply_patch_to_tree(gitdir, self.req.head_sha, art.patch)
+            tree = gitops.apply_patch_to_tree(gitdir, source.tree, art.patch)
         except gitops.GitError as exc:
             raise ArtifactError(
-                f"the patch does not apply to {self.req.head_sha}: {exc.stderr[-300:]}"
+                f"the patch does not apply to the start tree {source.tree}: {exc.stderr[-300:]}"
             ) from None
         if tree != art.tested_tree:
             raise ArtifactError(
-                f"patch + {self.req.head_sha[:12]} gives tree {tree}, not the tested {art.tested_tree}"
+                f"patch + start tree {source.tree[:12]} gives tree {tree}, not the tested {art.tested_tree}"
             )
-        refusals = change_refusals(gitops.tree_changes(gitdir, head_tree, tree), art.ops)
+        refusals = change_refusals(gitops.tree_changes(gitdir, source.tree, tree), art.ops)
         if refusals:
             raise ArtifactError("the tested tree makes changes agent-d never makes: " + "; ".join(refusals))
         return tree
 
-    def _combined_tree(self, gitdir: Path, artifacts: list[Artifact], head_tree: str, patch: str) -> str:
-        """The one tree to publish: agent-d's own generation on the head, equal to what was tested.
+    def _source(self, gitdir: Path, ops: list[str]) -> base_tree.SourceTree:
+        return base_tree.source_tree(gitdir, self.base_sha, self.req.head_sha, sorted(ops))
+
+    def _combined_tree(
+        self, gitdir: Path, artifacts: list[Artifact], source: base_tree.SourceTree, patch: str
+    ) -> str:
+        """The one tested tree: agent-d's own generation on ``source`` (every kernel's), equal to
+        what was tested.
 
         ``patch``: the artifacts' non-empty patches, joined; they only rebuild the tested trees.
         """
         for art in artifacts:
-            self._tested_tree(gitdir, art, head_tree)
-        if all(a.tested_tree == head_tree for a in artifacts):
-            return head_tree
+            own = source if sorted(art.ops) == list(source.ops) else self._source(gitdir, art.ops)
+            self._tested_tree(gitdir, art, own)
+        if all(a.tested_tree == a.base_tree for a in artifacts):
+            return source.tree
         if len(artifacts) == 1:
             tested = artifacts[0].tested_tree
         else:
             try:
-                tested = gitops.apply_patch_to_tree(gitdir, self.req.head_sha, patch)
+                tested = gitops.apply_patch_to_tree(gitdir, source.tree, patch)
             except gitops.GitError as exc:
                 raise ArtifactError(
                     "the kernels were ported in separate jobs and their patches conflict (set `matrix: single` "
@@ -219,14 +266,15 @@ class Finalizer:
         # a kernel whose generated code faulted (agent-d's own bug) was tested without its files
         ops = sorted({op for a in artifacts for op in a.ops if not a.verdicts[op].withheld})
         try:
-            ours, notes = regenerate.regenerated_tree(gitdir, self.req.head_sha, ops, self.generate)
+            ours, notes = regenerate.regenerated_tree(gitdir, source.tree, ops, self.generate)
         except (StageStop, regenerate.RegenerationError) as exc:
             raise ArtifactError(f"agent-d could not regenerate the host files itself: {exc}") from None
         if ours != tested:
             differ = sorted(c.path for c in gitops.tree_changes(gitdir, ours, tested))
             why = "; ".join(notes)
             raise ArtifactError(
-                f"the tested tree is not what agent-d generates from {self.req.head_sha[:12]}: "
+                f"the tested tree is not what agent-d generates from the files of the base "
+                f"{self.base_sha[:12]} with the kernel.rs of {self.req.head_sha[:12]}: "
                 f"{', '.join(differ)} differ" + (f" (generation: {why})" if why else "")
             )
         return ours
@@ -236,53 +284,31 @@ class Finalizer:
     def _publish(self, artifacts: list[Artifact], gitdir: Path) -> FinalizeResult:
         try:
             head_tree = self._fetch(gitdir)
+            source = self._source(gitdir, [op for a in artifacts for op in a.ops])
             joined = "".join(a.patch for a in artifacts if not a.empty)
-            tree = self._combined_tree(gitdir, artifacts, head_tree, joined)
-        except (ArtifactError, gitops.GitError) as exc:
+            tested = self._combined_tree(gitdir, artifacts, source, joined)
+            built = Built(source, tested, pushed_tree(gitdir, source, tested))
+        except (ArtifactError, gitops.GitError, base_tree.BaseTreeError) as exc:
             why = f"The tested result cannot be reproduced: {render.escape_md(str(exc))}"
             return self._locked(self._fail, "artifact rejected", why)
-        return self._locked(self._publish_tree, artifacts, gitdir, head_tree, tree)
+        return self._locked(self._publish_tree, artifacts, gitdir, head_tree, built)
 
     def _publish_tree(
-        self, artifacts: list[Artifact], gitdir: Path, head_tree: str, tree: str
+        self, artifacts: list[Artifact], gitdir: Path, head_tree: str, built: Built
     ) -> FinalizeResult:
         """Commit, conclude, review, status comment (called holding the lock)."""
-        req = self.req
-        patch = gitops.tree_diff(gitdir, head_tree, tree)  # what agent-d generated, as git writes it
         verdicts = render.merged_verdicts(artifacts)
-        verdict = render.overall(verdicts)
-        conclusion = render.CONCLUSION[verdict]
-        notes: list[str] = []  # for the check and the status comment
-        review_notes: list[str] = []  # only what the review must carry (deterministic across reruns)
-        new_head, pushed = req.head_sha, False
-        if tree == head_tree:
-            notes.append("The generated files already match this commit: nothing to commit.")
-        else:
-            refusal = self._why_not_push()
-            if refusal:
-                review_notes.append(render.patch_instructions(patch, req.pr, refusal))
-                notes.append(f"Not committed: {refusal}.")
-            else:
-                message = render.commit_message(sorted(verdicts), tree, req.run_ref)
-                sha = gitops.commit_tree(gitdir, tree, req.head_sha, message, BOT_NAME, BOT_EMAIL)
-                ok, err = gitops.push(gitdir, self._push_url(), sha, self.pr.head.ref, req.push_token)
-                if ok:
-                    self._wait_for_head(sha)
-                    new_head, pushed = sha, True
-                    notes.append(f"Committed the generated files as `{sha}`.")
-                elif "non-fast-forward" in err or "fetch first" in err or "stale info" in err:
-                    return self._cancel("the branch moved while agent-d was pushing")
-                else:
-                    why = f"the push was refused: {render.escape_md(err[-500:])}"
-                    review_notes.append(render.patch_instructions(patch, req.pr, why))
-                    notes.append("Not committed: the push was refused; the review holds the patch.")
+        conclusion = render.CONCLUSION[render.overall(verdicts)]
+        done = self._commit(gitdir, head_tree, built, sorted(verdicts))
+        if done is None:
+            return self._cancel("the branch moved while agent-d was pushing")
         title = render.check_title(verdicts)
-        summary = render.check_summary(verdicts, notes)
+        summary = render.check_summary(verdicts, done.notes)
         # on the run that carries the results (agent-d never edits kernel.rs: its lines stay put)
         places = render.annotations(verdicts)
-        if pushed:  # created concluded: one write (a run found from an earlier try is concluded)
+        if done.pushed:  # created concluded: one write (a run found from an earlier try is concluded)
             target, created = publish.ensure_check_run(
-                self.repo, new_head, self.cfg.check_name, f"{self.check.external_id}+commit", title, summary,
+                self.repo, done.head, self.cfg.check_name, f"{self.check.external_id}+commit", title, summary,
                 conclusion=conclusion, annotations=places,
             )  # fmt: skip
             if created:
@@ -290,17 +316,65 @@ class Finalizer:
             else:
                 publish.conclude(target, conclusion, title, summary, annotations=places)
             publish.conclude(
-                self.check, conclusion, title, f"Results are published on {new_head}.\n\n{summary}"
+                self.check, conclusion, title, f"Results are published on {done.head}.\n\n{summary}"
             )
         else:
             publish.conclude(self.check, conclusion, title, summary, annotations=places)
         perfs = render_perf.merged(artifacts)
-        publish_perf_check(self.repo, new_head, self.cfg.check_name, self.check.external_id or "", perfs)
-        body = render.review_body(artifacts, new_head, tree, review_notes, render_perf.section(perfs))
-        _, action = publish.post_review(self.repo, self.pr, new_head, body, self.bots)
+        publish_perf_check(self.repo, done.head, self.cfg.check_name, self.check.external_id or "", perfs)
+        unused = render.unused_edits(built.pushed.unused)
+        body = render.review_body(
+            artifacts, done.head, built.tested, [*unused, *done.review_notes], render_perf.section(perfs)
+        )
+        _, action = publish.post_review(self.repo, self.pr, done.head, body, self.bots)
         state = f"{title} ({conclusion})"
-        publish.upsert_sticky(self.pr, render.status_comment(new_head, state, "\n\n".join(notes)), self.bots)
-        return FinalizeResult(conclusion, new_head, pushed, action, notes + review_notes)
+        publish.upsert_sticky(
+            self.pr, render.status_comment(done.head, state, "\n\n".join(done.notes)), self.bots
+        )
+        return FinalizeResult(conclusion, done.head, done.pushed, action, done.notes + done.review_notes)
+
+    def _commit(self, gitdir: Path, head_tree: str, built: Built, ops: list[str]) -> Committed | None:
+        """Push the head with agent-d's tested files, or say why not (the review then holds the
+        patch); None when the branch moved meanwhile."""
+        req, tree = self.req, built.pushed.tree
+        if tree == head_tree:
+            return Committed(
+                req.head_sha, False, ["The generated files already match this commit: nothing to commit."], []
+            )
+        if built.pushed.overwritten:
+            why = render.overwrite_refusal(built.pushed.overwritten)
+            patch = gitops.tree_diff(gitdir, built.source.tree, built.tested)
+            take_back = (self.base_sha, list(built.pushed.overwritten))
+            return Committed(
+                req.head_sha,
+                False,
+                [f"Not committed: {why}."],
+                [render.patch_instructions(patch, req.pr, why, take_back)],
+            )
+        patch = gitops.tree_diff(gitdir, head_tree, tree)  # what agent-d generated, as git writes it
+        refusal = self._why_not_push()
+        if refusal:
+            return Committed(
+                req.head_sha,
+                False,
+                [f"Not committed: {refusal}."],
+                [render.patch_instructions(patch, req.pr, refusal)],
+            )
+        message = render.commit_message(ops, built.tested, req.run_ref)
+        sha = gitops.commit_tree(gitdir, tree, req.head_sha, message, BOT_NAME, BOT_EMAIL)
+        ok, err = gitops.push(gitdir, self._push_url(), sha, self.pr.head.ref, req.push_token)
+        if ok:
+            self._wait_for_head(sha)
+            return Committed(sha, True, [f"Committed the generated files as `{sha}`."], [])
+        if "non-fast-forward" in err or "fetch first" in err or "stale info" in err:
+            return None
+        why = f"the push was refused: {render.escape_md(err[-500:])}"
+        return Committed(
+            req.head_sha,
+            False,
+            ["Not committed: the push was refused; the review holds the patch."],
+            [render.patch_instructions(patch, req.pr, why)],
+        )
 
     def _why_not_push(self) -> str:
         if not self.req.commit:

@@ -199,3 +199,49 @@ def push(gitdir: Path, url: str, sha: str, branch: str, token: str | None = None
 
 def worktree_head(repo: Path) -> str:
     return git(repo, "rev-parse", "HEAD").strip()
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    mode: str  # 100644, 100755, 120000 (symlink), 160000 (submodule)
+    kind: str  # blob | commit
+    sha: str
+
+
+def tree_entries(
+    gitdir: Path, rev: str, paths: list[str] | None = None, bare: bool = True
+) -> dict[str, TreeEntry]:
+    """{path: entry} of every file of ``rev`` (only ``paths`` when given), read with ``ls-tree``."""
+    args = ["ls-tree", "-r", "-z", "--full-tree", rev]
+    if paths is not None and len(paths) <= 500:  # more: one listing of the whole tree, filtered
+        if not paths:
+            return {}
+        args += ["--", *(f":(literal){p}" for p in paths)]
+    entries: dict[str, TreeEntry] = {}
+    for record in git_bytes(gitdir, *args, bare=bare).split(b"\0"):
+        if record:
+            meta, path = record.split(b"\t", 1)
+            mode, kind, sha = meta.decode().split(" ")
+            entries[path.decode("utf-8", "surrogateescape")] = TreeEntry(mode, kind, sha)
+    if paths is not None:  # a path that is a folder in ``rev`` lists its files: not asked for
+        entries = {p: entries[p] for p in paths if p in entries}
+    return entries
+
+
+def read_blobs(gitdir: Path, shas: list[str], bare: bool = True) -> dict[str, bytes]:
+    """The contents of the blobs ``shas``, in one ``cat-file --batch``."""
+    wanted = sorted(set(shas))
+    if not wanted:
+        return {}
+    out = git_bytes(gitdir, "cat-file", "--batch", bare=bare, input="".join(f"{s}\n" for s in wanted))
+    blobs: dict[str, bytes] = {}
+    pos = 0
+    for sha in wanted:
+        header_end = out.index(b"\n", pos)
+        header = out[pos:header_end].split(b" ")
+        if len(header) != 3 or header[1] != b"blob":
+            raise GitError(("cat-file", "--batch"), 1, f"{sha} is not a blob")
+        size = int(header[2])
+        blobs[sha] = out[header_end + 1 : header_end + 1 + size]
+        pos = header_end + 1 + size + 1
+    return blobs

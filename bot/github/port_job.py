@@ -3,8 +3,12 @@
 The port function runs in an allow-listed environment (bot/github/pr_env.py): every
 variable a build and a test do not need, tokens and ``ACTIONS_*`` credentials first among
 them, is removed from ``os.environ`` for the duration (and restored afterwards, for
-``agent-d run``), and the job refuses to start if a secret-looking one is still visible.  The patch and the tested tree are computed with a
-temporary index so the checkout's own index is never touched.
+``agent-d run``), and the job refuses to start if a secret-looking one is still visible.
+
+Before the port, the checkout is made to hold the base commit's files plus each ported
+kernel's ``kernel.rs`` (bot/github/base_tree.py): no other file of the pull request reaches the
+build or the tests. The patch and the tested tree are computed from that tree with a temporary
+index, so the checkout's own index is never touched.
 """
 
 from __future__ import annotations
@@ -13,13 +17,14 @@ import contextlib
 import io
 import logging
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
 from bot import annotations, machine_errors
 from bot.errors import UsageError
-from bot.github import gitops, pr_env
+from bot.github import base_tree, gitops, pr_env
 from bot.github.artifact import (
     MAX_REASON,
     MAX_VALIDATOR_BLOCK,
@@ -33,6 +38,8 @@ from bot.github.artifact import (
 from bot.github.redact import REDACTOR, RedactFilter, is_secret_name
 from bot.targets import check_name
 from bot.types import Annotation
+
+_SHA_RE = re.compile(r"[0-9a-f]{40}")
 
 log = logging.getLogger(__name__)
 
@@ -82,22 +89,23 @@ def _captured_log() -> Iterator[io.StringIO]:
         root.removeHandler(handler)
 
 
-def snapshot(repo: Path, ops: list[str]) -> tuple[str, str, list[str], list[str]]:
-    """(patch, tested tree, changed allowed paths, changed paths left out) for the work tree vs HEAD.
+def snapshot(repo: Path, ops: list[str], start: str = "HEAD") -> tuple[str, str, list[str], list[str]]:
+    """(patch, tested tree, changed allowed paths, changed paths left out) for the work tree vs ``start``.
 
-    Kept: the generated files of ``ops`` and the wiring, exactly what finalize regenerates.
+    ``start``: the tree the port began from (a tree-ish). Kept: the generated files of ``ops``
+    and the wiring, exactly what finalize regenerates.
     """
     with gitops.temp_index() as env:
-        gitops.git(repo, "read-tree", "HEAD", env=env)
+        gitops.git(repo, "read-tree", start, env=env)
         gitops.git(repo, "add", "-A", "--", ".", env=env)
         changed = [
             p
-            for p in gitops.git(repo, "diff", "--cached", "--name-only", "-z", "HEAD", env=env).split("\0")
+            for p in gitops.git(repo, "diff", "--cached", "--name-only", "-z", start, env=env).split("\0")
             if p
         ]
         dropped = [p for p in changed if not is_allowed(p, ops=ops)]
         for path in dropped:
-            gitops.git(repo, "reset", "-q", "HEAD", "--", path, env=env)
+            gitops.git(repo, "reset", "-q", start, "--", path, env=env)
         kept = [p for p in changed if is_allowed(p, ops=ops)]
         patch = gitops.git(
             repo,
@@ -107,7 +115,7 @@ def snapshot(repo: Path, ops: list[str]) -> tuple[str, str, list[str], list[str]
             "--no-ext-diff",
             "--no-textconv",
             "--no-renames",
-            "HEAD",
+            start,
             env=env,
         )
         tree = gitops.git(repo, "write-tree", env=env).strip()
@@ -198,6 +206,27 @@ def _port_together(
     return {op: answered.get(op, missing) for op in kernels}
 
 
+def _source_tree(repo: Path, head_sha: str, base_sha: str, kernels: list[str]) -> base_tree.SourceTree:
+    """Check the commits, then make the checkout hold the base's files plus the kernels' kernel.rs."""
+    actual = gitops.worktree_head(repo)
+    if actual != head_sha:
+        raise PortJobError(f"the checkout is at {actual}, not the approved commit {head_sha}")
+    if (
+        not _SHA_RE.fullmatch(base_sha)
+        or gitops.git(repo, "cat-file", "-t", base_sha, check=False).strip() != "commit"
+    ):
+        raise PortJobError(f"the base commit {base_sha!r} is not in the checkout (fetch it with the head)")
+    try:
+        source = base_tree.source_tree(repo, base_sha, head_sha, kernels, bare=False)
+        base_tree.reset_worktree(repo, source)
+    except (base_tree.BaseTreeError, gitops.GitError, OSError) as exc:
+        raise PortJobError(f"cannot put the base's files in the checkout: {exc}") from None
+    if source.reset:
+        every = source.reset.all()
+        log.info("%d files put back to the base's bytes: %s", len(every), ", ".join(every[:20]))
+    return source
+
+
 def run_port_job(
     repo: Path,
     head_sha: str,
@@ -205,19 +234,19 @@ def run_port_job(
     artifact_dir: Path,
     port_fn: PortFn,
     repo_name: str = "",
+    *,
+    base_sha: str,
 ) -> Path:
-    """Port ``kernels`` in the checkout ``repo`` (which must be at ``head_sha``); write the artifact."""
+    """Port ``kernels`` in the checkout ``repo`` (at ``head_sha``) on the files of ``base_sha`` plus
+    the kernels' ``kernel.rs``; write the artifact."""
     repo = Path(repo)
     for op in kernels:
         try:
             check_name(op)
         except UsageError as exc:
             raise PortJobError(str(exc)) from None
-    actual = gitops.worktree_head(repo)
-    if actual != head_sha:
-        raise PortJobError(f"the checkout is at {actual}, not the approved commit {head_sha}")
+    source = _source_tree(repo, head_sha, base_sha, kernels)
     repo_name = repo_name or os.environ.get("GITHUB_REPOSITORY", "local/repo")
-    base_tree = gitops.tree_of(repo, "HEAD", bare=False)
     verdicts: dict[str, KernelVerdict] = {}
     perf: dict[str, dict] = {}
     logs: dict[str, str] = {}
@@ -232,7 +261,11 @@ def run_port_job(
                 with _captured_log() as buf:
                     verdicts[op] = _port_each(port_fn, repo, op, perf)
                 logs[f"{op}.txt"] = REDACTOR.redact(buf.getvalue())
-        patch, tree, kept, dropped = snapshot(repo, kernels)
+        patch, tree, kept, dropped = snapshot(repo, kernels, source.tree)
+    if source.reset:
+        logs["reset-paths.txt"] = "put back to the base's bytes before the port:\n" + "\n".join(
+            source.reset.all()
+        )
     if dropped:
         logs["left-out-paths.txt"] = (
             "changed but not part of the patch (outside the generated paths):\n" + "\n".join(dropped)
@@ -241,11 +274,13 @@ def run_port_job(
         Path(artifact_dir),
         repo=repo_name,
         head_sha=head_sha,
-        base_tree=base_tree,
+        base_sha=base_sha,
+        base_tree=source.tree,
         tested_tree=tree,
         verdicts=verdicts,
         patch=patch,
         changed_paths=kept,
+        reset=source.reset,
         logs=logs,
         perf=perf,
     )

@@ -1,11 +1,13 @@
-"""The finalizer's own generated files: the PR head plus what agent-d writes for it, as a git tree.
+"""The finalizer's own generated files: the port's start tree plus what agent-d writes for it.
 
 The untrusted port job says what it tested (a tree hash); this module computes, without the
-port job's help and without running anything from the PR, what that tree must be. Generation
-is pure (the syn reader, the planner, the emitters, ruff/rustfmt as formatters), so the same
-head gives the same files; finalize pushes only when the two trees are equal.
+port job's help and without running anything from the PR, what that tree must be. The start
+is the base commit's files plus each kernel's ``kernel.rs`` from the head
+(bot/github/base_tree.py). Generation is pure (the syn reader, the planner, the emitters,
+ruff/rustfmt as formatters), so the same start gives the same files; finalize pushes only
+when the two trees are equal.
 
-The head is copied out of git as regular files only: symlinks, submodules and anything that
+The start is copied out of git as regular files only: symlinks, submodules and anything that
 would land outside the copy are left out, so reading the PR's files never follows a link
 planted by the PR.
 """
@@ -31,33 +33,22 @@ class RegenerationError(RuntimeError):
 
 
 def materialize(gitdir: Path, rev: str, dest: Path) -> Path:
-    """The regular files of ``rev`` under ``dest`` (no links, no submodules, no git metadata).
+    """The regular files of ``rev`` (a commit or a tree) under ``dest`` (no links, no submodules,
+    no git metadata).
 
     Read with ls-tree and cat-file rather than ``git archive``, whose export-subst and
     export-ignore attributes would let the PR's .gitattributes change what is copied.
     """
-    listing = gitops.git_bytes(gitdir, "ls-tree", "-r", "-z", "--full-tree", rev, bare=True)
-    files: list[tuple[str, str]] = []
-    for entry in listing.split(b"\0"):
-        if not entry:
-            continue
-        meta, path = entry.split(b"\t", 1)
-        mode, kind, sha = meta.decode().split(" ")
-        name = path.decode("utf-8", "surrogateescape")
-        if kind == "blob" and mode in ("100644", "100755") and ".." not in name.split("/"):
-            files.append((sha, name))
-    blobs = gitops.git_bytes(
-        gitdir, "cat-file", "--batch", bare=True, input="".join(f"{s}\n" for s, _ in files)
-    )
-    pos = 0
-    for _sha, name in files:
-        header_end = blobs.index(b"\n", pos)
-        size = int(blobs[pos:header_end].split(b" ")[2])
-        content = blobs[header_end + 1 : header_end + 1 + size]
-        pos = header_end + 1 + size + 1
+    files = {
+        name: entry.sha
+        for name, entry in gitops.tree_entries(gitdir, rev).items()
+        if entry.kind == "blob" and entry.mode in ("100644", "100755") and ".." not in name.split("/")
+    }
+    blobs = gitops.read_blobs(gitdir, list(files.values()))
+    for name, sha in files.items():
         target = dest / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content)
+        target.write_bytes(blobs[sha])
     return dest
 
 
@@ -75,6 +66,8 @@ def _allowed_files(root: Path, ops: list[str]) -> dict[str, bytes]:
 
 def regenerated_tree(gitdir: Path, head: str, ops: list[str], generate: Generator) -> tuple[str, list[str]]:
     """(tree of ``head`` plus the generated files of ``ops``, why-notes of ops that generated nothing).
+
+    ``head``: a commit or a tree; finalize gives the port's start tree (bot/github/base_tree.py).
 
     Only the generated and wiring paths of ``ops`` are taken from the copy, the same rule the
     port job's snapshot applies, so both sides describe the same set of files.

@@ -10,6 +10,7 @@ import re
 
 from bot.github.artifact import Artifact, KernelVerdict
 from bot.github.commands import HELP_TEXT
+from bot.github.path_classes import CLASSES, WHY_NOT_USED, ClassedPaths
 from bot.types import Annotation, verdict_headline
 
 SEVERITY = {"ALL_PASS": 0, "FAIL": 1, "BLOCKED": 2}
@@ -110,7 +111,40 @@ def review_body(
     return "\n".join(parts)
 
 
-def patch_instructions(patch: str, pr_number: int, why: str, limit: int = 40000) -> str:
+MAX_LISTED = 20  # paths of one class named in the review; the rest are counted
+
+
+def path_list(paths: list[str] | tuple[str, ...], limit: int = MAX_LISTED) -> str:
+    """PR paths as inert code spans, the first ``limit`` of them, then how many more."""
+    shown = ", ".join(code_span(p) for p in paths[:limit])
+    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+
+
+def unused_edits(unused: ClassedPaths) -> list[str]:
+    """The review's section naming the pull request's edits the build and the tests did not use."""
+    if not unused:
+        return []
+    lines = ["**Edits of this pull request that agent-d did not use:**", ""]
+    for klass in CLASSES:
+        paths = unused.group(klass)
+        if paths:
+            lines.append(f"- {path_list(paths)}: {WHY_NOT_USED[klass]}.")
+    return ["\n".join(lines)]
+
+
+def overwrite_refusal(paths: tuple[str, ...] | list[str]) -> str:
+    return (
+        f"this pull request edits files agent-d writes ({path_list(paths)}); agent-d built and tested its own "
+        "versions of them from the base's files and does not push over the pull request's edits. Take the "
+        "base's version of them back and agent-d commits on its next run"
+    )
+
+
+def patch_instructions(
+    patch: str, pr_number: int, why: str, take_back: tuple[str, list[str]] | None = None, limit: int = 40000
+) -> str:
+    """The review's note that the generated files were not committed, with the commands that apply
+    them; ``take_back``: (base commit, paths) whose base version the patch applies to."""
     tag = "AGENT_D_PATCH"
     while tag in patch:
         tag += "_"
@@ -120,8 +154,11 @@ def patch_instructions(patch: str, pr_number: int, why: str, limit: int = 40000)
             "long to post; download `patch.diff` from the workflow run's artifact and run `git apply --index "
             "patch.diff && git commit -m 'agent-d: generated host code'` on your branch."
         )
-    command = (
-        f"git fetch origin pull/{pr_number}/head && git checkout FETCH_HEAD  # or your local branch\n"
+    command = f"git fetch origin pull/{pr_number}/head && git checkout FETCH_HEAD  # or your local branch\n"
+    if take_back is not None:  # agent-d's paths only (artifact.ALLOWED_PATHS): nothing to quote
+        base, paths = take_back
+        command += f"git fetch origin {base} && git checkout FETCH_HEAD -- {' '.join(paths)}\n"
+    command += (
         f"git apply --index <<'{tag}'\n{patch.rstrip()}\n{tag}\n"
         'git commit -m "agent-d: generated host code"\n'
     )

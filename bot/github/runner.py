@@ -31,19 +31,23 @@ class RunSummary:
     artifacts: list[Path] = field(default_factory=list)
 
 
-def prepare_checkout(clone_url: str, ref: str, sha: str, dest: Path, token: str | None = None) -> Path:
-    """A fresh work tree of ``sha`` (fetched through ``ref`` of ``clone_url``)."""
+def prepare_checkout(
+    clone_url: str,
+    ref: str,
+    sha: str,
+    dest: Path,
+    token: str | None = None,
+    base: tuple[str, str] | None = None,
+) -> Path:
+    """A fresh work tree of ``sha`` (fetched through ``ref`` of ``clone_url``); ``base``: (clone URL,
+    ref) of the pull request's base branch, fetched too, for the base commit the port starts from."""
     dest.mkdir(parents=True, exist_ok=True)
     gitops.git(dest, "init", "--quiet")
-    gitops.git(
-        dest,
-        "fetch",
-        "--quiet",
-        "--no-tags",
-        clone_url,
-        f"+{ref}:refs/agent-d/head",
-        env=gitops.auth_env(token),
-    )
+    fetches = [(clone_url, f"+{ref}:refs/agent-d/head")]
+    if base is not None:
+        fetches.append((base[0], f"+{base[1]}:refs/agent-d/base"))
+    for url, refspec in fetches:
+        gitops.git(dest, "fetch", "--quiet", "--no-tags", url, refspec, env=gitops.auth_env(token))
     gitops.git(dest, "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", sha)
     return dest
 
@@ -132,15 +136,25 @@ def run_all(
     head_repo = pr.head.repo
     url = head_repo.clone_url if head_repo is not None else pr.base.repo.clone_url
     ref = f"refs/heads/{pr.head.ref}" if head_repo is not None else f"refs/pull/{decision.pr}/head"
+    base = (pr.base.repo.clone_url, f"refs/heads/{pr.base.ref}")
     for entry in decision.matrix:
-        checkout = prepare_checkout(url, ref, entry.head_sha, workdir / f"checkout-{entry.slug}", token)
+        checkout = prepare_checkout(url, ref, entry.head_sha, workdir / f"checkout-{entry.slug}", token, base)
         artifact = workdir / f"artifact-{entry.slug}"
-        run_port_job(checkout, entry.head_sha, entry.kernel.split(), artifact, port_fn, repo_name=event.repo)
+        run_port_job(
+            checkout,
+            entry.head_sha,
+            entry.kernel.split(),
+            artifact,
+            port_fn,
+            repo_name=event.repo,
+            base_sha=entry.base_sha,
+        )
         summary.artifacts.append(artifact)
     request = FinalizeRequest(
         repo=event.repo,
         pr=decision.pr,
         head_sha=decision.head_sha,
+        base_sha=decision.base_sha,
         check_run_id=decision.check_run_id,
         artifact_dirs=summary.artifacts,
         commit=decision.commit,

@@ -79,7 +79,10 @@ class GitHubFake(FakeServer):
         login = author or r.owner.login
         self.state.user(login)
         who = gitops.Identity(login, f"{login}@users.noreply.example")
-        return gitops.commit_files(r.git_dir, branch, files, message, who, start_point or r.default_branch)
+        sha = gitops.commit_files(r.git_dir, branch, files, message, who, start_point or r.default_branch)
+        with self.state.lock:
+            self.state.begin_request()  # a branch moved: no ref read before this push may be reused
+        return sha
 
     def clone_url(self, repo: str | Repo) -> str:
         """``file://`` URL of the bare repository (also the REST ``clone_url``)."""

@@ -150,6 +150,26 @@ def commit_files(
     return sha
 
 
+def merge_into(repo: Path, branch: str, other: str, message: str, who: Identity) -> str:
+    """A merge commit of ``other`` (a commit in ``repo``) into ``branch``, parents [branch tip, other],
+    as GitHub's "Update branch" makes it; GitError on a conflict. Returns the new tip."""
+    head = rev_parse(repo, f"refs/heads/{branch}")
+    if head is None:
+        raise GitError(f"{repo} has no branch {branch!r}")
+    tree = git(repo, "merge-tree", "--write-tree", head, other).splitlines()[0]
+    sha = git(repo, "commit-tree", tree, "-p", head, "-p", other, "-m", message, env=who.env()).strip()
+    git(repo, "update-ref", f"refs/heads/{branch}", sha, head)
+    return sha
+
+
+def is_ancestor(repo: Path, older: str, newer: str) -> bool:
+    try:
+        git(repo, "merge-base", "--is-ancestor", older, newer)
+    except GitError:
+        return False
+    return True
+
+
 def copy_branch(src: Path, dst: Path, src_ref: str, dst_ref: str) -> None:
     """Fetch ``src_ref`` of ``src`` into ``dst_ref`` of ``dst`` (force)."""
     git(dst, "fetch", "--quiet", "--no-tags", str(src), f"+{src_ref}:{dst_ref}")

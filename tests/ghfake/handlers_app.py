@@ -1,10 +1,11 @@
-"""REST handlers for GitHub App installation auth, branches and review dismissal."""
+"""REST handlers for GitHub App installation auth, branches, review dismissal and "Update branch"."""
 
 from __future__ import annotations
 
 import itertools
 import time
 
+from . import gitops
 from .handlers import Ctx, Reply, _unprocessable, handles
 from .state import ApiError
 
@@ -88,3 +89,32 @@ def dismiss_review(ctx: Ctx) -> Reply:
         raise _unprocessable(f"Can not dismiss a {rv.state.lower()} pull request review", "state")
     rv.state = "DISMISSED"
     return Reply(200, ctx.render.review(rv))
+
+
+@handles("pulls/update-branch")
+def update_branch(ctx: Ctx) -> Reply:
+    """Merge the base branch into the head branch, as the authenticated user (the "Update branch" button)."""
+    pr = ctx.state.pull(ctx.repo(), ctx.path["pull_number"])
+    login = ctx.user.login
+    if ctx.state.collaborator_role(pr.base, login) not in ("admin", "maintain", "write"):
+        raise ApiError(403, "Must have admin rights to Repository.")
+    head, base = ctx.state.sync_pull_ref(pr), ctx.state.base_sha(pr)  # the head's commits in the base repo
+    expected = (ctx.body or {}).get("expected_head_sha")
+    if expected and expected != head:
+        raise _unprocessable("expected head sha didn't match current head ref.")
+    if gitops.is_ancestor(pr.base.git_dir, base, head):
+        raise _unprocessable("There are no new commits on the base branch.")
+    gitops.copy_branch(
+        pr.base.git_dir, pr.head.git_dir, f"refs/heads/{pr.base_ref}", "refs/ghfake/update-base"
+    )
+    who = gitops.Identity(login, f"{login}@users.noreply.example")
+    message = f"Merge branch '{pr.base_ref}' into {pr.head_ref}"
+    try:
+        gitops.merge_into(pr.head.git_dir, pr.head_ref, base, message, who)
+    except gitops.GitError:
+        raise _unprocessable("merge conflict between base and head") from None
+    ctx.state.begin_request()  # the head branch moved
+    ctx.state.sync_pull_ref(pr)
+    return Reply(
+        202, {"message": "Updating pull request branch.", "url": ctx.render.f.html(pr.base.full_name)}
+    )
