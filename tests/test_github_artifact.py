@@ -331,7 +331,11 @@ def test_the_port_job_redacts_and_bounds_the_annotations_it_writes(tmp_path, mon
     def port(repo: Path, op: str):
         return (*fake_port(repo, op), False, tuple(said))
 
-    art = read_artifact(run_port_job(repo, head, ["silu_and_mul"], tmp_path / "a", port, repo_name="o/r"))
+    art = read_artifact(
+        run_port_job(
+            repo, head, ["silu_and_mul"], tmp_path / "a", port, repo_name="o/r", base_sha=base_of(repo)
+        )
+    )
     places = art.verdicts["silu_and_mul"].annotations
     assert [p.start_line for p in places] == list(range(1, 101))
     assert all(CANARY not in p.title + p.message and len(p.message) <= 2000 for p in places)

@@ -606,13 +606,16 @@ def test_the_port_job_mounts_its_own_pull_requests_volume_and_the_seed_read_only
     assert wf[True]["workflow_call"]["inputs"]["runner-cache"]["default"] == ""  # YAML 1.1: `on` is True
     port = wf["jobs"]["port"]
     options = port["container"]["options"]
+    sandbox = "--security-opt seccomp=unconfined --security-opt apparmor=unconfined"  # bwrap's namespaces
     assert options.startswith("${{ inputs.runner-cache != '' && format(") and options.endswith(
-        "|| '--gpus all' }}"
+        f"|| '--gpus all {sandbox}' }}}}"
     )  # empty input: the options of before, no mount
     args = "inputs.runner-cache, github.repository_id, needs.dispatch.outputs.pr"
     mounts = re.search(rf"format\('([^']*)', {args}\)", options)
     assert mounts, options
-    assert mounts.group(1) == ("--gpus all -v {0}-{1}-pr-{2}:/agent-d-cache -v {0}-{1}-seed:/agent-d-seed:ro")
+    assert mounts.group(1) == (
+        f"--gpus all {sandbox} -v {{0}}-{{1}}-pr-{{2}}:/agent-d-cache -v {{0}}-{{1}}-seed:/agent-d-seed:ro"
+    )
     [step] = [s for s in port["steps"] if "agent-d port-job" in s.get("run", "")]
     assert step["env"]["AGENT_D_CARGO_CACHE"] == "${{ inputs.runner-cache != '' && '/agent-d-cache' || '' }}"
     assert step["env"]["AGENT_D_CARGO_SEED"] == "${{ inputs.runner-cache != '' && '/agent-d-seed' || '' }}"
