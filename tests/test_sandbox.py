@@ -289,3 +289,31 @@ def test_a_conftest_in_the_sandbox_gets_nothing_and_the_log_says_why(
     _assert_nothing_got_through(probe, runner, marker)
     assert runner["secret"].read_text() not in _everything_written(out, proc)
     assert json.loads(proc.stdout)[0]["verdict"] == "BLOCKED"  # no GPU here, said so
+
+
+@pytest.mark.slow
+def test_a_runner_that_cannot_make_the_sandbox_runs_no_pr_code_and_says_what_to_change(
+    tmp_path, tilegym_wheel, cargo_target_dir, monkeypatch
+):
+    """port-job's default on a runner whose kernel or container refuses the namespaces: every kernel
+    BLOCKED (env) with bwrap's own words and the change to make, before the build (PR code) runs."""
+    from bot.demo import assemble_checkout
+
+    repo = assemble_checkout(tmp_path / "tilegym", tilegym_wheel, ["silu_and_mul"], ["silu_and_mul"]).repo
+    refusing = tmp_path / "bin"
+    refusing.mkdir()
+    (refusing / "bwrap").write_text(
+        "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"
+    )
+    (refusing / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{refusing}{os.pathsep}{os.environ['PATH']}")
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "bot.cli", "port", "--repo", str(repo), "--kernel", "silu_and_mul",
+            "--cargo-target-dir", str(cargo_target_dir), "--out", str(out), "--sandbox", "--json"]  # fmt: skip
+    proc = subprocess.run(argv, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True)
+    [kernel] = json.loads(proc.stdout)
+    assert (kernel["verdict"], kernel["class"]) == ("BLOCKED", "env"), kernel
+    assert "PR code is run only in a sandbox" in kernel["reason"]
+    assert "setting up uid map: Permission denied" in kernel["reason"] and "--no-sandbox" in kernel["reason"]
+    assert not any(s["name"] == "build" for s in kernel["stages"]), kernel["stages"]  # nothing of the PR ran
+    assert (out / "silu_and_mul" / "reports" / "correctness.md").is_file()  # the reports are still written
