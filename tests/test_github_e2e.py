@@ -716,3 +716,22 @@ def test_a_github_error_echoing_the_token_ends_in_one_redacted_line(
     assert "Bad credentials: token *** is not valid" in err
     check = world.repo.get_check_run(d.check_run_id)
     assert (check.status, check.conclusion) == ("completed", "failure") and CANARY not in check.output.summary
+
+
+def test_the_check_on_agent_ds_commit_is_created_concluded_in_one_write(world):
+    """GitHub paces writes (a second apart): the run on the pushed commit is created with its
+    conclusion and annotations in one request, never created queued and then edited."""
+    pr = world.open_kernel_pr()
+    s = world.run(world.event("pull_request", "opened", pr=pr.number))
+    new = s.finalize.new_head
+    [check] = world.checks(new)
+    created = [
+        e for e in world.fake.calls("POST", r"/check-runs$") if (e.json_body or {}).get("head_sha") == new
+    ]
+    assert len(created) == 1 and created[0].json_body["status"] == "completed", created
+    assert created[0].json_body["conclusion"] == check.conclusion == "success"
+    assert world.fake.calls("PATCH", rf"/check-runs/{check.id}$") == []
+    writes = [(e.method, e.path) for e in world.fake.log if e.method in ("POST", "PATCH", "PUT", "DELETE")]
+    # dispatch: lock, the queued check, the status comment, unlock; finalize: lock, the new head's
+    # check (concluded), the tested head's check concluded, the review, the status comment, unlock
+    assert len(writes) == 10, writes
