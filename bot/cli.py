@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from bot import __version__, machine_errors, progress
-from bot.cli_args import add_perf, add_sandbox, add_test_jobs, perf_choice
+from bot.cli_args import add_perf, add_sandbox, add_test_jobs, perf_choice, positive_seconds
 from bot.errors import StageStop, UsageError
 from bot.github.cli import add_subcommands
 from bot.pipeline import EXIT_CODES, USAGE_EXIT, PortOptions, port
@@ -93,16 +93,6 @@ COMMANDS = (
 )
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of seconds")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="agent-d",
@@ -125,7 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--python", default="", help="interpreter that runs pytest (default: this one)")
     p.add_argument("--cargo-target-dir", type=Path, help="reuse compiled dependencies across checkouts")
-    p.add_argument("--test-timeout", type=_seconds, default=3600.0, help="seconds for the whole pytest run")
+    p.add_argument(
+        "--test-timeout", type=positive_seconds, default=3600.0, help="seconds for the whole pytest run"
+    )
     add_test_jobs(p)
     add_sandbox(p, default=False)
     add_perf(p)
@@ -154,7 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, help="reports root (default: $CUTILE_KERNEL_OUT_ROOT or REPO/cutile_kernel_out)"
     )
     p.add_argument("--python", default="", help="interpreter that runs pytest (default: this one)")
-    p.add_argument("--test-timeout", type=_seconds, default=3600.0, help="seconds for the whole pytest run")
+    p.add_argument(
+        "--test-timeout", type=positive_seconds, default=3600.0, help="seconds for the whole pytest run"
+    )
     add_test_jobs(p)
     add_sandbox(p, default=False)
     add_perf(p)

@@ -642,11 +642,24 @@ def _run_script(
     env = dict(os.environ, CUTILE_KERNEL_OUT_ROOT=str(out_root), TILEGYM_PATH=str(tile))
     if shim:
         env["PATH"] = f"{shim}{os.pathsep}{env.get('PATH', '')}"
+    # the checkout's script is PR code: in a sandbox it reads the reports, it cannot change them
+    readable = (out_root, *([shim] if shim else []))
+    return run_script(["bash", rel, op], repo, env, command, timeout_s, readable)
+
+
+def run_script(
+    argv: list[str],
+    repo: Path,
+    env: dict[str, str],
+    command: str,
+    timeout_s: float,
+    readable: tuple[Path, ...],
+) -> ValidatorRun:
+    """A validator script of the checkout, run in ``repo`` (in the sandbox when one is active, seeing
+    ``readable``); past ``timeout_s`` its process group is killed and the run says so (exit 124)."""
     try:
-        # the checkout's script is PR code: in a sandbox it reads the reports, it cannot change them
-        readable = (out_root, *([shim] if shim else []))
         proc = subprocess.Popen(
-            sandbox.wrap(["bash", rel, op], repo, env, readable=readable),
+            sandbox.wrap(argv, repo, env, readable=readable),
             cwd=repo,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -22,6 +22,9 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(TESTS))  # run as a script too (remaking the fixtures)
+
+from checkout_support import torch_python  # noqa: E402
 
 from bot.perf import run as perf_run  # noqa: E402
 from bot.testrun import read_test_file  # noqa: E402
@@ -40,15 +43,7 @@ def tilegym_checkout() -> Path:
 
 
 def venv_python() -> str:
-    path = Path(
-        os.environ.get("AGENT_D_DRYRUN_PYTHON") or default_cache_dir() / "dry-run-venv" / "bin" / "python"
-    )
-    if path.is_file():
-        return str(path)
-    why = f"no interpreter with torch and cuda.tile at {path} (scripts/setup.sh --test installs it)"
-    if os.environ.get("CI"):
-        pytest.fail(why)
-    pytest.skip(why)
+    return torch_python()
 
 
 def cpu_python(folder: Path, python: str, graphs: bool = True) -> str:

@@ -59,7 +59,19 @@ def test_perf_reaches_the_port_of_port_verify_and_port_job(tmp_path, monkeypatch
     ported: list[dict] = []
     monkeypatch.setattr(runner, "pipeline_port_fn", lambda **options: ported.append(options))
     monkeypatch.setattr(port_job, "run_port_job", lambda *args, **kwargs: tmp_path / "artifact")
-    job = ["port-job", "--repo", str(tmp_path), "--head-sha", "0" * 40, "--kernel", "x", "--artifact", "a"]
+    job = [
+        "port-job",
+        "--repo",
+        str(tmp_path),
+        "--head-sha",
+        "0" * 40,
+        "--base-sha",
+        "1" * 40,
+        "--kernel",
+        "x",
+        "--artifact",
+        "a",
+    ]
     monkeypatch.setenv(PERF_ENV, "off")
     assert cli.main(job) == 0 and cli.main([*job, "--perf"]) == 0
     assert [p["perf"] for p in ported] == [False, True]

@@ -13,15 +13,12 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import signal
-import subprocess
 from pathlib import Path
 
-from bot import sandbox
 from bot.perf.reports import PERF_LOGS, SECTION
 from bot.perf.result import CUTILE, CUTILE_RS
 from bot.types import ValidatorRun
-from bot.validator import SKILL
+from bot.validator import SKILL, run_script
 
 SCRIPTS = (f".agents/skills/{SKILL}/scripts", f"skills/{SKILL}/scripts")
 TIMEOUT_S = 120.0
@@ -115,24 +112,4 @@ def _script(repo: Path, script: Path, args: list[str], out_dir: Path, timeout_s:
         f"cd {shlex.quote(str(repo))} && CUTILE_KERNEL_OUT_ROOT={shlex.quote(str(out_dir.parent))} "
         f"TILEGYM_PATH={shlex.quote(str(repo))} bash {shlex.quote(rel)} {shown} 2>&1"
     )
-    try:
-        argv = sandbox.wrap(["bash", rel, *args], repo, env, readable=(out_dir.parent,))  # PR code
-        proc = subprocess.Popen(
-            argv, cwd=repo, env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    except OSError as exc:
-        return ValidatorRun(command, f"could not start bash: {exc}\n", 127)
-    try:
-        data, _ = proc.communicate(timeout=timeout_s)
-        return ValidatorRun(command, data.decode("utf-8", errors="replace"), proc.returncode)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        data, _ = proc.communicate()
-        text = data.decode("utf-8", errors="replace").rstrip("\n")
-        return ValidatorRun(
-            command, f"{text}\nagent-d: validator script timed out after {timeout_s:g} s\n", 124
-        )
+    return run_script(["bash", rel, *args], repo, env, command, timeout_s, (out_dir.parent,))
