@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
+import sys
 import traceback
 from pathlib import Path
 
@@ -74,3 +76,64 @@ def test_a_github_error_echoing_the_token_leaves_it_out_of_finalize_s_exception(
     # and the check is still concluded, with no token either
     check = world.repo.get_check_run(d.check_run_id)
     assert check.status == "completed" and CANARY not in f"{check.output.title} {check.output.summary}"
+
+
+def test_pr_code_in_the_sandbox_finds_no_runner_variable_in_proc_and_none_reaches_github(
+    world,  # noqa: F811
+    tmp_path,
+):
+    """Finding 2 of issue 21: PR code read ``/proc/<ancestor>/environ``, and a variable of the runner
+    with an innocent name reached GitHub in the verdict. The port function stands in for the PR's
+    code as above, started the way the port starts it (bot/sandbox.py) by a process whose own
+    environment holds the runner's variable: it scans every ``/proc/*/environ`` it can see and
+    prints what it found into the verdict that finalize posts."""
+    from test_sandbox import PROBE_PY, ROOT, Listener, _require_sandbox
+
+    _require_sandbox(tmp_path)
+    planted = "kube-config-of-the-runner-0123456789"
+    secret = tmp_path / "runner-credentials"
+    secret.write_text("runner-file-content-0123456789")
+    listener = Listener()
+    checkout = tmp_path / "pr-code"
+    checkout.mkdir()
+    probe = checkout / "probe.py"
+    probe.write_text(
+        PROBE_PY
+        + f"print(_sandbox_probe({str(secret)!r}, {planted!r}, {listener.port}, {str(checkout / 'late')!r}))\n"
+    )
+    driver = (
+        "import subprocess, sys\nfrom pathlib import Path\nfrom bot import sandbox\n"
+        f"box = sandbox.make([Path({str(checkout)!r})], [])\n"
+        "with sandbox.active(box):\n"
+        f"    argv = sandbox.wrap([sys.executable, {str(probe)!r}], Path({str(checkout)!r}))\n"
+        "print(subprocess.run(argv, capture_output=True, text=True).stdout.strip())\n"
+    )
+    found: list[str] = []
+
+    def pr_code_reads_proc(repo: Path, op: str):
+        env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT), "KUBECONFIG": planted}  # the runner's
+        out = subprocess.run(
+            [sys.executable, "-c", driver], env=env, capture_output=True, text=True, timeout=60
+        )
+        found.append(out.stdout.strip() or out.stderr.strip())
+        fake_generate(repo, op)
+        return "ALL_PASS", "", f"the PR's code found: {found[-1]}", VALIDATOR.format(op=op)
+
+    try:
+        pr = world.open_kernel_pr()
+        event = world.event("pull_request", "opened", pr=pr.number)
+        s = run_all(
+            world.gh, event, pr_code_reads_proc, tmp_path / "run", BOTS, "proc", CANARY, fake_generate
+        )
+    finally:
+        listener.close()
+    assert s.finalize.conclusion == "success", found
+    assert "environ: not found in any /proc/*/environ" in found[0], found
+    assert "file: No such file or directory" in found[0] and "net: connected" not in found[0]
+    [review] = world.reviews(pr.number)
+    traffic = "".join(
+        json.dumps(ex.request_body) + json.dumps(ex.response_body) for ex in world.fake.exchanges
+    )
+    assert "environ: not found" in traffic  # the verdict text was posted...
+    assert planted not in traffic and "runner-file-content" not in traffic  # ...and nothing of the runner
+    assert listener.accepted == 0
