@@ -53,7 +53,8 @@ def plan(op: str, ffi: FfiPlan, given: PythonInputs, missing: common.Missing) ->
         configs=cfgs,
         autotune_key=given.key,
         python_grid={},
-        device_of=tensors_py[outputs[0].name] if outputs else "",
+        # an output the contract's tensors leave unbound is asked for (plan._unbound), not a crash
+        device_of=tensors_py.get(outputs[0].name, "") if outputs else "",
         tensors_py=tensors_py,
         ffi_args=fill_args(ffi, {}, signature, cfgs, given.args, missing),
         result=given.result.value if given.result is not None else next(iter(alloc)),
