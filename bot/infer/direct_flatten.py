@@ -45,7 +45,7 @@ from bot.infer.launch_ast import (
     ct_cdiv,
     device_capability,
     is_call,
-    none_default,
+    none_default_step,
     num_sms,
     products,
     substitute,
@@ -329,10 +329,9 @@ class Flattener:
         if early is not None:
             self.steps.append({"return": self.expr(early), "when": self.expr(stmt.test)})
             return True
-        default = none_default(stmt)
+        default = none_default_step(stmt)
         if default is not None:
-            name, value = default
-            self.steps.append({"let": name, "expr": f"{value} if {name} is None else {name}"})
+            self.steps.append(default)
             return True
         branches = conditional_value(stmt)
         if branches is not None:

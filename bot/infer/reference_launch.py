@@ -30,7 +30,7 @@ from bot.infer.launch_ast import (
     assert_step,
     is_allocation,
     is_call,
-    none_default,
+    none_default_step,
 )
 from bot.infer.launch_fixed import fixed_variant
 from bot.infer.launch_search import passed_by_name, search_variant
@@ -335,10 +335,9 @@ class _Reader(VariantReader):
             error, message = raised
             self.steps.append({"check": ast.unparse(stmt.test), "raise": error, "message": message})
             return True
-        default = none_default(stmt)
+        default = none_default_step(stmt)
         if default is not None:
-            name, value = default
-            self.steps.append({"let": name, "expr": f"{value} if {name} is None else {name}"})
+            self.steps.append(default)
             return True
         flag = ast.unparse(stmt.test)
         if flag in self.refused:  # the wrapper refuses it, so only the else branch runs
