@@ -15,6 +15,7 @@ from bot.infer.contract_keys import known_keys, nest
 from bot.infer.contract_schema import problems, schema
 from bot.infer.facts import Facts
 from bot.plan import python_side
+from bot.plan.inputs import python_inputs
 from bot.types import Source, Target
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -153,7 +154,7 @@ def test_unparsable_step_expression_names_its_index():
     steps = [{"let": "a", "expr": "x.shape"}, {"check": "a >", "raise": "ValueError"}]
     facts.offer("python.steps", steps, Source("contract", "host_contract.yaml: python.steps"))
     with pytest.raises(Blocked, match=r"host_contract.yaml: python.steps\[1\]: check 'a >' is not a Python"):
-        python_side.contract_steps(facts)
+        python_side.contract_steps(python_inputs(facts).steps)
 
 
 def test_bad_register_kind(tmp_path):

@@ -315,6 +315,20 @@ def test_no_type_generic_row_kernel_launches_its_declared_generics(silu):
     assert "_DTYPES = (torch.float32,)" in wrapper_py.render(plan)
 
 
+def test_contract_tensors_without_the_output_is_a_question_not_a_crash(silu):
+    """A porter's ``python.tensors`` that binds no value to the output (a kernel renamed under its
+    contract) leaves the descriptor unpacked: a question for the contract, not a KeyError."""
+    target = _fixture_op(silu, "gather_rows")
+    contract = target.kernel_dir / "host_contract.yaml"
+    text = contract.read_text()
+    assert "tensors: {out: out, table: table, idx: idx}" in text
+    contract.write_text(text.replace("tensors: {out: out, ", "tensors: {"))
+    plan, _ = _plan(target)
+    (question,) = [m for m in plan.missing if m.key == "python.tensors"]
+    assert "descriptor `out` (kernel output `out`)" in question.question
+    assert "allocated (python.alloc) and packed" in question.question
+
+
 def test_no_type_generic_tiled_kernel_launches_its_declared_generics(silu):
     """The general planner too: a concrete element type and only const generics, in declared order."""
     kernel = (FIXTURES / "ops" / "tile_copy_kernel" / "kernel.rs").read_text()

@@ -125,12 +125,13 @@ def test_a_reference_without_a_launch_is_not_this_reader_s():
 def test_an_early_return_step_is_rendered_before_the_launch():
     from bot.emit.wrapper_py import _step
     from bot.infer.facts import Facts
+    from bot.plan.inputs import python_inputs
     from bot.plan.python_side import contract_steps
     from bot.types import Source
 
     facts = Facts()
     facts.offer("python.steps", _read().steps, Source("reference", "scaled_mask.py"))
-    first = contract_steps(facts)[0]
+    first = contract_steps(python_inputs(facts).steps)[0]
     assert (first.kind, first.target, first.expr) == ("return", "not training", "x")
     assert _step(first) == ["if not training:", "    return x"]
 

@@ -45,7 +45,7 @@ from bot.infer.launch_ast import (
     ct_cdiv,
     device_capability,
     is_call,
-    none_default,
+    none_default_step,
     num_sms,
     products,
     substitute,
@@ -140,29 +140,39 @@ class Flattener:
                 continue
             call = inlinable_call(stmt)
             if call is not None and self._reaches_launch(call):
-                self._promote(call, post)
-                if depth >= MAX_INLINE:
-                    raise NotThisShape(f"line {stmt.lineno}: the launch is deeper than {MAX_INLINE} calls")
-                before = len(self.launches)
-                value = self._inline(call, depth)
-                if isinstance(stmt, ast.Return):
+                done, value = self._inlined_statement(stmt, call, depth, post)
+                if done:
                     return True, value
-                if isinstance(stmt, ast.Assign) and value is not None:
-                    if len(self.launches) > before and not same_names(stmt.targets[0], value):
-                        # a value the callee returns after its launch: the wrapper's steps all run
-                        # before the launch, so it can only be part of what the wrapper returns
-                        if not plain_assign(stmt):
-                            raise NotThisShape(
-                                f"line {stmt.lineno}: `{first_line(stmt)}` is computed after the launch"
-                            )
-                        post[stmt.targets[0].id] = value
-                    if len(self.launches) == before:
-                        self._let(stmt.targets[0], value)
                 continue
             if after:
                 raise NotThisShape(f"line {stmt.lineno}: `{first_line(stmt)}` after the launch")
             self._statement(stmt)
         return False, returned
+
+    def _inlined_statement(
+        self, stmt: ast.stmt, call: ast.Call, depth: int, post: dict[str, ast.expr]
+    ) -> tuple[bool, ast.expr | None]:
+        """A statement whose ``call`` reaches a launch, the callee's body inlined: (whether the
+        statement returned, what it returned)."""
+        self._promote(call, post)
+        if depth >= MAX_INLINE:
+            raise NotThisShape(f"line {stmt.lineno}: the launch is deeper than {MAX_INLINE} calls")
+        before = len(self.launches)
+        value = self._inline(call, depth)
+        if isinstance(stmt, ast.Return):
+            return True, value
+        if isinstance(stmt, ast.Assign) and value is not None:
+            if len(self.launches) > before and not same_names(stmt.targets[0], value):
+                # a value the callee returns after its launch: the wrapper's steps all run
+                # before the launch, so it can only be part of what the wrapper returns
+                if not plain_assign(stmt):
+                    raise NotThisShape(
+                        f"line {stmt.lineno}: `{first_line(stmt)}` is computed after the launch"
+                    )
+                post[stmt.targets[0].id] = value
+            if len(self.launches) == before:
+                self._let(stmt.targets[0], value)
+        return False, None
 
     def _tuned_key(self, stmts: list[ast.stmt]) -> None:
         """The tuning branch's cache key (``if key not in _cache:``, ``key = (...)`` there or before
@@ -246,6 +256,7 @@ class Flattener:
             self.module, self.kernel_vars = caller, kernel_vars
 
     def _statement(self, stmt: ast.stmt) -> None:
+        """One statement before the launches, as wrapper steps; anything else is not this shape."""
         item = item_assignment(stmt)
         if item is not None:  # `shape[dim] = shape[dim] // 2` on a list: the list with that item
             self._set_item(stmt, *item)
@@ -260,21 +271,7 @@ class Flattener:
             self._let(ast.Name(name, ast.Store()), ast.copy_location(value, stmt))
             return
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-            if "current_stream" in ast.unparse(stmt.value):
-                return  # the wrapper launches on the stream of the tensors' device itself
-            if self._config_statement(stmt.targets[0], stmt.value):
-                return
-            switch = switch_name(stmt.value)
-            if switch and isinstance(stmt.targets[0], ast.Name):
-                self.switches[stmt.targets[0].id] = switch
-                return
-            kernel = self.module.kernel_behind(stmt.value)
-            if kernel is not None and isinstance(stmt.targets[0], ast.Name):
-                # `kernel = _select_rope_kernel(...)`: autotuning picks compile hints; the
-                # launcher takes the kernel itself, so the wrapper needs no such step
-                self.kernel_vars[stmt.targets[0].id] = kernel
-                return
-            self._let(stmt.targets[0], stmt.value)
+            self._assign(stmt.targets[0], stmt.value)
             return
         if isinstance(stmt, ast.Assert):
             self.steps.append(assert_step(stmt, "", self.op))
@@ -285,42 +282,63 @@ class Flattener:
         if in_place is not None:  # `sorted_ids.fill_(n)`: sorted_ids = sorted_ids.fill_(n)
             self._let(ast.Name(in_place.func.value.id, ast.Store()), in_place)
             return
-        if isinstance(stmt, ast.If):
-            raised = raise_check(stmt)
-            if raised is not None:  # `if N > MAX: raise RuntimeError("...")`: the same check
-                error, message = raised
-                self.steps.append({"check": self.expr(stmt.test), "raise": error, "message": message})
-                return
-            early = early_return(stmt)
-            if isinstance(early, ast.Call) and self._reaches_launch(early):
-                # `if use_autotune: return _tuned(...)`: another launch path of the op; the wrapper
-                # ports the one after it and says so when a caller asks for the other
-                self.steps.append(
-                    {
-                        "check": self.expr(stmt.test),
-                        "raise": "NotImplementedError",
-                        "message": f"cutile-rs {self.op}: the reference's launch through "
-                        f"{ast.unparse(early.func)}() (when {ast.unparse(stmt.test)}) is not ported",
-                    }
-                )
-                return
-            if early is not None:
-                self.steps.append({"return": self.expr(early), "when": self.expr(stmt.test)})
-                return
-            default = none_default(stmt)
-            if default is not None:
-                name, value = default
-                self.steps.append({"let": name, "expr": f"{value} if {name} is None else {name}"})
-                return
-            branches = conditional_value(stmt)
-            if branches is not None:
-                target, yes, no = branches
-                value = ast.IfExp(test=stmt.test, body=yes, orelse=no)
-                self._let(ast.Name(target, ast.Store()), value)
-                return
-            if self._guarded_block(stmt) or self._if_chain(stmt):
-                return
+        if isinstance(stmt, ast.If) and self._if(stmt):
+            return
         raise NotThisShape(f"line {stmt.lineno}: cannot follow `{first_line(stmt)}`")
+
+    def _assign(self, target: ast.expr, value: ast.expr) -> None:
+        """``target = value``: a step, unless it is the stream, a config, an autotune switch or the
+        choice of a kernel, which the wrapper does its own way."""
+        if "current_stream" in ast.unparse(value):
+            return  # the wrapper launches on the stream of the tensors' device itself
+        if self._config_statement(target, value):
+            return
+        switch = switch_name(value)
+        if switch and isinstance(target, ast.Name):
+            self.switches[target.id] = switch
+            return
+        kernel = self.module.kernel_behind(value)
+        if kernel is not None and isinstance(target, ast.Name):
+            # `kernel = _select_rope_kernel(...)`: autotuning picks compile hints; the
+            # launcher takes the kernel itself, so the wrapper needs no such step
+            self.kernel_vars[target.id] = kernel
+            return
+        self._let(target, value)
+
+    def _if(self, stmt: ast.If) -> bool:
+        """An ``if`` before the launches as a check, an early return, a default, a conditional
+        value, a guarded block or a chain of them; False when it is none of these."""
+        raised = raise_check(stmt)
+        if raised is not None:  # `if N > MAX: raise RuntimeError("...")`: the same check
+            error, message = raised
+            self.steps.append({"check": self.expr(stmt.test), "raise": error, "message": message})
+            return True
+        early = early_return(stmt)
+        if isinstance(early, ast.Call) and self._reaches_launch(early):
+            # `if use_autotune: return _tuned(...)`: another launch path of the op; the wrapper
+            # ports the one after it and says so when a caller asks for the other
+            self.steps.append(
+                {
+                    "check": self.expr(stmt.test),
+                    "raise": "NotImplementedError",
+                    "message": f"cutile-rs {self.op}: the reference's launch through "
+                    f"{ast.unparse(early.func)}() (when {ast.unparse(stmt.test)}) is not ported",
+                }
+            )
+            return True
+        if early is not None:
+            self.steps.append({"return": self.expr(early), "when": self.expr(stmt.test)})
+            return True
+        default = none_default_step(stmt)
+        if default is not None:
+            self.steps.append(default)
+            return True
+        branches = conditional_value(stmt)
+        if branches is not None:
+            target, yes, no = branches
+            self._let(ast.Name(target, ast.Store()), ast.IfExp(test=stmt.test, body=yes, orelse=no))
+            return True
+        return self._guarded_block(stmt) or self._if_chain(stmt)
 
     def _set_item(self, stmt: ast.stmt, name: str, index: ast.expr, item: ast.expr) -> None:
         """``name[index] = item`` on a list the steps built (``shape = list(x.shape)``)."""

@@ -112,7 +112,6 @@ def map_launch(
     flat: Flattener, record: Launch, entry: Entry, fn: ast.FunctionDef, rename: dict[str, str]
 ) -> Direct:
     """One launch's arguments on ``entry``; ``rename`` numbers the C arguments of a later step."""
-    function = f"{fn.name}():{fn.lineno}"
     params = param_names(fn)
     launch = record.call
     grid = _tuple(launch.args[1], flat.local, "grid")
@@ -128,20 +127,69 @@ def map_launch(
         raise NotThisShape(
             f"line {launch.lineno}: {len(args)} arguments for {kernel_name}'s {len(ref_params)}"
         )
+    fed = _feed(flat, record, kernel, entry, args, params, rename)
+    _own_locals(flat, record, entry, fed.claimed, rename, fed.values)
+    _kernel_locals(flat, kernel, entry, dict(zip(ref_params, args, strict=True)), rename, fed.values)
+    missing = [naming.c_tensor_name(p)[0] for p in entry.params if p.kind in ("tensor", "ptr")]
+    missing = [c for c in missing if c not in fed.tensors]
+    if missing:
+        raise NotThisShape(
+            f"line {launch.lineno}: kernel.rs tensors {', '.join(missing)} have no twin among "
+            f"{kernel_name}'s parameters {', '.join(ref_params)}"
+        )
+    fed.values.update({rename.get(k, k): v for k, v in _grid_args(grid, entry, flat).items()})
+    returned = flat.expr(flat.result) if flat.result is not None else ""
+    _check_names(flat, params, fed.tensors, fed.values, returned)
+    return Direct(
+        f"{fn.name}():{fn.lineno}",
+        [record.where],
+        flat.steps,
+        fed.tensors,
+        fed.outputs,
+        fed.values,
+        returned,
+        fed.inputs,
+        fed.unmatched,
+        generator=flat.generator,
+        key=flat.key,
+        checks=fed.checks,
+    )
+
+
+@dataclass
+class _Fed:
+    """What a launch's arguments feed on kernel.rs, by C name."""
+
+    claimed: set[str]  # kernel.rs parameters some argument feeds
+    tensors: dict[str, str] = field(default_factory=dict)  # C tensor -> the value packed
+    outputs: dict[str, str] = field(default_factory=dict)  # C tensor -> the variable it writes
+    values: dict[str, tuple[str, str]] = field(default_factory=dict)  # C argument -> (value, why)
+    unmatched: list[str] = field(default_factory=list)  # reference parameters kernel.rs lacks
+    inputs: list[str] = field(default_factory=list)  # wrapper parameters read as tensors, in kernel order
+    checks: list[dict[str, str]] = field(default_factory=list)  # a boolean generic's C argument is 0 or 1
+
+
+def _feed(
+    flat: Flattener,
+    record: Launch,
+    kernel: ast.FunctionDef,
+    entry: Entry,
+    args: list[ast.expr],
+    params: list[str],
+    rename: dict[str, str],
+) -> _Fed:
+    """Each argument onto its kernel.rs twin: a generic's ``int(value)``, a tensor packed (an
+    output: the variable that holds it), a scalar's value; unmatched otherwise."""
+    ref_params = [a.arg for a in kernel.args.args]
     generics = {g.name for g in entry.generics if g.kind == "const"}
-    tensors: dict[str, str] = {}
-    outputs: dict[str, str] = {}
-    values: dict[str, tuple[str, str]] = {}
-    unmatched: list[str] = []
-    inputs: list[str] = []  # wrapper parameters the kernel reads as tensors, in kernel order
     flags = bool_params(kernel)
-    checks: list[dict[str, str]] = []  # a boolean generic's C argument is 0 or 1
     twins = {
         ref: generic_twin(ref, generics) or next((g for g in generics if g.lower() == ref.lower()), None)
         for ref in ref_params
     }
     matched = _match_params(ref_params, args, twins, entry, flat.local)
     placed = _by_position(kernel, entry, twins, matched, record.module.functions)
+    fed = _Fed({param.name for param, _ in matched.values()})
     for ref, arg in zip(ref_params, args, strict=True):
         text = flat.expr(arg)
         twin = twins[ref]
@@ -150,25 +198,39 @@ def map_launch(
             c_arg, _ = naming.generic_arg_name(twin)
             c_arg = rename.get(c_arg, c_arg)
             why = f"argument {ref} -> generic {twin}" + (f" ({by_position.HOW})" if ref in placed else "")
-            values[c_arg] = (f"int({text})", why)
+            fed.values[c_arg] = (f"int({text})", why)
             if ref in flags:
-                checks.append(flag_check(c_arg))
+                fed.checks.append(flag_check(c_arg))
                 if text in params:  # the caller's own flag: None means False, as `if flag:` reads it
-                    values[c_arg] = (f"int(bool({text}))", why)
+                    fed.values[c_arg] = (f"int(bool({text}))", why)
         elif param is not None and param.kind in ("tensor", "ptr"):
             c_name, _bind, _src = naming.c_tensor_name(param)
-            tensors[c_name] = text
+            fed.tensors[c_name] = text
             root = _root(arg, flat.local)
             if param.name in entry.outputs:
-                outputs[c_name] = root
-            if root in params and root not in inputs:  # the caller's tensor, read or written in place
-                inputs.append(root)
+                fed.outputs[c_name] = root
+            if root in params and root not in fed.inputs:  # the caller's tensor, read or written in place
+                fed.inputs.append(root)
         elif param is not None:
-            values[rename.get(param.name, param.name)] = (text, f"argument {ref} -> scalar {param.name}{how}")
+            fed.values[rename.get(param.name, param.name)] = (
+                text,
+                f"argument {ref} -> scalar {param.name}{how}",
+            )
         else:
-            unmatched.append(ref)
-    claimed = {param.name for param, _ in matched.values()}
-    for p in entry.params:  # a kernel.rs scalar no argument feeds: the reference's own local of its name
+            fed.unmatched.append(ref)
+    return fed
+
+
+def _own_locals(
+    flat: Flattener,
+    record: Launch,
+    entry: Entry,
+    claimed: set[str],
+    rename: dict[str, str],
+    values: dict[str, tuple[str, str]],
+) -> None:
+    """A kernel.rs scalar no argument feeds: the reference's own local of its name."""
+    for p in entry.params:
         c_arg = rename.get(p.name, p.name)
         if p.kind == "scalar" and p.name not in claimed and c_arg not in values:
             if _bound(flat.steps[: record.steps_before], p.name):
@@ -177,37 +239,23 @@ def map_launch(
                     f"kernel.rs's `{p.name}` is the reference's own `{p.name}`, bound before the launch "
                     "and passed to no kernel parameter",
                 )
-    by_ref = dict(zip(ref_params, args, strict=True))
-    for generic in sorted(generics):
+
+
+def _kernel_locals(
+    flat: Flattener,
+    kernel: ast.FunctionDef,
+    entry: Entry,
+    by_ref: dict[str, ast.expr],
+    rename: dict[str, str],
+    values: dict[str, tuple[str, str]],
+) -> None:
+    """A generic no argument feeds: the reference kernel's own local of its name, over the arguments."""
+    for generic in sorted(g.name for g in entry.generics if g.kind == "const"):
         c_arg = rename.get(naming.generic_arg_name(generic)[0], naming.generic_arg_name(generic)[0])
         if c_arg not in values:
             local = _kernel_local(kernel, generic, by_ref)
             if local is not None:
-                values[c_arg] = (f"int({flat.expr(local)})", f"{kernel_name}'s own `{generic.lower()}`")
-    missing = [naming.c_tensor_name(p)[0] for p in entry.params if p.kind in ("tensor", "ptr")]
-    missing = [c for c in missing if c not in tensors]
-    if missing:
-        raise NotThisShape(
-            f"line {launch.lineno}: kernel.rs tensors {', '.join(missing)} have no twin among "
-            f"{kernel_name}'s parameters {', '.join(ref_params)}"
-        )
-    values.update({rename.get(k, k): v for k, v in _grid_args(grid, entry, flat).items()})
-    returned = flat.expr(flat.result) if flat.result is not None else ""
-    _check_names(flat, params, tensors, values, returned)
-    return Direct(
-        function,
-        [record.where],
-        flat.steps,
-        tensors,
-        outputs,
-        values,
-        returned,
-        inputs,
-        unmatched,
-        generator=flat.generator,
-        key=flat.key,
-        checks=checks,
-    )
+                values[c_arg] = (f"int({flat.expr(local)})", f"{kernel.name}'s own `{generic.lower()}`")
 
 
 def _match_params(

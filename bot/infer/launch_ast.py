@@ -36,8 +36,8 @@ def is_allocation(value: ast.expr) -> bool:
     )
 
 
-def none_default(stmt: ast.If) -> tuple[str, str] | None:
-    """``if x is None: x = <const>`` as (x, const)."""
+def none_default_step(stmt: ast.If) -> dict[str, str] | None:
+    """``if x is None: x = <const>`` as the wrapper step ``x = <const> if x is None else x``."""
     test = stmt.test
     if (
         isinstance(test, ast.Compare)
@@ -51,7 +51,8 @@ def none_default(stmt: ast.If) -> tuple[str, str] | None:
         and ast.unparse(stmt.body[0].targets[0]) == test.left.id
         and isinstance(stmt.body[0].value, ast.Constant)
     ):
-        return test.left.id, ast.unparse(stmt.body[0].value)
+        name, value = test.left.id, ast.unparse(stmt.body[0].value)
+        return {"let": name, "expr": f"{value} if {name} is None else {name}"}
     return None
 
 

@@ -20,6 +20,7 @@ facts; each variant is read by ``launch_search`` (a helper running ``exhaustive_
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bot.infer.direct_statements import raise_check
@@ -29,7 +30,7 @@ from bot.infer.launch_ast import (
     assert_step,
     is_allocation,
     is_call,
-    none_default,
+    none_default_step,
 )
 from bot.infer.launch_fixed import fixed_variant
 from bot.infer.launch_search import passed_by_name, search_variant
@@ -39,6 +40,7 @@ from bot.infer.reference import ReferenceOp, read_with, registered_function
 from bot.types import KernelSignature, Source, Target
 
 KEYS = ("python.steps", "python.alloc", "python.configs", "python.key", "python.args.num_programs")
+Where = Callable[[str], Source]  # a source in the reference module, saying what was read there
 
 
 @dataclass
@@ -54,15 +56,22 @@ class Reading:
 
 
 def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref: ReferenceOp) -> None:
-    rel = ref.rel
     reading = read_with(read_tree, ref, signature, facts, KEYS)
     if reading is None:
         return
-    launches = ", ".join(f"{v.kernel} -> {v.entry} ({v.condition or 'else'})" for v in reading.variants)
 
     def where(what: str) -> Source:
-        return Source("reference", f"{rel}: {what}")
+        return Source("reference", f"{ref.rel}: {what}")
 
+    _offer_wrapper(reading, facts, where)
+    _offer_tuning(reading, facts, where)
+    _offer_launches(reading, facts, where)
+    _offer_own_locals(reading, signature, facts, where)
+
+
+def _offer_wrapper(reading: Reading, facts: Facts, where: Where) -> None:
+    """The registered function's steps before its launches (its keyword parameters the declared
+    signature lacks read from ``**kwargs`` first) and its allocations."""
     from_kwargs = kwargs_steps(reading.keywords, facts.get("python.signature"))
     facts.offer(
         "python.steps",
@@ -76,6 +85,10 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref:
         ),
     )
     facts.offer("python.alloc", reading.alloc, where(f"{reading.function} allocation"))
+
+
+def _offer_tuning(reading: Reading, facts: Facts, where: Where) -> None:
+    """The autotuner's config groups (each variant's, under its condition) and its cache key."""
     groups = []
     for v in reading.variants:
         for cap, configs in v.configs:
@@ -95,11 +108,17 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref:
     for v in reading.variants:
         key += [k for k in v.key if k not in key]
     key += [v.condition for v in reading.variants if v.condition and v.condition not in key]
+    launches = ", ".join(f"{v.kernel} -> {v.entry} ({v.condition or 'else'})" for v in reading.variants)
     facts.offer(
         "python.key",
         "(" + ", ".join(key) + ("," if len(key) == 1 else "") + ")",
         where(f"cache keys; {launches}"),
     )
+
+
+def _offer_launches(reading: Reading, facts: Facts, where: Where) -> None:
+    """The grid (one term, chosen by the variants' conditions), the lists launched per element,
+    the flag checks, and each variant's grid terms and argument values."""
     grid = reading.variants[-1].grid0
     for v in reversed(reading.variants[:-1]):
         grid = f"({v.grid0}) if {v.condition} else ({grid})"
@@ -126,8 +145,11 @@ def gather(target: Target, signature: KernelSignature | None, facts: Facts, ref:
             facts.offer(f"python.args.{name}", term, where(f"grid of ct.launch:{v.line} ({v.entry})"))
         for name, value in v.values.items():
             facts.offer(f"python.args.{name}", value, where(f"{v.kernel} argument -> {v.entry}"))
-    # a kernel.rs scalar no argument feeds: the reference's own local of its name, bound before
-    # the launches (`M, K = a.shape` for kernel.rs's `M`); never a name that differs in case
+
+
+def _offer_own_locals(reading: Reading, signature: KernelSignature, facts: Facts, where: Where) -> None:
+    """A kernel.rs scalar no argument feeds: the reference's own local of its name, bound before
+    the launches (``M, K = a.shape`` for kernel.rs's ``M``); never a name that differs in case."""
     bound = {n.strip() for step in reading.steps if "let" in step for n in step["let"].split(",")}
     for v in reading.variants:
         entry = next(e for e in signature.entries if e.name == v.entry)
@@ -265,67 +287,80 @@ class _Reader(VariantReader):
         return self.functions[name] if name in self.helpers else None
 
     def _prologue(self, stmt: ast.stmt) -> None:
+        """One statement of the registered function before its launches, read as a wrapper step or
+        an allocation; anything else is not this shape."""
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
             return  # docstring
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-            target = stmt.targets[0]
-            if "current_stream" in ast.unparse(stmt.value):
-                return  # the launcher takes the stream of the tensors' device itself
-            if isinstance(target, ast.Name) and is_allocation(stmt.value):
-                self.alloc[target.id] = stmt.value
-                return
-            if isinstance(target, (ast.Name, ast.Tuple)):
-                names = target.elts if isinstance(target, ast.Tuple) else [target]
-                let = ", ".join(ast.unparse(n) for n in names)
-                self.steps.append({"let": let, "expr": ast.unparse(stmt.value)})
-                return
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and self._prologue_assign(stmt):
+            return
         if isinstance(stmt, ast.Assert):
             self.steps.append(assert_step(stmt, "", self.op))
             return
-        if isinstance(stmt, ast.For):
-            # `out = []` then `for ...: out.append(torch.empty(...))`: a list of outputs, one per element
-            empty = {n for st in self.steps if (n := st.get("let", "")) and st.get("expr") == "[]"}
-            listed = appended_list(stmt, empty)
-            if listed is not None:
-                name, comprehension = listed
-                self.alloc[name] = comprehension
-                return
-        if isinstance(stmt, ast.If):
-            raised = raise_check(stmt)
-            if raised is not None:  # `if not xs: raise ValueError("...")`: the same check
-                error, message = raised
-                self.steps.append({"check": ast.unparse(stmt.test), "raise": error, "message": message})
-                return
-            default = none_default(stmt)
-            if default is not None:
-                name, value = default
-                self.steps.append({"let": name, "expr": f"{value} if {name} is None else {name}"})
-                return
-            flag = ast.unparse(stmt.test)
-            if flag in self.refused:  # the wrapper refuses it, so only the else branch runs
-                for inner in stmt.orelse:
-                    self._prologue(inner)
-                return
-            if _plain_branches(stmt):
-                # `if t: Q, K, M = a.shape else: Q, M, K = a.shape`: each branch's assignments hold
-                # when it is taken; a name is kept (None when new) when the other one is
-                bound = set(self.params) | {
-                    n.strip() for st in self.steps if "let" in st for n in st["let"].split(",")
-                }
-                for block, test in ((stmt.body, flag), (stmt.orelse, f"not ({flag})")):
-                    for inner in block:
-                        names = [ast.unparse(n) for n in _targets(inner.targets[0])]
-                        keep = ", ".join(n if n in bound else "None" for n in names)
-                        keep = f"({keep})" if len(names) > 1 else keep
-                        self.steps.append(
-                            {
-                                "let": ", ".join(names),
-                                "expr": f"{ast.unparse(inner.value)} if {test} else {keep}",
-                            }
-                        )
-                        bound |= set(names)
-                return
+        if isinstance(stmt, ast.For) and self._prologue_for(stmt):
+            return
+        if isinstance(stmt, ast.If) and self._prologue_if(stmt):
+            return
         raise NotThisShape(f"line {stmt.lineno}: cannot follow `{ast.unparse(stmt).splitlines()[0]}`")
+
+    def _prologue_assign(self, stmt: ast.Assign) -> bool:
+        """``x = torch.empty(..)`` an allocation, ``a, b = ..`` a step; the stream is not read."""
+        target = stmt.targets[0]
+        if "current_stream" in ast.unparse(stmt.value):
+            return True  # the launcher takes the stream of the tensors' device itself
+        if isinstance(target, ast.Name) and is_allocation(stmt.value):
+            self.alloc[target.id] = stmt.value
+            return True
+        if isinstance(target, (ast.Name, ast.Tuple)):
+            names = target.elts if isinstance(target, ast.Tuple) else [target]
+            let = ", ".join(ast.unparse(n) for n in names)
+            self.steps.append({"let": let, "expr": ast.unparse(stmt.value)})
+            return True
+        return False
+
+    def _prologue_for(self, stmt: ast.For) -> bool:
+        """``out = []`` then ``for ...: out.append(torch.empty(...))``: a list of outputs, one per element."""
+        empty = {n for st in self.steps if (n := st.get("let", "")) and st.get("expr") == "[]"}
+        listed = appended_list(stmt, empty)
+        if listed is None:
+            return False
+        name, comprehension = listed
+        self.alloc[name] = comprehension
+        return True
+
+    def _prologue_if(self, stmt: ast.If) -> bool:
+        """A raise as a check, a None default as a step, a refused flag's else branch, or plain
+        assignments in both branches."""
+        raised = raise_check(stmt)
+        if raised is not None:  # `if not xs: raise ValueError("...")`: the same check
+            error, message = raised
+            self.steps.append({"check": ast.unparse(stmt.test), "raise": error, "message": message})
+            return True
+        default = none_default_step(stmt)
+        if default is not None:
+            self.steps.append(default)
+            return True
+        flag = ast.unparse(stmt.test)
+        if flag in self.refused:  # the wrapper refuses it, so only the else branch runs
+            for inner in stmt.orelse:
+                self._prologue(inner)
+            return True
+        if not _plain_branches(stmt):
+            return False
+        # `if t: Q, K, M = a.shape else: Q, M, K = a.shape`: each branch's assignments hold
+        # when it is taken; a name is kept (None when new) when the other one is
+        bound = set(self.params) | {
+            n.strip() for st in self.steps if "let" in st for n in st["let"].split(",")
+        }
+        for block, test in ((stmt.body, flag), (stmt.orelse, f"not ({flag})")):
+            for inner in block:
+                names = [ast.unparse(n) for n in _targets(inner.targets[0])]
+                keep = ", ".join(n if n in bound else "None" for n in names)
+                keep = f"({keep})" if len(names) > 1 else keep
+                self.steps.append(
+                    {"let": ", ".join(names), "expr": f"{ast.unparse(inner.value)} if {test} else {keep}"}
+                )
+                bound |= set(names)
+        return True
 
     def _drop_listed_outputs(self) -> None:
         """An output list is allocated whole (``python.alloc``), not bound to ``[]`` as a step."""

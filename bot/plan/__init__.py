@@ -10,7 +10,8 @@ from __future__ import annotations
 from bot.checkout import Checkout
 from bot.errors import Failed
 from bot.infer.facts import Facts
-from bot.plan import closure, common, launch
+from bot.plan import closure, launch
+from bot.plan.inputs import read_inputs
 from bot.types import Entry, KernelSignature, LaunchPlan, MissingFact, Target
 
 
@@ -37,14 +38,15 @@ def build_plan(target: Target, signature: KernelSignature, facts: Facts, checkou
                 f"{entry.name}: no output found (no parameter reaches partition_full_mut, partition_mut or a store)",
                 followup="write the output through partition_full_mut / partition_mut / store_ptr_tko",
             )
-    plan = launch.plan(target, signature, facts, checkout)
-    plan.more_tests = common.test_wirings(checkout)[1:]
-    plan.missing += _unbound(plan, facts)
+    inputs = read_inputs(target, signature, facts, checkout)  # the facts the planner reads, once
+    plan = launch.plan(inputs)
+    plan.more_tests = list(inputs.tests[1:])
+    plan.missing += _unbound(plan, inputs.tried.get("python.tensors", ()))
     closure.drop_unread_lets(plan)  # a reference's own `grid = ...` the FFI computes: an unused local
     return plan
 
 
-def _unbound(plan: LaunchPlan, facts: Facts) -> list[MissingFact]:
+def _unbound(plan: LaunchPlan, tried: tuple[str, ...]) -> list[MissingFact]:
     """Every descriptor needs a Python value before anything is rendered: one nobody packs (a second
     output the wrapper does not allocate) is a question, not an emitter crash. (C scalars are
     valued or asked for by ``python_side.fill_args`` on every layout.)"""
@@ -57,7 +59,7 @@ def _unbound(plan: LaunchPlan, facts: Facts) -> list[MissingFact]:
                 MissingFact(
                     "python.tensors",
                     f"which Python value is {what} for descriptor `{t.name}` (kernel {t.role} `{t.param}`)",
-                    list(facts.tried.get("python.tensors", [])),
+                    list(tried),
                 )
             )
     return out

@@ -8,11 +8,12 @@ Contract keys read here (docs/contract.md): ``python.steps``, ``python.alloc``, 
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 
 from bot.errors import Blocked
-from bot.infer.facts import Facts
 from bot.plan import common
-from bot.types import CScalar, FfiPlan, ListLaunch, PyPlan, PyStep, Source, Target
+from bot.plan.inputs import Given, PythonInputs
+from bot.types import CScalar, FfiPlan, ListLaunch, PyPlan, PyStep, Source
 
 # config fields that set a compile option, as TileGym spells them (cuTile's hints are lower case)
 _COMPILE_FIELDS = {
@@ -21,80 +22,68 @@ _COMPILE_FIELDS = {
 }
 
 
-def plan(target: Target, ffi: FfiPlan, facts: Facts, missing: common.Missing) -> PyPlan:
-    op = target.op
-    kind = str(facts.get("python.register.kind") or "")
-    if kind != "direct":
-        missing.add(
-            "python.register.kind", f"how `{op}` is registered (only direct registration here)", facts
-        )
-    params = list(facts.get("python.tensor_params") or [])
-    signature = facts.get("python.signature")
-    if not isinstance(signature, str):
-        missing.add("python.signature", "the wrapper's parameters (ops.py declares none for this op)", facts)
+def plan(op: str, ffi: FfiPlan, given: PythonInputs, missing: common.Missing) -> PyPlan:
+    if given.register_kind != "direct":
+        missing.add("python.register.kind", f"how `{op}` is registered (only direct registration here)")
+    params = list(given.tensor_params)
+    if given.signature is not None:
+        signature = given.signature.value
+    else:
+        missing.add("python.signature", "the wrapper's parameters (ops.py declares none for this op)")
         signature = ", ".join(params) + ", **kwargs"
-    cfgs = configs(facts)
-    alloc = facts.get("python.alloc")
+    cfgs = configs(given)
     outputs = [t for t in ffi.tensors if t.role == "output"]
-    if not isinstance(alloc, dict) or not alloc:
-        missing.add(
-            "python.alloc", "how each output is allocated, e.g. {out: 'torch.empty((m, n), ...)'}", facts
-        )
+    alloc = dict(given.alloc.value) if given.alloc is not None else {}
+    if not alloc:
+        missing.add("python.alloc", "how each output is allocated, e.g. {out: 'torch.empty((m, n), ...)'}")
         alloc = {t.name: "None" for t in outputs}
-    per_element = list_launches(ffi, facts)
-    tensors_py = _tensors(ffi, params, alloc, facts, missing, {e.tensor: e.item for e in per_element})
-    steps = common.wrapper_prologue(op, params, same_dtype=False) + contract_steps(facts)
-    args = fill_args(ffi, {}, signature, cfgs, facts, missing)
-    result = facts.get("python.result")
-    first_alloc = next(iter(alloc))
-    dtypes = facts.get("python.dtypes")
+    per_element = list_launches(ffi, given.per_element)
+    tensors_py = _tensors(ffi, params, alloc, given.tensors, missing, {e.tensor: e.item for e in per_element})
+    sources = {"python.signature": given.signature, "python.alloc": given.alloc}
+    sources |= {"python.configs": given.configs, "python.steps": given.steps}
     return PyPlan(
-        register_name=str(facts.get("python.register.name") or op),
+        register_name=given.register_name or op,
         register_kind="direct",
         signature=signature,
         inner_signature="",
-        dtypes=[str(d) for d in dtypes]
-        if isinstance(dtypes, list)
-        else [common.TORCH_DTYPES[d] for d in ffi.dtypes if d in common.TORCH_DTYPES],
-        steps=steps,
-        alloc={str(k): str(v) for k, v in alloc.items()},
+        dtypes=list(given.dtypes.value) if given.dtypes is not None else common.torch_dtypes(ffi.dtypes),
+        steps=common.wrapper_prologue(op, params, same_dtype=False) + contract_steps(given.steps),
+        alloc=alloc,
         launch_mode="autotune" if cfgs else "direct",
         configs=cfgs,
-        autotune_key=str(facts.get("python.key") or ""),
+        autotune_key=given.key,
         python_grid={},
-        device_of=tensors_py[outputs[0].name] if outputs else "",
+        # an output the contract's tensors leave unbound is asked for (plan._unbound), not a crash
+        device_of=tensors_py.get(outputs[0].name, "") if outputs else "",
         tensors_py=tensors_py,
-        ffi_args=args,
-        result=str(result) if isinstance(result, str) else first_alloc,
+        ffi_args=fill_args(ffi, {}, signature, cfgs, given.args, missing),
+        result=given.result.value if given.result is not None else next(iter(alloc)),
         out_param="",
-        sources={
-            k: s
-            for k in ("python.signature", "python.alloc", "python.configs", "python.steps")
-            if (s := facts.source(k)) is not None
-        },
+        sources={key: fact.source for key, fact in sources.items() if fact is not None},
         per_element=per_element,
     )
 
 
-def list_launches(ffi: FfiPlan, facts: Facts) -> list[ListLaunch]:
+def list_launches(ffi: FfiPlan, per_element: Given[Mapping[str, object]] | None) -> list[ListLaunch]:
     """``python.per_element`` ({C tensor: {list, item}}) in the descriptors' order; a name that is no
     C tensor is ignored here (the contract schema names it)."""
-    raw = facts.get("python.per_element")
-    if not isinstance(raw, dict):
+    if per_element is None:
         return []
-    src = facts.source("python.per_element")
+    raw = per_element.value
     return [
-        ListLaunch(t.name, str(raw[t.name]["list"]), str(raw[t.name]["item"]), src)
+        ListLaunch(t.name, str(raw[t.name]["list"]), str(raw[t.name]["item"]), per_element.source)
         for t in ffi.tensors
         if isinstance(raw.get(t.name), dict)
     ]
 
 
-def contract_steps(facts: Facts) -> list[PyStep]:
-    raw = facts.get("python.steps") or []
-    src = facts.source("python.steps")
+def contract_steps(given: Given | None) -> list[PyStep]:
+    """``python.steps`` as wrapper steps (each expression checked to parse)."""
+    if given is None:
+        return []
+    src = given.source
     steps: list[PyStep] = []
-    for i, item in enumerate(raw if isinstance(raw, list) else []):
+    for i, item in enumerate(given.value):
         _check_step(i, item, src)
         if "let" in item:
             steps.append(PyStep("let", target=str(item["let"]), expr=str(item["expr"]), source=src))
@@ -130,22 +119,28 @@ def _check_step(i: int, item: dict, src: Source | None) -> None:
 
 
 def fill_args(
-    ffi: FfiPlan, args: dict[str, str], signature: str, cfgs, facts: Facts, missing
+    ffi: FfiPlan,
+    args: dict[str, str],
+    signature: str,
+    cfgs: list[dict[str, object]],
+    given: Mapping[str, Given[str]],
+    missing: common.Missing,
 ) -> dict[str, str]:
-    """Every C scalar of ``ffi`` without a Python value in ``args`` gets one by the shared rules,
-    or a question (and a placeholder, since the plan is not rendered while questions remain)."""
+    """Every C scalar of ``ffi`` without a Python value in ``args`` gets one by the shared rules
+    (``given``: the ``python.args`` facts), or a question (and a placeholder, since the plan is not
+    rendered while questions remain)."""
     for s in ffi.scalars:
         if s.name in args:
             continue
-        expr, _src = arg_value(s.name, s.role, s.feeds, signature, cfgs, facts)
+        expr, _src = arg_value(s.name, s.role, s.feeds, signature, cfgs, given)
         if expr is None:
-            ask_arg(s, facts, missing)
+            ask_arg(s, missing)
             expr = "0"
         args[s.name] = expr
     return args
 
 
-def ask_arg(scalar: CScalar, facts: Facts, missing: common.Missing) -> None:
+def ask_arg(scalar: CScalar, missing: common.Missing) -> None:
     """The question for a C argument no rule gives a Python value; a kernel scalar may instead be
     computed in the FFI from the descriptors."""
     question = f"the Python value of C argument `{scalar.name}` ({scalar.role}" + (
@@ -153,37 +148,30 @@ def ask_arg(scalar: CScalar, facts: Facts, missing: common.Missing) -> None:
     )
     if scalar.role == "runtime_scalar":
         question += f", or ffi.scalars.{scalar.feeds}: an expression over the descriptors (e.g. dim(out,1))"
-    missing.add(f"python.args.{scalar.name}", question, facts)
+    missing.add(f"python.args.{scalar.name}", question)
 
 
-def configs(facts: Facts) -> list[dict[str, object]]:
-    """Config groups: ``[{"when": cond, "configs": [..]}]``; a plain list is one group for every call."""
-    raw = facts.get("python.configs")
-    if not raw:
-        return []
-    if isinstance(raw, list) and raw and all(isinstance(c, dict) and "configs" in c for c in raw):
-        return [{"when": str(g.get("when", "always")), "configs": list(g["configs"])} for g in raw]
-    if isinstance(raw, list):
-        return [{"when": "always", "configs": list(raw)}]
-    return []
+def configs(given: PythonInputs) -> list[dict[str, object]]:
+    """Config groups: ``[{"when": cond, "configs": [..]}]`` (``inputs.config_groups``)."""
+    return [dict(group) for group in given.configs.value] if given.configs is not None else []
 
 
 def _tensors(
     ffi: FfiPlan,
     params: list[str],
-    alloc: dict,
-    facts: Facts,
+    alloc: dict[str, str],
+    explicit: Given[Mapping[str, str]] | None,
     missing: common.Missing,
     items: dict[str, str],
 ) -> dict[str, str]:
-    """C tensor -> the Python value it packs; ``items``: the tensors packed per list element."""
-    explicit = facts.get("python.tensors")
-    if isinstance(explicit, dict):
-        return {str(k): str(v) for k, v in explicit.items()}
+    """C tensor -> the Python value it packs: ``explicit`` (``python.tensors``) when given, else
+    matched by name; ``items``: the tensors packed per list element."""
+    if explicit is not None:
+        return dict(explicit.value)
     out: dict[str, str] = dict(items)
     outputs = [t for t in ffi.tensors if t.role == "output"]
     if len(outputs) == 1 and len(alloc) == 1 and outputs[0].name not in out:
-        out[outputs[0].name] = str(next(iter(alloc)))
+        out[outputs[0].name] = next(iter(alloc))
     for t in ffi.tensors:
         if t.role == "input" and t.name in params and t.name not in out:
             out[t.name] = t.name
@@ -192,7 +180,6 @@ def _tensors(
         missing.add(
             "python.tensors",
             f"which Python value each descriptor packs ({', '.join(unmatched)} unmatched)",
-            facts,
         )
         for name in unmatched:
             out[name] = "None"
@@ -200,11 +187,11 @@ def _tensors(
 
 
 def arg_value(
-    name: str, role: str, feeds: str, signature: str, configs, facts: Facts
+    name: str, role: str, feeds: str, signature: str, configs, given: Mapping[str, Given[str]]
 ) -> tuple[str | None, Source | None]:
-    explicit = facts.get(f"python.args.{name}")
+    explicit = given.get(name)
     if explicit is not None:
-        return str(explicit), facts.source(f"python.args.{name}")
+        return explicit.value, explicit.source
     fields = {k for group in configs for cfg in group["configs"] for k in cfg}
     if role == "compile_option":
         for field in _COMPILE_FIELDS[name]:

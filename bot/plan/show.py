@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 from bot.emit.ffi_rs import c_declaration
-from bot.types import LaunchPlan
+from bot.types import FfiPlan, LaunchPlan, PyPlan
 
 
 def render_plan(plan: LaunchPlan) -> str:
-    ffi, py = plan.ffi, plan.python
-    out = [f"launch plan for {plan.op}", "", "C ABI:", f"  {c_declaration(ffi)}", ""]
-    out.append("descriptors:")
+    out = [f"launch plan for {plan.op}", "", *_ffi_lines(plan.ffi), "", *_python_lines(plan.python), ""]
+    for wired in [plan.tests, *plan.more_tests]:
+        where = f"  [{wired.source}]" if wired.source else ""
+        out.append(
+            f"tests: {wired.file or '(no test file)'} ({wired.scope or 'unknown'}-level _backends){where}"
+        )
+    out.append(f"contract lines written by the porter: {plan.contract_lines}")
+    if plan.missing:
+        out += ["", "MISSING (write these in host_contract.yaml):"]
+        for m in plan.missing:
+            out.append(f"  {m.key}: {m.question}")
+            out += [f"    tried: {t}" for t in m.tried]
+    return "\n".join(out)
+
+
+def _ffi_lines(ffi: FfiPlan) -> list[str]:
+    """The C ABI, its descriptors and dtypes, scalars, FFI locals and launches."""
+    out = ["C ABI:", f"  {c_declaration(ffi)}", "", "descriptors:"]
     for t in ffi.tensors:
         out.append(
             f"  {t.name:<14} {t.role:<6} -> {t.param} ({t.kind} {t.elem}, rank {t.rank})  [{t.source}]"
@@ -36,8 +51,12 @@ def render_plan(plan: LaunchPlan) -> str:
         out.append(
             f"  {head}: {v.entry}<{', '.join(v.generics)}>({', '.join(v.args)}) grid ({', '.join(v.grid)})"
         )
-    out += [
-        "",
+    return out
+
+
+def _python_lines(py: PyPlan) -> list[str]:
+    """The wrapper: its registration, sources, steps and launch."""
+    out = [
         "Python wrapper:",
         f"  @register_impl({py.register_name!r}) def {py.register_name}({py.signature})",
     ]
@@ -55,16 +74,4 @@ def render_plan(plan: LaunchPlan) -> str:
     if py.per_element:
         walked = ", ".join(f"{e.item} in {e.list_expr} -> {e.tensor}" for e in py.per_element)
         out.append(f"  once per list element: {walked}  [{py.per_element[0].source}]")
-    out.append("")
-    for wired in [plan.tests, *plan.more_tests]:
-        where = f"  [{wired.source}]" if wired.source else ""
-        out.append(
-            f"tests: {wired.file or '(no test file)'} ({wired.scope or 'unknown'}-level _backends){where}"
-        )
-    out.append(f"contract lines written by the porter: {plan.contract_lines}")
-    if plan.missing:
-        out += ["", "MISSING (write these in host_contract.yaml):"]
-        for m in plan.missing:
-            out.append(f"  {m.key}: {m.question}")
-            out += [f"    tried: {t}" for t in m.tried]
-    return "\n".join(out)
+    return out
