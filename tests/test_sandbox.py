@@ -237,6 +237,14 @@ def _planted_port(repo: Path, cargo_target: Path, out: Path, runner: dict) -> su
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1500)
 
 
+def _demo(tmp_path: Path, wheel: Path) -> Path:
+    """A TileGym checkout whose change adds silu_and_mul's kernel.rs, once the sandbox is there."""
+    from bot.demo import assemble_checkout
+
+    _require_sandbox(tmp_path)
+    return assemble_checkout(tmp_path / "tilegym", wheel, ["silu_and_mul"], ["silu_and_mul"]).repo
+
+
 def _everything_written(out: Path, proc: subprocess.CompletedProcess) -> str:
     texts = [proc.stdout, proc.stderr]
     texts += [p.read_text(errors="replace") for p in out.rglob("*") if p.is_file()]
@@ -247,10 +255,7 @@ def _everything_written(out: Path, proc: subprocess.CompletedProcess) -> str:
 def test_a_build_script_in_the_sandbox_gets_nothing_and_the_verdict_says_why(
     tmp_path, tilegym_wheel, cargo_target_dir, runner
 ):
-    from bot.demo import assemble_checkout
-
-    _require_sandbox(tmp_path)
-    repo = assemble_checkout(tmp_path / "tilegym", tilegym_wheel, ["silu_and_mul"], ["silu_and_mul"]).repo
+    repo = _demo(tmp_path, tilegym_wheel)
     marker = repo / "late-from-build-rs"
     crate = repo / "src/tilegym/ops/cutile_rs/cutile_kernels"
     build_rs = BUILD_RS.replace("@SECRET@", str(runner["secret"])).replace("@PLANTED@", runner["planted"])
@@ -268,10 +273,7 @@ def test_a_build_script_in_the_sandbox_gets_nothing_and_the_verdict_says_why(
 def test_a_conftest_in_the_sandbox_gets_nothing_and_the_log_says_why(
     tmp_path, tilegym_wheel, cargo_target_dir, runner
 ):
-    from bot.demo import assemble_checkout
-
-    _require_sandbox(tmp_path)
-    repo = assemble_checkout(tmp_path / "tilegym", tilegym_wheel, ["silu_and_mul"], ["silu_and_mul"]).repo
+    repo = _demo(tmp_path, tilegym_wheel)
     marker = repo / "late-from-conftest"
     conftest = repo / "tests" / "conftest.py"
     conftest.write_text(

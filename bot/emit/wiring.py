@@ -170,12 +170,10 @@ def perf_backends(text: str) -> str:
     last, the guarded ``_backends`` block's twin. A list that reaches cutile-rs through other names
     (``_perf_backends = _backends + ["pytorch"]``, ``_backends`` wired) is left as it is, so wiring
     twice changes nothing; any other form is left alone (the perf stage then names the gap)."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
+    source = _source(text)
+    if source is None:
         return text
-    lines = text.splitlines(keepends=True)
-    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    tree, lines, newline = source
     inserts: dict[tuple[int, str], tuple[int, list[str]]] = {}
     elements: set[tuple[int, int]] = set()  # (line, column) after the last element of a literal list
     for scopes, fn in _perf_functions(tree):
@@ -220,6 +218,17 @@ def _perf_values(fn: ast.FunctionDef) -> ast.expr | None:
     """The values of the parametrize that carries the backend: the ``backend`` / ``framework``
     parameter, or one parametrized over a ``*backends`` / ``*frameworks`` name."""
     params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+    for name, values in _parametrized(fn):
+        named = values.id if isinstance(values, ast.Name) else ""
+        if name in params and (
+            name in ("backend", "framework") or named.endswith(("backends", "frameworks"))
+        ):
+            return values
+    return None
+
+
+def _parametrized(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[tuple[str, ast.expr]]:
+    """(the parameter name, its values) of each ``@...parametrize("name", values)`` of ``fn``."""
     for dec in fn.decorator_list:
         if not (
             isinstance(dec, ast.Call)
@@ -228,15 +237,8 @@ def _perf_values(fn: ast.FunctionDef) -> ast.expr | None:
         ):
             continue
         names, values = dec.args[0], dec.args[1]
-        if not (isinstance(names, ast.Constant) and isinstance(names.value, str)):
-            continue
-        name = names.value.strip()
-        named = values.id if isinstance(values, ast.Name) else ""
-        if name in params and (
-            name in ("backend", "framework") or named.endswith(("backends", "frameworks"))
-        ):
-            return values
-    return None
+        if isinstance(names, ast.Constant) and isinstance(names.value, str):
+            yield names.value.strip(), values
 
 
 def _strings(node: ast.AST) -> set[str]:
@@ -560,12 +562,10 @@ def helper_backend_twins(text: str, functions: Iterable[str]) -> str:
     names = set(functions)
     if not names:
         return text
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
+    source = _source(text)
+    if source is None:
         return text
-    lines = text.splitlines(keepends=True)
-    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    tree, lines, newline = source
     inserts: list[tuple[int, list[str]]] = []
     for fn in tree.body:
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name not in names:
@@ -639,18 +639,8 @@ def _backend_functions(tree: ast.AST) -> Iterator[tuple[ast.FunctionDef | ast.As
 def _backend_param(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """The parameter that carries the backend: parametrized over a ``*backends`` list, else ``backend``."""
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
-    for dec in fn.decorator_list:
-        if not (
-            isinstance(dec, ast.Call)
-            and getattr(dec.func, "attr", "") == "parametrize"
-            and len(dec.args) >= 2
-        ):
-            continue
-        names, values = dec.args[0], dec.args[1]
-        if not (isinstance(names, ast.Constant) and isinstance(names.value, str)):
-            continue
+    for name, values in _parametrized(fn):
         values_name = values.id if isinstance(values, ast.Name) else getattr(values, "attr", "")
-        name = names.value.strip()
         if values_name.endswith("backends") and name.isidentifier() and name in params:
             return name
     return "backend" if "backend" in params else None
@@ -726,3 +716,14 @@ def _binds(text: str, name: str) -> bool:
         elif isinstance(node, ast.Assign):
             bound |= {t.id for t in node.targets if isinstance(t, ast.Name)}
     return name in bound
+
+
+def _source(text: str) -> tuple[ast.Module, list[str], str] | None:
+    """A test file to wire: its tree, its lines (ends kept) and its line ending; None when it does
+    not parse (it is then left as it is)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    lines = text.splitlines(keepends=True)
+    return tree, lines, "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
