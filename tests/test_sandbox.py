@@ -9,15 +9,16 @@ namespaces, the tests fail and say so (issue 21: they must not skip silently).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,7 @@ def _sandbox_probe(secret_file, planted, port, marker):
         found.append("net: connected")
     except OSError as exc:
         found.append(f"net: {exc.strerror or exc}")
-    subprocess.Popen(["sh", "-c", f"sleep 3; echo late > {marker}"], start_new_session=True,
+    subprocess.Popen(["sh", "-c", f"sleep 30; echo late > {marker}"], start_new_session=True,
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     found.append("background: started")
     return "; ".join(found)
@@ -82,7 +83,7 @@ fn main() {
         Err(e) => found.push(format!("net: {e}")),
     }
     // detached from cargo's pipes, so cargo does not wait for it: it would write after the build
-    let _ = std::process::Command::new("sh").arg("-c").arg("sleep 3; echo late > @MARKER@")
+    let _ = std::process::Command::new("sh").arg("-c").arg("sleep 30; echo late > @MARKER@")
         .stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null()).spawn();
     found.push("background: started".to_string());
@@ -145,9 +146,25 @@ def _assert_nothing_got_through(text: str, runner: dict, marker: Path) -> None:
     assert runner["planted"] not in text
     assert "environ: not found in any /proc/*/environ" in text, text
     assert "net: connected" not in text and "net: " in text, text  # refused: the loopback is its own
-    time.sleep(5)  # the background process would have written by now
-    assert not marker.exists(), "a process outlived the sandbox"
+    assert _still_running(marker) == [], "a process the PR's code started outlived the sandbox"
+    assert not marker.exists()
     assert runner["listener"].accepted == 0
+
+
+def _still_running(marker: Path) -> list[int]:
+    """The processes on this machine whose command line names ``marker``: the background process
+    the probe started (it sleeps, then writes ``marker``). They are killed, so none is left behind."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and str(marker).encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    for pid in found:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return found
 
 
 def test_a_script_in_the_sandbox_reads_no_runner_file_environment_or_network_and_leaves_nothing(
