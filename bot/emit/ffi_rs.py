@@ -93,21 +93,16 @@ def _imports(ffi: FfiPlan, has_rc_module: bool) -> tuple[list[str], dict[str, st
     its top level is not imported again (E0252): from the same path it is simply in scope; from
     another path the body writes ours as its full path (a trait comes in ``as _``).
     """
+    groups = _import_groups(ffi, has_rc_module)
+    theirs = {u.name: u.path.lstrip(":") for u in ffi.file_uses if not u.glob and u.name != "_"}
+    return _use_lines(groups, theirs)
+
+
+def _import_groups(ffi: FfiPlan, has_rc_module: bool) -> list[tuple[str, list[str]] | None]:
+    """Every (path, names) ffi.rs needs, in the file's order; None is the blank line between
+    the outside crates and ours."""
     uses_ptr = any(t.kind == "ptr" for t in ffi.tensors)
-    uses_tensor = any(t.kind == "tensor" for t in ffi.tensors)
-    uses_tf32 = any("cast_tf32(" in e for v in ffi.variants for e in v.generics) or any(
-        "cast_tf32(" in d.expr for d in ffi.derived
-    )
     fixed = not ffi.dtype_generic  # no element generic: no dtype dispatch
-    util = ["TensorDesc"]
-    if ffi.style == "macros" or has_rc_module:
-        util.append("rc")
-    if ffi.style == "explicit" and not fixed:
-        util.append("dtype_str")
-    if uses_tensor:
-        util.append("borrow_tensor")
-    if uses_tf32:
-        util.append("cast_tf32")
     half = ["bf16", "f16"]
     if fixed:
         half = [h for h in half if any(t.elem == h for t in ffi.tensors)]
@@ -129,10 +124,35 @@ def _imports(ffi: FfiPlan, has_rc_module: bool) -> tuple[list[str], dict[str, st
         ("cutile::prelude", ["*"]),
         ("cutile::tile_kernel", ["CompileOptions", "TileKernel"]),
         None,
-        ("crate::ffi_util", sorted(util, key=str.lower)),
+        ("crate::ffi_util", sorted(_ffi_util_names(ffi, has_rc_module), key=str.lower)),
         (ffi.module, sorted({v.entry for v in ffi.variants})),
     ]
-    theirs = {u.name: u.path.lstrip(":") for u in ffi.file_uses if not u.glob and u.name != "_"}
+    return groups
+
+
+def _ffi_util_names(ffi: FfiPlan, has_rc_module: bool) -> list[str]:
+    """The helpers of crate::ffi_util this ffi.rs calls."""
+    uses_tensor = any(t.kind == "tensor" for t in ffi.tensors)
+    uses_tf32 = any("cast_tf32(" in e for v in ffi.variants for e in v.generics) or any(
+        "cast_tf32(" in d.expr for d in ffi.derived
+    )
+    fixed = not ffi.dtype_generic
+    util = ["TensorDesc"]
+    if ffi.style == "macros" or has_rc_module:
+        util.append("rc")
+    if ffi.style == "explicit" and not fixed:
+        util.append("dtype_str")
+    if uses_tensor:
+        util.append("borrow_tensor")
+    if uses_tf32:
+        util.append("cast_tf32")
+    return util
+
+
+def _use_lines(
+    groups: list[tuple[str, list[str]] | None], theirs: dict[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """The ``use`` lines less what kernel.rs already imports, and the names to spell in full."""
     spelled: dict[str, str] = {}
     lines: list[str] = []
     for group in groups:
