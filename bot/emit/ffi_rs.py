@@ -223,6 +223,8 @@ def _fixed_elem(ffi: FfiPlan) -> str:
 
 
 def _function(ffi: FfiPlan, spelled: dict[str, str]) -> list[str]:
+    """The exported C function: read the descriptors, check the arguments, set up the device and
+    launch the variant the dtype picks."""
     bind, elem = _bind(ffi), _elem(ffi)
     rust = lambda expr: rustexpr.to_rust(expr, bind, elem)  # noqa: E731
     params = [f"    {t.name}: *const TensorDesc," for t in ffi.tensors]
@@ -234,6 +236,28 @@ def _function(ffi: FfiPlan, spelled: dict[str, str]) -> list[str]:
         *params,
         ") -> i32 {",
     ]
+    body += _read_descriptors(ffi)
+    body += _descriptor_checks(ffi)
+    for d in ffi.derived:
+        body.append(f"    let {d.name}: i32 = {rustexpr.strip_outer(rust(d.expr))};")
+    for check in ffi.checks:
+        body.append(f"    if {rustexpr.strip_outer(rust(check['when']))} {{")
+        body.append(f"        return rc::{check.get('rc', 'INVALID_ARGS')};")
+        body.append("    }")
+    body += _device_setup(ffi, spelled)
+    if not ffi.dtype_generic:
+        body.append("")
+        body += ["    " + line for line in _variant_chain(ffi, rust)]
+    else:
+        body += _dispatch_macro(ffi, rust)
+        body += _dtype_match(ffi, spelled)
+    body.append("}")
+    return body
+
+
+def _read_descriptors(ffi: FfiPlan) -> list[str]:
+    """Borrow the tensor descriptors (null ones refused) and learn, or check, the element type."""
+    body: list[str] = []
     names = ", ".join(t.name for t in ffi.tensors)
     binds = ", ".join(t.bind for t in ffi.tensors)
     driver = next(t.bind for t in ffi.tensors if t.name == ffi.dtype_from)
@@ -265,20 +289,12 @@ def _function(ffi: FfiPlan, spelled: dict[str, str]) -> list[str]:
         body.append(f"    if {_fixed_dtype_condition(driver, _fixed_elem(ffi))} {{")
         body.append("        return rc::UNSUPPORTED_DTYPE;")
         body.append("    }")
-    body += _descriptor_checks(ffi)
-    for d in ffi.derived:
-        body.append(f"    let {d.name}: i32 = {rustexpr.strip_outer(rust(d.expr))};")
-    for check in ffi.checks:
-        body.append(f"    if {rustexpr.strip_outer(rust(check['when']))} {{")
-        body.append(f"        return rc::{check.get('rc', 'INVALID_ARGS')};")
-        body.append("    }")
-    body += _device_setup(ffi, spelled)
-    if fixed:
-        body.append("")
-        body += ["    " + line for line in _variant_chain(ffi, rust)]
-        body.append("}")
-        return body
-    body += _dispatch_macro(ffi, rust)
+    return body
+
+
+def _dtype_match(ffi: FfiPlan, spelled: dict[str, str]) -> list[str]:
+    """Run the dispatch macro for the call's dtype; any dtype the port lacks is unsupported."""
+    body: list[str] = []
     allowed = ", ".join(ffi.dtypes)
     # dispatch_by_dtype! matches stringify!(type): a type spelled as a full path needs the plain match.
     if ffi.style == "macros" and not any(d in spelled for d in ffi.dtypes):
@@ -289,7 +305,6 @@ def _function(ffi: FfiPlan, spelled: dict[str, str]) -> list[str]:
             body.append(f'        "{d}" => dispatch!({d}),')
         body.append("        _ => rc::UNSUPPORTED_DTYPE,")
         body.append("    }")
-    body.append("}")
     return body
 
 
