@@ -104,6 +104,32 @@ def classify(
     ``dry_run_identical``: the launch dry run found the port's launch equal to the reference's
     (``bot/dryrun``): a device fault, or the tests' own assertion on the outputs, is the kernel's."""
     launch = _Launch(launch_differences or [], launch_unknown, dry_run_identical)
+    unfinished = _unfinished_run(result, launch)
+    if unfinished is not None:
+        return unfinished
+    crashed = next((c for c in result.cases if c.message.startswith("crashed:")), None)
+    if result.exit_code < 0 or result.exit_code in (134, 139) or crashed is not None:
+        return _crash(result, crashed, launch)
+    rejected = _rejected_selection(result)
+    if rejected is not None:
+        return rejected
+    failed = [c for c in result.cases if c.outcome in ("failed", "error")]
+    if failed or result.failed or result.errors or result.exit_code not in (0,):
+        first = failed[0] if failed else None
+        message = first.message if first else f"pytest exit {result.exit_code}"
+        detail = first.detail if first else ""
+        return _failure(message, first.nodeid if first else "", result.panics, launch, detail)
+    uncited = _uncited_skip(result, known_gaps, test_skips or [])
+    if uncited is not None:
+        return uncited
+    if result.passed == 0:
+        return Verdict(VerdictKind.FAIL, "host", "no cutile-rs test passed (all skipped)")
+    return Verdict(VerdictKind.ALL_PASS, "", f"{result.passed} passed, {result.skipped} skipped (cited)")
+
+
+def _unfinished_run(result: TestResult, launch: _Launch) -> Verdict | None:
+    """The run that proves nothing about the kernel: the environment stopped it, pytest never
+    started, or --test-timeout cut it short (a hang past the per-test timeout is the kernel's)."""
     if result.env_problem:
         detail = f"; pytest exit={result.exit_code}" if result.ran else ""
         return Verdict(
@@ -114,20 +140,25 @@ def classify(
         )
     if not result.ran or result.exit_code is None:
         return Verdict(VerdictKind.BLOCKED, "env", "pytest could not be started")
+    if not result.stopped_by_timeout:
+        return None
     crashed = next((c for c in result.cases if c.message.startswith("crashed:")), None)
-    if result.stopped_by_timeout:
-        if crashed is not None and result.silent_for >= PER_TEST_TIMEOUT_S:
-            what = f"hang: no output for {result.silent_for:.0f} s, past pytest-timeout's {PER_TEST_TIMEOUT_S:.0f} s"
-            return _device_fault("hang", f"{crashed.nodeid}: ", what, crashed.nodeid, [], launch)
-        return Verdict(
-            VerdictKind.BLOCKED,
-            "env",
-            f"the pytest run outlasted --test-timeout ({result.passed} passed, {result.failed} failed, "
-            f"{result.skipped} skipped so far): give it more time",
-            runner_fix="give the run more time (--test-timeout)",
+    if crashed is not None and result.silent_for >= PER_TEST_TIMEOUT_S:
+        what = (
+            f"hang: no output for {result.silent_for:.0f} s, past pytest-timeout's {PER_TEST_TIMEOUT_S:.0f} s"
         )
-    if result.exit_code < 0 or result.exit_code in (134, 139) or crashed is not None:
-        return _crash(result, crashed, launch)
+        return _device_fault("hang", f"{crashed.nodeid}: ", what, crashed.nodeid, [], launch)
+    return Verdict(
+        VerdictKind.BLOCKED,
+        "env",
+        f"the pytest run outlasted --test-timeout ({result.passed} passed, {result.failed} failed, "
+        f"{result.skipped} skipped so far): give it more time",
+        runner_fix="give the run more time (--test-timeout)",
+    )
+
+
+def _rejected_selection(result: TestResult) -> Verdict | None:
+    """Tests that ran but cannot count: an xfail marker, or no cutile-rs test selected at all."""
     marked = [c for c in result.cases if c.outcome in ("xfailed", "xpassed")]
     if marked:
         return Verdict(
@@ -143,33 +174,30 @@ def classify(
             "zero cutile-rs tests selected: registration or test parametrization missing",
             host_fix="check the package import, the register_impl name and _backends in the test file",
         )
-    failed = [c for c in result.cases if c.outcome in ("failed", "error")]
-    if failed or result.failed or result.errors or result.exit_code not in (0,):
-        first = failed[0] if failed else None
-        message = first.message if first else f"pytest exit {result.exit_code}"
-        detail = first.detail if first else ""
-        return _failure(message, first.nodeid if first else "", result.panics, launch, detail)
+    return None
+
+
+def _uncited_skip(result: TestResult, known_gaps: list[str], test_skips: list[str]) -> Verdict | None:
+    """The first skip whose reason neither analysis.json's known gaps nor the test file cites."""
     skipped = [c for c in result.cases if c.outcome == "skipped"]
-    uncited = [c for c in skipped if c.message and not _cited(c.message, known_gaps, test_skips or [])]
+    uncited = [c for c in skipped if c.message and not _cited(c.message, known_gaps, test_skips)]
     unexplained = [c for c in skipped if not c.message]
     if unexplained and not uncited:
         # pytest groups identical skips (-rs): when the groups account for every skip and each
         # group's reason is cited, every skip is.
         groups = result.skip_groups
         covered = sum(n for n, _ in groups) == len(skipped)
-        if not (covered and all(_cited(reason, known_gaps, test_skips or []) for _, reason in groups)):
+        if not (covered and all(_cited(reason, known_gaps, test_skips) for _, reason in groups)):
             uncited = unexplained
-    if uncited:
-        c = uncited[0]
-        return Verdict(
-            VerdictKind.FAIL,
-            "host",
-            f"uncited skip: {c.nodeid}: {c.message or 'no reason'}",
-            host_fix="a skip needs a citation (analysis.json known_gaps or a coding rule)",
-        )
-    if result.passed == 0:
-        return Verdict(VerdictKind.FAIL, "host", "no cutile-rs test passed (all skipped)")
-    return Verdict(VerdictKind.ALL_PASS, "", f"{result.passed} passed, {result.skipped} skipped (cited)")
+    if not uncited:
+        return None
+    c = uncited[0]
+    return Verdict(
+        VerdictKind.FAIL,
+        "host",
+        f"uncited skip: {c.nodeid}: {c.message or 'no reason'}",
+        host_fix="a skip needs a citation (analysis.json known_gaps or a coding rule)",
+    )
 
 
 def _cited(reason: str, known_gaps: list[str], test_skips: list[str]) -> bool:

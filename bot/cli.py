@@ -101,7 +101,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"agent-d {__version__}")
     sub = parser.add_subparsers(metavar="COMMAND")
+    _add_port(sub)
+    _add_verify(sub)
+    _add_plan(sub)
+    _add_demo(sub)
+    _add_validate(sub)
+    add_subcommands(sub)
+    return parser
 
+
+def _add_port(sub) -> None:
     p = sub.add_parser(
         "port",
         help="run the host stage on a checkout",
@@ -110,24 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
         "kernel), generate ffi.rs, the wrapper and the wiring, build, test, report, validate.",
     )
     _common(p)
-    p.add_argument(
-        "--out", type=Path, help="reports root (default: $CUTILE_KERNEL_OUT_ROOT or REPO/cutile_kernel_out)"
-    )
-    p.add_argument("--python", default="", help="interpreter that runs pytest (default: this one)")
+    _reports_and_interpreter(p)
     p.add_argument("--cargo-target-dir", type=Path, help="reuse compiled dependencies across checkouts")
-    p.add_argument(
-        "--test-timeout", type=positive_seconds, default=3600.0, help="seconds for the whole pytest run"
-    )
-    add_test_jobs(p)
-    add_sandbox(p, default=False)
-    add_perf(p)
-    p.add_argument("--show-pytest", action="store_true", help="echo pytest output while it runs")
-    p.add_argument(
-        "--json", action="store_true", help="print one JSON document on stdout (docs/port-json.schema.json)"
-    )
-    _quiet(p)
+    _test_run(p)
     p.set_defaults(func=cmd_port)
 
+
+def _add_verify(sub) -> None:
     p = sub.add_parser(
         "verify",
         help="test an already generated and built checkout (no cargo: GPU runners)",
@@ -142,10 +140,21 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help="kernel name; repeat it to verify several (--test-jobs)",
     )
+    _reports_and_interpreter(p)
+    _test_run(p)
+    p.set_defaults(func=cmd_verify)
+
+
+def _reports_and_interpreter(p: argparse.ArgumentParser) -> None:
+    """Where port and verify write their reports and which Python runs pytest."""
     p.add_argument(
         "--out", type=Path, help="reports root (default: $CUTILE_KERNEL_OUT_ROOT or REPO/cutile_kernel_out)"
     )
     p.add_argument("--python", default="", help="interpreter that runs pytest (default: this one)")
+
+
+def _test_run(p: argparse.ArgumentParser) -> None:
+    """How port and verify run the kernel's tests and what they print."""
     p.add_argument(
         "--test-timeout", type=positive_seconds, default=3600.0, help="seconds for the whole pytest run"
     )
@@ -157,8 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print one JSON document on stdout (docs/port-json.schema.json)"
     )
     _quiet(p)
-    p.set_defaults(func=cmd_verify)
 
+
+def _add_plan(sub) -> None:
     p = sub.add_parser(
         "plan",
         help="print the launch plan and where each value came from",
@@ -172,6 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_plan)
 
+
+def _add_demo(sub) -> None:
     p = sub.add_parser(
         "demo",
         help="assemble a TileGym checkout from the tilegym 1.5.1 wheel and port silu_and_mul",
@@ -191,6 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     _quiet(p)
     p.set_defaults(func=cmd_demo)
 
+
+def _add_validate(sub) -> None:
     p = sub.add_parser(
         "validate",
         help="run the built-in validator on a reports folder",
@@ -203,9 +217,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="reports root (default: REPO/cutile_kernel_out)")
     p.add_argument("--so", type=Path, help="built library (default: the crate's target/release)")
     p.set_defaults(func=cmd_validate)
-
-    add_subcommands(sub)
-    return parser
 
 
 def _quiet(p: argparse.ArgumentParser) -> None:

@@ -386,46 +386,69 @@ def _tests(
             continue
         aliases = tilegym_aliases(tree)
         refs = _op_references(tree, aliases, reach)
-        rel = path.relative_to(repo).as_posix()
-        line, scope = _backends_line(text)
-        backward = _backward_tests(tree, path.name)
         if not refs:
             if by_name:
-                named.append(
-                    TestSite(rel, line, scope, f"named test_{op}.py", direct=False, backward=backward)
-                )
+                named.append(_named_site(repo, path, text, tree, op))
             continue
-        # a backward-only test file exercises the op's gradient, which a forward port does not have
-        functional = () if "backward" in path.name else _functional_tests(tree, refs)
-        through_helper = all("->" in how for _, how in refs)
-        reference_calls = tuple(
-            sorted({p for p in (tilegym_path(n, aliases) for n, _ in refs) if p == reference_path})
-        )
-        sites.append(
-            TestSite(
-                rel,
-                line,
-                scope,
-                refs[0][1],
-                direct=not through_helper,
-                functional=functional,
-                backward=backward,
-                reference_calls=reference_calls,
-                helpers=_helpers(repo, reach, [how for _, how in refs]),
-            )
-        )
-        if functional:  # keywords of the correctness tests, not of benchmarks
-            for kw in _call_keywords(tree, refs, functional):
+        site = _calling_site(repo, path, text, tree, aliases, refs, reach, reference_path)
+        sites.append(site)
+        if site.functional:  # keywords of the correctness tests, not of benchmarks
+            for kw in _call_keywords(tree, refs, site.functional):
                 if kw not in keywords:
                     keywords.append(kw)
-    # tests of a larger op that uses this one inside (moe calls silu_and_mul) only when no test
-    # calls the op itself; a file named after the op only when nothing reaches it at all
-    sites = [s for s in sites if s.direct] or sites or named
+    sites = _preferred_sites(sites, named, op)
     if not sites:
         tried.append(f"{TESTS_ROOT.as_posix()}/**/test_*.py: none reaches {name!r}")
-    # files whose correctness tests call the op come first; among them, the one named after the op
-    sites.sort(key=lambda s: (not s.functional, Path(s.path).name != f"test_{op}.py", s.path))
     return sites, keywords
+
+
+def _named_site(repo: Path, path: Path, text: str, tree: ast.Module, op: str) -> TestSite:
+    """A test file named after the op whose code never reaches it: the last resort."""
+    line, scope = _backends_line(text)
+    backward = _backward_tests(tree, path.name)
+    rel = path.relative_to(repo).as_posix()
+    return TestSite(rel, line, scope, f"named test_{op}.py", direct=False, backward=backward)
+
+
+def _calling_site(
+    repo: Path,
+    path: Path,
+    text: str,
+    tree: ast.Module,
+    aliases: dict[str, str],
+    refs: list[tuple[ast.expr, str]],
+    reach: dict[str, str],
+    reference_path: str,
+) -> TestSite:
+    """A test file that reaches the op: directly or through a helper, and which of its tests
+    check correctness (those a port must pass) rather than benchmark."""
+    line, scope = _backends_line(text)
+    # a backward-only test file exercises the op's gradient, which a forward port does not have
+    functional = () if "backward" in path.name else _functional_tests(tree, refs)
+    reference_calls = tuple(
+        sorted({p for p in (tilegym_path(n, aliases) for n, _ in refs) if p == reference_path})
+    )
+    return TestSite(
+        path.relative_to(repo).as_posix(),
+        line,
+        scope,
+        refs[0][1],
+        direct=not all("->" in how for _, how in refs),
+        functional=functional,
+        backward=_backward_tests(tree, path.name),
+        reference_calls=reference_calls,
+        helpers=_helpers(repo, reach, [how for _, how in refs]),
+    )
+
+
+def _preferred_sites(sites: list[TestSite], named: list[TestSite], op: str) -> list[TestSite]:
+    """Which sites the port tests through, best first."""
+    # tests of a larger op that uses this one inside (moe calls silu_and_mul) only when no test
+    # calls the op itself; a file named after the op only when nothing reaches it at all
+    chosen = [s for s in sites if s.direct] or sites or named
+    # files whose correctness tests call the op come first; among them, the one named after the op
+    chosen.sort(key=lambda s: (not s.functional, Path(s.path).name != f"test_{op}.py", s.path))
+    return chosen
 
 
 def is_functional(name: str) -> bool:

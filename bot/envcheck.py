@@ -72,67 +72,69 @@ def problems(interp: Interpreter) -> list[EnvProblem]:
         ]
     if interp.error.startswith("cannot run"):
         return [EnvProblem(interp.error, f"check that {py} starts: run `{py} -c 'import sys'`")]
-    found: list[EnvProblem] = []
+    found = (_gpu_problem(interp), _pytest_problem(interp), _torch_problem(interp))
+    return [problem for problem in found if problem is not None]
+
+
+def _gpu_problem(interp: Interpreter) -> EnvProblem | None:
+    """The first thing missing between this machine and a compiled tile kernel: a GPU, a new
+    enough driver, the tileiras compiler, and a complete toolchain folder around it."""
     if interp.gpus == 0:
         why = interp.driver or "the driver reports 0 devices"
-        found.append(
-            EnvProblem(
-                f"no CUDA GPU on this machine ({why})",
-                "run on a machine with an NVIDIA GPU and its driver; check nvidia-smi and CUDA_VISIBLE_DEVICES",
-            )
+        return EnvProblem(
+            f"no CUDA GPU on this machine ({why})",
+            "run on a machine with an NVIDIA GPU and its driver; check nvidia-smi and CUDA_VISIBLE_DEVICES",
         )
-    elif interp.driver_version and _too_old(interp.driver_version):
+    if interp.driver_version and _too_old(interp.driver_version):
         need = ".".join(map(str, REQUIRED_CUDA))
-        found.append(
-            EnvProblem(
-                f"CUDA driver too old for the toolchain: it supports CUDA {cuda_version(interp.driver_version)}, "
-                f"the kernels are built against CUDA {need}",
-                f"install an NVIDIA driver that supports CUDA {need} or newer (the 580 series or later)",
-            )
+        return EnvProblem(
+            f"CUDA driver too old for the toolchain: it supports CUDA {cuda_version(interp.driver_version)}, "
+            f"the kernels are built against CUDA {need}",
+            f"install an NVIDIA driver that supports CUDA {need} or newer (the 580 series or later)",
         )
-    elif not interp.tileiras:
-        found.append(
-            EnvProblem(
-                f"the CUDA tile toolchain is missing: no tileiras in ${TILEIRAS_ENV} or on PATH",
-                f"pip install {TILE_WHEELS} into one folder, set CUDA_HOME to it and put its bin/ on PATH "
-                f"(or set {TILEIRAS_ENV})",
-            )
+    if not interp.tileiras:
+        return EnvProblem(
+            f"the CUDA tile toolchain is missing: no tileiras in ${TILEIRAS_ENV} or on PATH",
+            f"pip install {TILE_WHEELS} into one folder, set CUDA_HOME to it and put its bin/ on PATH "
+            f"(or set {TILEIRAS_ENV})",
         )
-    elif interp.tile_home:
-        found.append(
-            EnvProblem(
-                f"the CUDA tile toolchain is incomplete: {interp.tile_home}, so tileiras cannot compile a kernel",
-                "set CUDA_HOME to the folder of the tile toolchain (bin/tileiras, bin/ptxas, nvvm/lib64/libnvvm.so, "
-                f"lib/libnvJitLink.so; the wheels {TILE_WHEELS})",
-            )
+    if interp.tile_home:
+        return EnvProblem(
+            f"the CUDA tile toolchain is incomplete: {interp.tile_home}, so tileiras cannot compile a kernel",
+            "set CUDA_HOME to the folder of the tile toolchain (bin/tileiras, bin/ptxas, nvvm/lib64/libnvvm.so, "
+            f"lib/libnvJitLink.so; the wheels {TILE_WHEELS})",
         )
+    return None
+
+
+def _pytest_problem(interp: Interpreter) -> EnvProblem | None:
+    """pytest and the pytest-timeout plugin the run's --timeout=60 needs."""
+    py = interp.python
     if not interp.pytest:
-        found.append(
-            EnvProblem(f"pytest is not installed for {py}", f"{py} -m pip install pytest pytest-timeout")
+        return EnvProblem(f"pytest is not installed for {py}", f"{py} -m pip install pytest pytest-timeout")
+    if not interp.timeout_plugin:
+        return EnvProblem(
+            f"pytest-timeout is not installed for {py} (the run needs --timeout=60)",
+            f"{py} -m pip install pytest-timeout",
         )
-    elif not interp.timeout_plugin:
-        found.append(
-            EnvProblem(
-                f"pytest-timeout is not installed for {py} (the run needs --timeout=60)",
-                f"{py} -m pip install pytest-timeout",
-            )
-        )
+    return None
+
+
+def _torch_problem(interp: Interpreter) -> EnvProblem | None:
+    """torch importable, and built with CUDA when the machine has a GPU."""
+    py = interp.python
     if not interp.torch:
         detail = _torch_error(interp.error)
-        found.append(
-            EnvProblem(
-                f"torch is not importable by {py}" + (f" ({detail})" if detail else ""),
-                f"install a CUDA build of torch for {py}, or pass --python the interpreter that has it",
-            )
+        return EnvProblem(
+            f"torch is not importable by {py}" + (f" ({detail})" if detail else ""),
+            f"install a CUDA build of torch for {py}, or pass --python the interpreter that has it",
         )
-    elif interp.gpus and not interp.cuda:
-        found.append(
-            EnvProblem(
-                f"torch {interp.torch} under {py} sees no CUDA device (a CPU-only build?)",
-                f"install a CUDA build of torch for {py}",
-            )
+    if interp.gpus and not interp.cuda:
+        return EnvProblem(
+            f"torch {interp.torch} under {py} sees no CUDA device (a CPU-only build?)",
+            f"install a CUDA build of torch for {py}",
         )
-    return found
+    return None
 
 
 def _too_old(encoded: int) -> bool:

@@ -53,58 +53,15 @@ def compare(
         if ref is None or port is None:
             continue
         label = port["nodeid"].rsplit("::", 1)[-1]  # the cutile-rs test as pytest names it
-        ref = {**ref, "launches": [x for x in ref["launches"] if _of_module(x, reference_module)]}
-        if not ref["launches"]:
+        ref_launches = [x for x in ref["launches"] if _of_module(x, reference_module)]
+        if not ref_launches:
             run.skipped.append(
                 f"{label}: the reference did not launch on the CPU ({ref['error'] or 'no launch'})"
             )
             continue
-        calls = [
-            x
-            for x in port["launches"]
-            if x.get("side") == "cutile-rs" and x.get("symbol", plan.ffi.symbol) == plan.ffi.symbol
-        ]
-        if not calls:
-            run.cases.append(label)
-            run.rows.append(
-                Row(
-                    label,
-                    "wrapper",
-                    "launch",
-                    f"{len(ref['launches'])} launch(es)",
-                    f"no launch: {port['error']}",
-                    False,
-                )
-            )
+        pairs_here = _case_pairs(run, plan, signature, label, ref_launches, port)
+        if pairs_here is None:
             continue
-        per_element = bool(plan.python.per_element)
-        try:  # every C call of the case, in order (one per list element, or one per call of the op)
-            launched_each = [port_launches(plan, signature, c["args"]) for c in calls]
-        except EvalError as exc:
-            run.skipped.append(f"{label}: the C call could not be read through the plan ({exc})")
-            continue
-        run.cases.append(label)
-        refused = next((x for x in launched_each if isinstance(x, str)), None)
-        if refused is not None:
-            run.rows.append(Row(label, "launcher", "launch", "launches", refused, False))
-            continue
-        launched = [launch for each in launched_each for launch in each]
-        refs = ref["launches"]
-        if per_element:
-            refs = [one for launch in refs for one in per_element_launches(launch)]
-            _note_per_element(run, ref["launches"], len(calls))
-        if len(refs) < len(launched) or (per_element and len(refs) != len(launched)):
-            # per element: one C call per element of the reference's lists, no more and no fewer
-            run.rows.append(Row(label, "launches", "count", str(len(refs)), str(len(launched)), False))
-            continue
-        if len(refs) > len(launched):
-            # the port is forward-only: a test that also runs the backward pass has the reference
-            # launch its backward kernels after the forward ones
-            run.skipped.append(
-                f"{label}: the reference's launches after the first {len(launched)} "
-                f"({', '.join(r['kernel'] for r in refs[len(launched) :])}) have no cutile-rs counterpart"
-            )
-        pairs_here = list(zip(launched, refs))
         learned.append((label, pairs_here))
         for mine, theirs in pairs_here:
             run.rows += _grid_rows(label, mine, theirs) + _tensor_rows(label, mine, theirs)
@@ -113,6 +70,73 @@ def compare(
         run.status = "not compared"
         run.why = "; ".join(run.skipped) or "no test case runs both the cuTile and the cutile-rs backend"
     return run
+
+
+def _case_pairs(
+    run: DryRun,
+    plan: LaunchPlan,
+    signature: KernelSignature,
+    label: str,
+    ref_launches: list[dict],
+    port: dict,
+) -> list[tuple[PortLaunch, dict]] | None:
+    """The case's port launches paired in order with the reference's; None, with the row or the
+    skip that says why, when their counts cannot pair."""
+    calls = [
+        x
+        for x in port["launches"]
+        if x.get("side") == "cutile-rs" and x.get("symbol", plan.ffi.symbol) == plan.ffi.symbol
+    ]
+    launched = _port_side(run, plan, signature, label, calls, port["error"], len(ref_launches))
+    if launched is None:
+        return None
+    per_element = bool(plan.python.per_element)
+    refs = ref_launches
+    if per_element:
+        refs = [one for launch in refs for one in per_element_launches(launch)]
+        _note_per_element(run, ref_launches, len(calls))
+    if len(refs) < len(launched) or (per_element and len(refs) != len(launched)):
+        # per element: one C call per element of the reference's lists, no more and no fewer
+        run.rows.append(Row(label, "launches", "count", str(len(refs)), str(len(launched)), False))
+        return None
+    if len(refs) > len(launched):
+        # the port is forward-only: a test that also runs the backward pass has the reference
+        # launch its backward kernels after the forward ones
+        run.skipped.append(
+            f"{label}: the reference's launches after the first {len(launched)} "
+            f"({', '.join(r['kernel'] for r in refs[len(launched) :])}) have no cutile-rs counterpart"
+        )
+    return list(zip(launched, refs))
+
+
+def _port_side(
+    run: DryRun,
+    plan: LaunchPlan,
+    signature: KernelSignature,
+    label: str,
+    calls: list[dict],
+    port_error: str,
+    ref_count: int,
+) -> list[PortLaunch] | None:
+    """The launches the port's C calls make, read through the plan; None, with the row or the skip
+    that says why, when it made no call, a call cannot be read, or the launcher refuses one."""
+    if not calls:
+        run.cases.append(label)
+        run.rows.append(
+            Row(label, "wrapper", "launch", f"{ref_count} launch(es)", f"no launch: {port_error}", False)
+        )
+        return None
+    try:  # every C call of the case, in order (one per list element, or one per call of the op)
+        launched_each = [port_launches(plan, signature, c["args"]) for c in calls]
+    except EvalError as exc:
+        run.skipped.append(f"{label}: the C call could not be read through the plan ({exc})")
+        return None
+    run.cases.append(label)
+    refused = next((x for x in launched_each if isinstance(x, str)), None)
+    if refused is not None:
+        run.rows.append(Row(label, "launcher", "launch", "launches", refused, False))
+        return None
+    return [launch for each in launched_each for launch in each]
 
 
 def _of_module(launch: dict, module: str) -> bool:

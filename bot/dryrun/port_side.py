@@ -74,92 +74,114 @@ def evaluate(expr: str, env: dict[str, object]):
 
 
 def _eval(node: ast.AST, env: dict):
+    """The value of one expression of the launch plan, with ``env`` naming the C call's arguments."""
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name):
-        if node.id in env:
-            return env[node.id]
-        if node.id in ("true", "True"):
-            return True
-        if node.id in ("false", "False"):
-            return False
-        raise EvalError(f"unknown name {node.id!r}")
+        return _name(node, env)
     if isinstance(node, ast.UnaryOp):
-        v = _eval(node.operand, env)
-        if isinstance(node.op, ast.USub):
-            return -_number(v)
-        if isinstance(node.op, ast.Not):
-            return not _truthy(v)
-        return v
+        return _unary(node, env)
     if isinstance(node, ast.BoolOp):
         values = [_truthy(_eval(v, env)) for v in node.values]
         return all(values) if isinstance(node.op, ast.And) else any(values)
     if isinstance(node, ast.BinOp):
-        a, b = _number(_eval(node.left, env)), _number(_eval(node.right, env))
-        if isinstance(node.op, ast.Add):
-            return a + b
-        if isinstance(node.op, ast.Sub):
-            return a - b
-        if isinstance(node.op, ast.Mult):
-            return a * b
-        if isinstance(node.op, (ast.Div, ast.FloorDiv)):
-            if isinstance(a, int) and isinstance(b, int):
-                if b == 0:
-                    raise EvalError(f"division by zero in {ast.unparse(node)}")
-                return (
-                    int(a / b) if abs(a) < 2**52 else (abs(a) // abs(b)) * (1 if (a >= 0) == (b > 0) else -1)
-                )
-            return a / b
-        if isinstance(node.op, ast.Mod):
-            return int(math.fmod(a, b)) if isinstance(a, int) and isinstance(b, int) else math.fmod(a, b)
-        raise EvalError(f"unsupported operator in {ast.unparse(node)}")
+        return _arithmetic(node, env)
     if isinstance(node, ast.Compare):
-        left = _eval(node.left, env)
-        for op, right_node in zip(node.ops, node.comparators):
-            right = _eval(right_node, env)
-            ok = {
-                ast.Eq: lambda x, y: x == y,
-                ast.NotEq: lambda x, y: x != y,
-                ast.Lt: lambda x, y: x < y,
-                ast.LtE: lambda x, y: x <= y,
-                ast.Gt: lambda x, y: x > y,
-                ast.GtE: lambda x, y: x >= y,
-            }[type(op)](left, right)
-            if not ok:
-                return False
-            left = right
-        return True
+        return _comparison(node, env)
     if isinstance(node, ast.IfExp):
         return _eval(node.body if _truthy(_eval(node.test, env)) else node.orelse, env)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        fn, args = node.func.id, node.args
-        if fn in ("dim", "stride"):
-            desc = _tensor(_eval(args[0], env))
-            axis = int(_number(_eval(args[1], env)))
-            key = "shape" if fn == "dim" else "strides"
-            if axis >= len(desc[key]):
-                raise EvalError(f"{ast.unparse(node)}: the tensor has rank {len(desc[key])}")
-            return int(desc[key][axis])
-        if fn in ("ptr", "ten", "cast_tf32"):
-            return (
-                _tensor(_eval(args[0], env))
-                if fn != "cast_tf32"
-                else int(_dtype_of(_eval(args[0], env)) == "f32")
-            )
-        if fn == "cdiv":
-            a, b = int(_number(_eval(args[0], env))), int(_number(_eval(args[1], env)))
+        return _call(node, env)
+    raise EvalError(f"cannot evaluate {ast.unparse(node)}")
+
+
+def _name(node: ast.Name, env: dict):
+    if node.id in env:
+        return env[node.id]
+    if node.id in ("true", "True"):
+        return True
+    if node.id in ("false", "False"):
+        return False
+    raise EvalError(f"unknown name {node.id!r}")
+
+
+def _unary(node: ast.UnaryOp, env: dict):
+    v = _eval(node.operand, env)
+    if isinstance(node.op, ast.USub):
+        return -_number(v)
+    if isinstance(node.op, ast.Not):
+        return not _truthy(v)
+    return v
+
+
+def _arithmetic(node: ast.BinOp, env: dict):
+    """Rust's integer arithmetic: division truncates toward zero, the remainder takes the dividend's sign."""
+    a, b = _number(_eval(node.left, env)), _number(_eval(node.right, env))
+    if isinstance(node.op, ast.Add):
+        return a + b
+    if isinstance(node.op, ast.Sub):
+        return a - b
+    if isinstance(node.op, ast.Mult):
+        return a * b
+    if isinstance(node.op, (ast.Div, ast.FloorDiv)):
+        if isinstance(a, int) and isinstance(b, int):
             if b == 0:
                 raise EvalError(f"division by zero in {ast.unparse(node)}")
-            return -(-a // b)
-        if fn == "sel":
-            return _eval(args[1] if _truthy(_eval(args[0], env)) else args[2], env)
-        if fn in ("min", "max"):
-            values = [_number(_eval(a, env)) for a in args]
-            return min(values) if fn == "min" else max(values)
-        if fn in ("i32", "i64", "u32", "u64", "usize", "int"):
-            return int(_number(_eval(args[0], env)))
-        if fn in ("f32", "float"):
-            return float(_number(_eval(args[0], env)))
+            return int(a / b) if abs(a) < 2**52 else (abs(a) // abs(b)) * (1 if (a >= 0) == (b > 0) else -1)
+        return a / b
+    if isinstance(node.op, ast.Mod):
+        return int(math.fmod(a, b)) if isinstance(a, int) and isinstance(b, int) else math.fmod(a, b)
+    raise EvalError(f"unsupported operator in {ast.unparse(node)}")
+
+
+def _comparison(node: ast.Compare, env: dict) -> bool:
+    left = _eval(node.left, env)
+    for op, right_node in zip(node.ops, node.comparators):
+        right = _eval(right_node, env)
+        ok = {
+            ast.Eq: lambda x, y: x == y,
+            ast.NotEq: lambda x, y: x != y,
+            ast.Lt: lambda x, y: x < y,
+            ast.LtE: lambda x, y: x <= y,
+            ast.Gt: lambda x, y: x > y,
+            ast.GtE: lambda x, y: x >= y,
+        }[type(op)](left, right)
+        if not ok:
+            return False
+        left = right
+    return True
+
+
+def _call(node: ast.Call, env: dict):
+    """The plan's helper functions: a tensor's dims and strides, cdiv, sel, min/max and the casts."""
+    fn, args = node.func.id, node.args
+    if fn in ("dim", "stride"):
+        desc = _tensor(_eval(args[0], env))
+        axis = int(_number(_eval(args[1], env)))
+        key = "shape" if fn == "dim" else "strides"
+        if axis >= len(desc[key]):
+            raise EvalError(f"{ast.unparse(node)}: the tensor has rank {len(desc[key])}")
+        return int(desc[key][axis])
+    if fn in ("ptr", "ten", "cast_tf32"):
+        return (
+            _tensor(_eval(args[0], env))
+            if fn != "cast_tf32"
+            else int(_dtype_of(_eval(args[0], env)) == "f32")
+        )
+    if fn == "cdiv":
+        a, b = int(_number(_eval(args[0], env))), int(_number(_eval(args[1], env)))
+        if b == 0:
+            raise EvalError(f"division by zero in {ast.unparse(node)}")
+        return -(-a // b)
+    if fn == "sel":
+        return _eval(args[1] if _truthy(_eval(args[0], env)) else args[2], env)
+    if fn in ("min", "max"):
+        values = [_number(_eval(a, env)) for a in args]
+        return min(values) if fn == "min" else max(values)
+    if fn in ("i32", "i64", "u32", "u64", "usize", "int"):
+        return int(_number(_eval(args[0], env)))
+    if fn in ("f32", "float"):
+        return float(_number(_eval(args[0], env)))
     raise EvalError(f"cannot evaluate {ast.unparse(node)}")
 
 

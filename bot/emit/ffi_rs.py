@@ -93,21 +93,16 @@ def _imports(ffi: FfiPlan, has_rc_module: bool) -> tuple[list[str], dict[str, st
     its top level is not imported again (E0252): from the same path it is simply in scope; from
     another path the body writes ours as its full path (a trait comes in ``as _``).
     """
+    groups = _import_groups(ffi, has_rc_module)
+    theirs = {u.name: u.path.lstrip(":") for u in ffi.file_uses if not u.glob and u.name != "_"}
+    return _use_lines(groups, theirs)
+
+
+def _import_groups(ffi: FfiPlan, has_rc_module: bool) -> list[tuple[str, list[str]] | None]:
+    """Every (path, names) ffi.rs needs, in the file's order; None is the blank line between
+    the outside crates and ours."""
     uses_ptr = any(t.kind == "ptr" for t in ffi.tensors)
-    uses_tensor = any(t.kind == "tensor" for t in ffi.tensors)
-    uses_tf32 = any("cast_tf32(" in e for v in ffi.variants for e in v.generics) or any(
-        "cast_tf32(" in d.expr for d in ffi.derived
-    )
     fixed = not ffi.dtype_generic  # no element generic: no dtype dispatch
-    util = ["TensorDesc"]
-    if ffi.style == "macros" or has_rc_module:
-        util.append("rc")
-    if ffi.style == "explicit" and not fixed:
-        util.append("dtype_str")
-    if uses_tensor:
-        util.append("borrow_tensor")
-    if uses_tf32:
-        util.append("cast_tf32")
     half = ["bf16", "f16"]
     if fixed:
         half = [h for h in half if any(t.elem == h for t in ffi.tensors)]
@@ -129,10 +124,35 @@ def _imports(ffi: FfiPlan, has_rc_module: bool) -> tuple[list[str], dict[str, st
         ("cutile::prelude", ["*"]),
         ("cutile::tile_kernel", ["CompileOptions", "TileKernel"]),
         None,
-        ("crate::ffi_util", sorted(util, key=str.lower)),
+        ("crate::ffi_util", sorted(_ffi_util_names(ffi, has_rc_module), key=str.lower)),
         (ffi.module, sorted({v.entry for v in ffi.variants})),
     ]
-    theirs = {u.name: u.path.lstrip(":") for u in ffi.file_uses if not u.glob and u.name != "_"}
+    return groups
+
+
+def _ffi_util_names(ffi: FfiPlan, has_rc_module: bool) -> list[str]:
+    """The helpers of crate::ffi_util this ffi.rs calls."""
+    uses_tensor = any(t.kind == "tensor" for t in ffi.tensors)
+    uses_tf32 = any("cast_tf32(" in e for v in ffi.variants for e in v.generics) or any(
+        "cast_tf32(" in d.expr for d in ffi.derived
+    )
+    fixed = not ffi.dtype_generic
+    util = ["TensorDesc"]
+    if ffi.style == "macros" or has_rc_module:
+        util.append("rc")
+    if ffi.style == "explicit" and not fixed:
+        util.append("dtype_str")
+    if uses_tensor:
+        util.append("borrow_tensor")
+    if uses_tf32:
+        util.append("cast_tf32")
+    return util
+
+
+def _use_lines(
+    groups: list[tuple[str, list[str]] | None], theirs: dict[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """The ``use`` lines less what kernel.rs already imports, and the names to spell in full."""
     spelled: dict[str, str] = {}
     lines: list[str] = []
     for group in groups:
@@ -203,6 +223,8 @@ def _fixed_elem(ffi: FfiPlan) -> str:
 
 
 def _function(ffi: FfiPlan, spelled: dict[str, str]) -> list[str]:
+    """The exported C function: read the descriptors, check the arguments, set up the device and
+    launch the variant the dtype picks."""
     bind, elem = _bind(ffi), _elem(ffi)
     rust = lambda expr: rustexpr.to_rust(expr, bind, elem)  # noqa: E731
     params = [f"    {t.name}: *const TensorDesc," for t in ffi.tensors]
@@ -214,6 +236,28 @@ def _function(ffi: FfiPlan, spelled: dict[str, str]) -> list[str]:
         *params,
         ") -> i32 {",
     ]
+    body += _read_descriptors(ffi)
+    body += _descriptor_checks(ffi)
+    for d in ffi.derived:
+        body.append(f"    let {d.name}: i32 = {rustexpr.strip_outer(rust(d.expr))};")
+    for check in ffi.checks:
+        body.append(f"    if {rustexpr.strip_outer(rust(check['when']))} {{")
+        body.append(f"        return rc::{check.get('rc', 'INVALID_ARGS')};")
+        body.append("    }")
+    body += _device_setup(ffi, spelled)
+    if not ffi.dtype_generic:
+        body.append("")
+        body += ["    " + line for line in _variant_chain(ffi, rust)]
+    else:
+        body += _dispatch_macro(ffi, rust)
+        body += _dtype_match(ffi, spelled)
+    body.append("}")
+    return body
+
+
+def _read_descriptors(ffi: FfiPlan) -> list[str]:
+    """Borrow the tensor descriptors (null ones refused) and learn, or check, the element type."""
+    body: list[str] = []
     names = ", ".join(t.name for t in ffi.tensors)
     binds = ", ".join(t.bind for t in ffi.tensors)
     driver = next(t.bind for t in ffi.tensors if t.name == ffi.dtype_from)
@@ -245,20 +289,12 @@ def _function(ffi: FfiPlan, spelled: dict[str, str]) -> list[str]:
         body.append(f"    if {_fixed_dtype_condition(driver, _fixed_elem(ffi))} {{")
         body.append("        return rc::UNSUPPORTED_DTYPE;")
         body.append("    }")
-    body += _descriptor_checks(ffi)
-    for d in ffi.derived:
-        body.append(f"    let {d.name}: i32 = {rustexpr.strip_outer(rust(d.expr))};")
-    for check in ffi.checks:
-        body.append(f"    if {rustexpr.strip_outer(rust(check['when']))} {{")
-        body.append(f"        return rc::{check.get('rc', 'INVALID_ARGS')};")
-        body.append("    }")
-    body += _device_setup(ffi, spelled)
-    if fixed:
-        body.append("")
-        body += ["    " + line for line in _variant_chain(ffi, rust)]
-        body.append("}")
-        return body
-    body += _dispatch_macro(ffi, rust)
+    return body
+
+
+def _dtype_match(ffi: FfiPlan, spelled: dict[str, str]) -> list[str]:
+    """Run the dispatch macro for the call's dtype; any dtype the port lacks is unsupported."""
+    body: list[str] = []
     allowed = ", ".join(ffi.dtypes)
     # dispatch_by_dtype! matches stringify!(type): a type spelled as a full path needs the plain match.
     if ffi.style == "macros" and not any(d in spelled for d in ffi.dtypes):
@@ -269,7 +305,6 @@ def _function(ffi: FfiPlan, spelled: dict[str, str]) -> list[str]:
             body.append(f'        "{d}" => dispatch!({d}),')
         body.append("        _ => rc::UNSUPPORTED_DTYPE,")
         body.append("    }")
-    body.append("}")
     return body
 
 

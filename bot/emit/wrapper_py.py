@@ -16,9 +16,18 @@ _HELPERS = ("bind_kernel_function_cffi", "check_rc", "make_tensor_desc")
 
 
 def render(plan: LaunchPlan) -> str:
-    py = plan.python
-    ffi = plan.ffi
     body_text = _public_function(plan)
+    lines = _head(plan, body_text) + _constants(plan) + _module_helpers(plan, body_text)
+    lines += ["", ""]
+    lines += _launcher(plan)
+    lines += ["", ""]
+    lines.append(body_text)
+    return "\n".join(lines) + "\n"
+
+
+def _head(plan: LaunchPlan, body_text: str) -> list[str]:
+    """The module docstring and the imports the public function's text needs."""
+    py = plan.python
     helpers = list(_HELPERS)
     if "next_power_of_2(" in body_text:
         helpers.append("next_power_of_2")
@@ -52,6 +61,13 @@ def render(plan: LaunchPlan) -> str:
             "    def is_autotune_disabled():",
             "        return False",
         ]
+    return lines
+
+
+def _constants(plan: LaunchPlan) -> list[str]:
+    """The kernel's name, the launcher's symbol and C declaration, and the dtypes it takes."""
+    py, ffi = plan.python, plan.ffi
+    lines: list[str] = []
     lines += [
         "",
         f'_KERNEL = "{plan.op}"',
@@ -68,6 +84,14 @@ def render(plan: LaunchPlan) -> str:
         "# num_cta_in_cga / occupancy value that leaves the compiler default.",
         "_AUTO_COMPILE_OPTION = -1",
     ]
+    return lines
+
+
+def _module_helpers(plan: LaunchPlan, body_text: str) -> list[str]:
+    """cdiv, the device capability cache, the compile-option default and the autotune configs:
+    each only when the public function's text uses it."""
+    py = plan.python
+    lines: list[str] = []
     if "cdiv(" in body_text:
         lines += ["", "", "def cdiv(a, b):", "    return -(-a // b)"]
     configs_fn = "_autotune_configs()" in body_text  # the config choice lives in that function
@@ -99,11 +123,7 @@ def render(plan: LaunchPlan) -> str:
     if configs_fn:  # a step reads the configs (the largest tile, say)
         lines += ["", "", "def _autotune_configs():", '    """The autotune configs for this device."""']
         lines += ["    " + line for line in _config_choice(py)] + ["    return configs"]
-    lines += ["", ""]
-    lines += _launcher(plan)
-    lines += ["", ""]
-    lines.append(body_text)
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def refusing_dtypes(plan: LaunchPlan) -> list[str]:

@@ -31,6 +31,15 @@ SEED_NO_TOOLCHAIN = 3  # BLOCKED, the status `agent-d port` gives a machine with
 
 
 def add_subcommands(sub) -> None:
+    """The GitHub App commands: the trusted dispatch/finalize pair around the untrusted port-job."""
+    _add_dispatch(sub)
+    _add_finalize(sub)
+    _add_port_job(sub)
+    _add_seed_cache(sub)
+    _add_run(sub)
+
+
+def _add_dispatch(sub) -> None:
     p = sub.add_parser(
         "dispatch",
         help="(trusted) classify a GitHub event, queue the check, print the job matrix",
@@ -41,6 +50,8 @@ def add_subcommands(sub) -> None:
     _event_args(p)
     p.set_defaults(func=cmd_dispatch)
 
+
+def _add_finalize(sub) -> None:
     p = sub.add_parser(
         "finalize",
         help="(trusted) validate port artifacts, commit, conclude the check, review",
@@ -71,6 +82,8 @@ def add_subcommands(sub) -> None:
     )
     p.set_defaults(func=cmd_finalize)
 
+
+def _add_port_job(sub) -> None:
     p = sub.add_parser(
         "port-job",
         help="(untrusted, no token) port kernels at one commit, write the artifact",
@@ -94,6 +107,15 @@ def add_subcommands(sub) -> None:
     p.add_argument("--kernel", action="append", required=True, help="kernel name; repeat for several")
     p.add_argument("--artifact", type=Path, required=True, help="directory to write (docs/artifact.md)")
     p.add_argument("--repo-name", default=os.environ.get("GITHUB_REPOSITORY", ""), help="owner/name")
+    _port_job_caches(p)
+    add_test_jobs(p)
+    add_sandbox(p, default=True)
+    add_perf(p)
+    p.set_defaults(func=cmd_port_job)
+
+
+def _port_job_caches(p: argparse.ArgumentParser) -> None:
+    """The runner's own read-write cargo cache and the read-only seed built from the default branch."""
     p.add_argument(
         "--cargo-cache",
         type=Path,
@@ -108,11 +130,9 @@ def add_subcommands(sub) -> None:
         help="a cache that `agent-d seed-cache` built from the default branch, only ever read: copied "
         "when --cargo-cache has no target for this crate and toolchain (default: $AGENT_D_CARGO_SEED)",
     )
-    add_test_jobs(p)
-    add_sandbox(p, default=True)
-    add_perf(p)
-    p.set_defaults(func=cmd_port_job)
 
+
+def _add_seed_cache(sub) -> None:
     p = sub.add_parser(
         "seed-cache",
         help="(trusted) build the default branch's crate into a GPU runner's cargo cache seed",
@@ -131,6 +151,8 @@ def add_subcommands(sub) -> None:
     )
     p.set_defaults(func=cmd_seed_cache)
 
+
+def _add_run(sub) -> None:
     p = sub.add_parser(
         "run",
         help="(trusted, local) dispatch + port + finalize in one process",

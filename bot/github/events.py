@@ -61,62 +61,77 @@ def parse_event(name: str, payload: dict[str, Any]) -> Event:
     if name == "issue_comment":
         return _comment(name, action, repo, payload, common)
     if name == "check_run":
-        run = payload.get("check_run") or {}
-        prs = run.get("pull_requests") or []
-        if action != "rerequested":
-            return _ignored(name, action, repo, f"check_run.{action} is not a trigger", **common)
-        # GitHub leaves pull_requests empty for fork heads; our own external_id names the PR.
-        match = re.match(r"^pr(\d+):", str(run.get("external_id") or ""))
-        if not prs and not match:
-            return _ignored(name, action, repo, "the re-requested check has no pull request", **common)
-        return Event(
-            kind="check_rerun",
-            name=name,
-            action=action,
-            repo=repo,
-            pr_number=int(prs[0]["number"]) if prs else int(match.group(1)),
-            head_sha=run.get("head_sha", ""),
-            check_run_id=run.get("id"),
-            **common,
-        )
+        return _check_rerun(name, action, repo, payload, common)
     if name == "workflow_dispatch":
-        inputs = payload.get("inputs") or {}
-        raw_pr = str(inputs.get("pr", inputs.get("pr_number", ""))).strip()
-        if not raw_pr.isdigit():
-            return _ignored(name, action, repo, "workflow_dispatch needs a numeric `pr` input", **common)
-        kernels = tuple(k for k in re.split(r"[\s,]+", str(inputs.get("kernels", "") or "")) if k)
-        sha = str(inputs.get("sha", "") or "").strip().lower()
-        if sha and not re.fullmatch(r"[0-9a-f]{7,40}", sha):
-            return _ignored(
-                name, action, repo, f"workflow_dispatch `sha` input is not a commit sha: {sha!r}", **common
-            )
-        return Event(
-            kind="dispatch",
-            name=name,
-            action="",
-            repo=repo,
-            pr_number=int(raw_pr),
-            head_sha=sha,  # the commit the maintainer approves; required when its pusher is not trusted
-            kernels=kernels,
-            **common,
-        )
+        return _manual_dispatch(name, action, repo, payload, common)
     if name == "push":
-        match = COPY_BRANCH_RE.match(str(payload.get("ref", "")))
-        if not match:
-            return _ignored(name, action, repo, "push to a branch that is not pull-request/<N>", **common)
-        if payload.get("deleted"):
-            return _ignored(name, action, repo, "the pull-request branch was deleted", **common)
-        return Event(
-            kind="push",
-            name=name,
-            action="",
-            repo=repo,
-            pr_number=int(match.group(1)),
-            head_sha=str(payload.get("after", "")),
-            before_sha=str(payload.get("before", "")),
-            **common,
-        )
+        return _copy_branch_push(name, action, repo, payload, common)
     return _ignored(name, action, repo, f"event {name!r} is not handled", **common)
+
+
+def _check_rerun(name: str, action: str, repo: str, payload: dict, common: dict) -> Event:
+    """A maintainer pressed "Re-run" on agent-d's check."""
+    run = payload.get("check_run") or {}
+    prs = run.get("pull_requests") or []
+    if action != "rerequested":
+        return _ignored(name, action, repo, f"check_run.{action} is not a trigger", **common)
+    # GitHub leaves pull_requests empty for fork heads; our own external_id names the PR.
+    match = re.match(r"^pr(\d+):", str(run.get("external_id") or ""))
+    if not prs and not match:
+        return _ignored(name, action, repo, "the re-requested check has no pull request", **common)
+    return Event(
+        kind="check_rerun",
+        name=name,
+        action=action,
+        repo=repo,
+        pr_number=int(prs[0]["number"]) if prs else int(match.group(1)),
+        head_sha=run.get("head_sha", ""),
+        check_run_id=run.get("id"),
+        **common,
+    )
+
+
+def _manual_dispatch(name: str, action: str, repo: str, payload: dict, common: dict) -> Event:
+    """A maintainer started the workflow by hand for a pull request (and maybe a commit and kernels)."""
+    inputs = payload.get("inputs") or {}
+    raw_pr = str(inputs.get("pr", inputs.get("pr_number", ""))).strip()
+    if not raw_pr.isdigit():
+        return _ignored(name, action, repo, "workflow_dispatch needs a numeric `pr` input", **common)
+    kernels = tuple(k for k in re.split(r"[\s,]+", str(inputs.get("kernels", "") or "")) if k)
+    sha = str(inputs.get("sha", "") or "").strip().lower()
+    if sha and not re.fullmatch(r"[0-9a-f]{7,40}", sha):
+        return _ignored(
+            name, action, repo, f"workflow_dispatch `sha` input is not a commit sha: {sha!r}", **common
+        )
+    return Event(
+        kind="dispatch",
+        name=name,
+        action="",
+        repo=repo,
+        pr_number=int(raw_pr),
+        head_sha=sha,  # the commit the maintainer approves; required when its pusher is not trusted
+        kernels=kernels,
+        **common,
+    )
+
+
+def _copy_branch_push(name: str, action: str, repo: str, payload: dict, common: dict) -> Event:
+    """A push to pull-request/<N>, the branch copy-pr-bot mirrors a pull request to."""
+    match = COPY_BRANCH_RE.match(str(payload.get("ref", "")))
+    if not match:
+        return _ignored(name, action, repo, "push to a branch that is not pull-request/<N>", **common)
+    if payload.get("deleted"):
+        return _ignored(name, action, repo, "the pull-request branch was deleted", **common)
+    return Event(
+        kind="push",
+        name=name,
+        action="",
+        repo=repo,
+        pr_number=int(match.group(1)),
+        head_sha=str(payload.get("after", "")),
+        before_sha=str(payload.get("before", "")),
+        **common,
+    )
 
 
 def _pull_request(name: str, action: str, repo: str, payload: dict, common: dict) -> Event:
