@@ -17,12 +17,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from bot import apply, checkout, generate
+from bot.apply import apply
 from bot.demo import assemble_checkout
-from bot.discover import discover
+from bot.emit import generate
 from bot.pipeline import gather_facts
 from bot.plan import build_plan
-from bot.reader import read_kernel, reader_binary
+from bot.read.reader import read_kernel, reader_binary
+from bot.targets import checkout
+from bot.targets.discover import discover
 from bot.types import Target
 from bot.wheel import tilegym_wheel
 

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bot.reader import reader_binary
+from bot.read.reader import reader_binary
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests/fixtures/tilegym_ops/flash_decode_kernel/kernel.rs"
 

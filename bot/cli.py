@@ -21,12 +21,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn
 
-from bot import __version__, machine_errors, progress
+from bot import __version__, progress
+from bot.classify import machine_errors
 from bot.cli_args import add_perf, add_sandbox, add_test_jobs, perf_choice, positive_seconds
 from bot.errors import StageStop, UsageError
 from bot.github.cli import add_subcommands
 from bot.pipeline import EXIT_CODES, USAGE_EXIT, PortOptions, port
-from bot.targets import existing_dir
+from bot.targets.targets import existing_dir
 from bot.types import PortResult, VerdictKind
 
 EPILOG = "exit status: 0 ALL_PASS, 1 FAIL, 3 BLOCKED, 2 usage error, 4 agent-d itself failed"
@@ -306,7 +307,7 @@ def cmd_verify(args) -> int:
 def cmd_plan(args) -> int:
     from bot.pipeline import make_plan
     from bot.plan.show import render_plan
-    from bot.targets import find_targets
+    from bot.targets.targets import find_targets
 
     status = 0
     documents: list[dict] = []
@@ -350,7 +351,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from bot import validator
+    from bot.report import validator
 
     repo = existing_dir(args.repo, "--repo")
     out_root = (args.out or repo / "cutile_kernel_out").resolve()

@@ -3,7 +3,7 @@
 
 A stage that cannot go on raises ``StageStop`` (FAIL or BLOCKED with its class); ``Job.attempt``
 turns that into the kernel's verdict, and anything unexpected into BLOCKED(host) "internal
-error" (or the machine's fault, ``bot/machine_errors.py``) with the traceback kept in its log.
+error" (or the machine's fault, ``bot/classify/machine_errors.py``) with the traceback kept in its log.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from bot import machine_errors, progress
+from bot import progress
+from bot.classify import machine_errors
 from bot.errors import OwnBug, StageStop
 from bot.types import (
     ApplyResult,
@@ -42,7 +43,7 @@ class PortOptions:
     cargo_target_dir: Path | None = None
     cargo_home: Path | None = None  # CARGO_HOME of the build (a runner's cargo cache); None: inherited
     test_timeout: float = 3600.0
-    test_jobs: int = 1  # kernels tested side by side (bot/side_by_side.py); they share the GPU
+    test_jobs: int = 1  # kernels tested side by side (bot/testing/side_by_side.py); they share the GPU
     echo: Callable[[str], None] = progress.to_stderr  # progress lines
     answer: Callable[[str], None] = print  # the returned text: validator block and verdict line
     echo_pytest: bool = False

@@ -6,10 +6,10 @@ targets -> kernel signature -> checkout -> facts -> launch plan -> check plan ->
 -> reports + validator -> perf (after ALL_PASS: TileGym's stage E, bot/perf).
 
 The kernels of one change go through it side by side: every kernel up to apply
-(``bot/stage_generate.py``; ``verify``: ``bot/stage_verify.py``), then one shared build
-(``bot/shared_build.py``), then each kernel's smoke, tests and verdict (``bot/stage_tests.py``),
+(``bot/emit/stage_generate.py``; ``verify``: ``bot/testing/stage_verify.py``), then one shared build
+(``bot/build/shared_build.py``), then each kernel's smoke, tests and verdict (``bot/testing/stage_tests.py``),
 one kernel after the other or, with ``test_jobs`` > 1, that many at a time
-(``bot/side_by_side.py``), then each kernel's reports (``bot/stage_finish.py``), then the perf
+(``bot/testing/side_by_side.py``), then each kernel's reports (``bot/report/stage_finish.py``), then the perf
 stage of each kernel that passed, one at a time (``bot/perf/stage.py``).
 
 Whatever happens, the reports are written and the verdict says why: a stage that cannot go
@@ -24,26 +24,18 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from bot import (
-    apply,
-    discover,
-    progress,
-    sandbox,
-    shared_build,
-    side_by_side,
-    stage_finish,
-    stage_generate,
-    stage_tests,
-    stage_verify,
-    testrun,
-    toolchain,
-    validator,
-)
+from bot import progress, sandbox
+from bot.apply import apply
+from bot.build import shared_build, toolchain
+from bot.emit import stage_generate
+from bot.emit.stage_generate import gather_facts, generate_only, make_plan, read_signature
 from bot.errors import Blocked, Failed, StageStop
 from bot.job import Job, PortOptions, stop_line, stop_status
 from bot.perf import stage as perf_stage
-from bot.stage_generate import gather_facts, generate_only, make_plan, read_signature
-from bot.targets import find_targets
+from bot.report import stage_finish, validator
+from bot.targets import discover
+from bot.targets.targets import find_targets
+from bot.testing import side_by_side, stage_tests, stage_verify, testrun
 from bot.types import Discovery, PortResult, Target, VerdictKind
 
 # what other modules import from here; the generation steps are also run without a port

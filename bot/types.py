@@ -99,7 +99,7 @@ class TestSite:
 
 @dataclass(frozen=True)
 class Discovery:
-    """Where the checkout keeps one op's facts (bot/discover.py)."""
+    """Where the checkout keeps one op's facts (bot/targets/discover.py)."""
 
     op: str
     dispatch_name: str  # the name TileGym's registry knows the op by
@@ -438,7 +438,7 @@ class TestResult:
     env_fix: str = ""  # what would let them run (every fix, one line)
     stopped_by_timeout: bool = False  # agent-d killed pytest at --test-timeout
     silent_for: float = 0.0  # seconds pytest had printed nothing when it was stopped (a hang)
-    rest_logs: list[str] = field(default_factory=list)  # runs of what remained after a crash (bot/rerun.py)
+    rest_logs: list[str] = field(default_factory=list)  # runs of what remained after a crash (rerun.py)
     skip_groups: list[tuple[int, str]] = field(default_factory=list)  # -rs summary: (count, reason)
     panics: list[str] = field(default_factory=list)  # Rust panic messages in the log (JIT, launcher)
     located: list[Located] = field(default_factory=list)  # JIT errors the log ties to a source line
@@ -461,7 +461,7 @@ ANNOTATION_LEVELS = ("failure", "warning", "notice")  # the Checks API's annotat
 
 @dataclass(frozen=True)
 class Annotation:
-    """A fault at a place in a file of the pull request, for the check run (bot/annotations.py):
+    """A fault at a place in a file of the pull request, for the check run (bot/build/annotations.py):
     ``path`` relative to the repo, lines from 1; columns (from 1, 0: none) only on a single line."""
 
     path: str
@@ -489,7 +489,7 @@ class Verdict:
     host_fix: str = ""
     runner_fix: str = ""  # env: what the runner's owner must do
     withheld: bool = False  # agent-d's own bug: its generated files were not applied and are never pushed
-    annotations: tuple[Annotation, ...] = ()  # where the fault is, file and line (bot/annotations.py)
+    annotations: tuple[Annotation, ...] = ()  # where the fault is, file and line (bot/build/annotations.py)
 
     @property
     def fix(self) -> str:
@@ -547,7 +547,7 @@ class PortResult:
     build: BuildResult | None = None
     tests: TestResult | None = None
     changed_files: list[str] = field(default_factory=list)
-    # how the porter's contract changes the launch from what agent-d reads alone (bot/launch_diff.py)
+    # how the porter's contract changes the launch from what agent-d reads alone (bot/classify/launch_diff.py)
     launch_differences: list[str] = field(default_factory=list)
     # why the contract's launch could not be compared with the reference's (empty: it was, or no contract)
     launch_unknown: str = ""

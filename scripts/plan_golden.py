@@ -80,7 +80,7 @@ def compare(rev: str, keep: Path | None) -> int:
 
 def _reader() -> Path:
     sys.path.insert(0, str(ROOT))
-    from bot.reader import reader_binary
+    from bot.read.reader import reader_binary
 
     return reader_binary()
 
@@ -204,7 +204,8 @@ def _cli(argv: list[str]) -> tuple[int, str]:
 
 def _generated(repo: Path, op: str) -> tuple[str, dict[str, str]]:
     """(why nothing was generated, "" when the files were; relative path -> generated text)."""
-    from bot import apply, generate
+    from bot.apply import apply
+    from bot.emit import generate
     from bot.errors import StageStop
     from bot.pipeline import make_plan
     from bot.types import Target

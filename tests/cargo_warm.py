@@ -17,7 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from bot import build, progress, toolchain
+from bot import progress
+from bot.build import build, toolchain
 from bot.errors import Blocked, Failed
 from bot.types import Target
 from bot.wheel import WheelUnavailable, default_cache_dir, tilegym_wheel

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from validator_support import CC
 
-from bot import envcheck
+from bot.testing import envcheck
 
 FAKE_LIBCUDA = """
 int cuDriverGetVersion(int *v) { *v = VERSION; return 0; }

@@ -27,7 +27,7 @@ sys.path.insert(0, str(TESTS))  # run as a script too (remaking the fixtures)
 from checkout_support import torch_python  # noqa: E402
 
 from bot.perf import run as perf_run  # noqa: E402
-from bot.testrun import read_test_file  # noqa: E402
+from bot.testing.testrun import read_test_file  # noqa: E402
 from bot.wheel import default_cache_dir  # noqa: E402
 
 FIXTURES = TESTS / "fixtures" / "perf"

@@ -1,4 +1,4 @@
-"""Where a fault is, for the check run's annotations (bot/annotations.py), from real evidence: cargo's
+"""Where a fault is, for the check run's annotations (bot/build/annotations.py), from real evidence: cargo's
 JSON diagnostics of real builds, the kernel reader's refusals and parse errors, and the cutile JIT's
 own error on a kernel rustc accepts (the JIT run on the host through cutile's compile-only API)."""
 
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from bot import annotations, build, compiler_output
+from bot.build import annotations, build, compiler_output
+from bot.build.toolchain import Toolchain, resolve
+from bot.emit.stage_generate import read_signature
 from bot.errors import Failed, OwnBug
-from bot.stage_generate import read_signature
-from bot.stage_tests import with_jit_places
+from bot.testing.stage_tests import with_jit_places
 from bot.testresults.log import parse_log
-from bot.toolchain import Toolchain, resolve
 from bot.types import Target, TestResult, Verdict, VerdictKind
 from bot.wheel import default_cache_dir
 

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from validator_support import needs_cc
 
-from bot import classify, rerun, testrun
+from bot.classify import classify
+from bot.classify.launch_diff import differences
 from bot.demo import assemble_checkout
-from bot.launch_diff import differences
 from bot.pipeline import make_plan
+from bot.testing import rerun, testrun
 from bot.testresults.combine import to_test_result
 from bot.types import Target, TestCase, TestResult, VerdictKind
 
@@ -206,7 +207,7 @@ def test_an_op_the_dispatcher_has_no_cutile_rs_implementation_of_is_the_hosts(tm
     from types import SimpleNamespace
 
     from bot.errors import Failed
-    from bot.stage_tests import registered
+    from bot.testing.stage_tests import registered
 
     _registry(
         tmp_path / "fell_back", {"silu_and_mul": {"pytorch": None}, "silu_and_mul_v2": {"cutile-rs": None}}
@@ -239,7 +240,7 @@ def test_the_interpreter_probe_asks_the_registry_in_the_same_process(tmp_path, m
     from env_support import interpreter, with_tileiras
 
     from bot.errors import Failed
-    from bot.stage_tests import registered
+    from bot.testing.stage_tests import registered
 
     repo = tmp_path / "fell_back"
     _registry(repo, {"silu_and_mul": {"pytorch": None}, "swiglu": {"cutile-rs": None, "pytorch": None}})

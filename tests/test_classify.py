@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot import testrun
-from bot.classify import after_validator, classify
+from bot.classify.classify import after_validator, classify
+from bot.testing import testrun
 from bot.testresults.combine import to_test_result
 from bot.types import Target, TestCase, TestResult, TestSite, Verdict, VerdictKind
 
@@ -128,7 +128,7 @@ def test_grouped_skip_summary_cites_skips_only_when_it_covers_all_of_them():
 
 
 def test_missing_interpreter_is_named_in_the_reason():
-    from bot.testrun import probe
+    from bot.testing.testrun import probe
 
     interp = probe("/nonexistent/python3")
     assert interp.env_problem() == "interpreter not found: /nonexistent/python3"

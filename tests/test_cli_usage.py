@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.targets import kernels_in, unknown_kernel
+from bot.targets.targets import kernels_in, unknown_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS = "src/tilegym/ops/cutile_rs"

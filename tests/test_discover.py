@@ -9,9 +9,9 @@ import dataclasses
 import textwrap
 from pathlib import Path
 
-from bot.discover import discover
 from bot.infer import ops_py, reference
 from bot.infer.facts import Facts
+from bot.targets.discover import discover
 from bot.types import Target
 
 
@@ -378,7 +378,7 @@ def test_a_getter_is_dispatched_by_the_op_name_and_registered_as_get_op(tmp_path
     """TileGym main's swiglu: the cuTile reference registers ``get_swiglu`` (a getter) and ops.py
     declares ``get_swiglu``. The registration check must ask the dispatcher for ``get_swiglu``: asking
     for ``swiglu`` finds nothing and wrongly failed the port on the H200 (agent-d f8f82b4)."""
-    from bot import stage_tests, testrun
+    from bot.testing import stage_tests, testrun
 
     _write(tmp_path, "src/tilegym/ops/ops.py", """\
         from tilegym.backend import dispatch

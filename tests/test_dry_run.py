@@ -17,16 +17,18 @@ from pathlib import Path
 import pytest
 from checkout_support import torch_python
 
-from bot import apply, classify, generate
+from bot.apply import apply
+from bot.classify import classify
 from bot.demo import assemble_checkout
-from bot.discover import discover
 from bot.dryrun import compare as dry_compare
 from bot.dryrun import result as dry_result
 from bot.dryrun import run as dry
+from bot.emit import generate
 from bot.job import PortOptions
 from bot.pipeline import make_plan, port
-from bot.reader import read_kernel
-from bot.testrun import read_test_files
+from bot.read.reader import read_kernel
+from bot.targets.discover import discover
+from bot.testing.testrun import read_test_files
 from bot.types import Target, TestCase, TestResult, VerdictKind
 
 FAULTS = Path(__file__).parent / "fixtures" / "faults"

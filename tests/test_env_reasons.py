@@ -11,7 +11,8 @@ import pytest
 from env_support import interpreter, no_tileiras_env, with_tileiras
 from validator_support import needs_cc
 
-from bot import classify, envcheck, testrun
+from bot.classify import classify
+from bot.testing import envcheck, testrun
 from bot.types import TestResult, VerdictKind
 
 

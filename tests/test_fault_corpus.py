@@ -22,10 +22,10 @@ from gpu import faults, table
 from gpu.run_faults import run_faults
 from validator_support import needs_cc
 
-from bot.classify import classify
+from bot.classify.classify import classify
+from bot.classify.launch_diff import differences
 from bot.cli import main
 from bot.demo import assemble_checkout
-from bot.launch_diff import differences
 from bot.pipeline import generate_only, make_plan
 from bot.testresults.combine import to_test_result
 from bot.types import Target, TestResult
@@ -224,9 +224,11 @@ def test_a_pack_result_and_a_mismatch_are_tabled():
 
 def test_verify_says_when_a_contracts_launch_cannot_be_read(base, tmp_path, monkeypatch):
     """verify reads the contract's launch again; when that fails, a contract in use makes it unknown."""
-    from bot import pipeline, stage_generate, stage_verify
-    from bot.discover import discover
+    from bot import pipeline
+    from bot.emit import stage_generate
     from bot.job import Job
+    from bot.targets.discover import discover
+    from bot.testing import stage_verify
 
     def job_for(case: dict | None) -> Job:
         tree = tmp_path / (case["name"] if case else "plain")

@@ -31,7 +31,7 @@ from checkout_support import OPS_DIR, checkout_with_kernels
 from port_support import port_json
 
 from bot.pipeline import make_plan
-from bot.reader import read_kernel
+from bot.read.reader import read_kernel
 from bot.types import Target
 
 pytestmark = pytest.mark.slow

@@ -19,8 +19,8 @@ from port_support import port_json
 from bot.cli import main
 from bot.demo import assemble_checkout
 from bot.pipeline import make_plan
+from bot.report.validator import exported_functions
 from bot.types import Target
-from bot.validator import exported_functions
 
 pytestmark = pytest.mark.slow
 OPS = ["silu_and_mul", "swiglu", "matmul", "bmm", "attention_sink"]

@@ -15,7 +15,7 @@ from bot.github.events import parse_event
 from bot.github.kernels import added_kernels, checked_ops
 from bot.github.redact import RedactFilter, Redactor, scrubbed_env
 from bot.github.render import commit_message, fence, is_bot_message
-from bot.targets import OP_NAME, check_name
+from bot.targets.targets import OP_NAME, check_name
 
 # --------------------------------------------------------------------------- config
 
@@ -74,7 +74,7 @@ def test_commands_variants():
     bad = parse_commands("/agent-d frobnicate")[0]
     assert bad.name == "invalid" and "frobnicate" in bad.error
     assert parse_commands("/agent-d rerun ../etc")[0].name == "invalid"
-    for reserved in ("lib", "mod", "crate", "ffi_util", "_x", "a" * 65):  # bot/targets.py's rule
+    for reserved in ("lib", "mod", "crate", "ffi_util", "_x", "a" * 65):  # bot/targets/targets.py's rule
         bad = parse_commands(f"/agent-d rerun silu {reserved}")[0]
         assert bad.name == "invalid" and "not a plain identifier" in bad.error and repr(reserved) in bad.error
     assert parse_commands("/agent-d rerun silu " + "a" * 64)[0].kernels == ("silu", "a" * 64)
@@ -216,7 +216,7 @@ def test_added_kernels_from_file_list():
 def test_added_kernels_follow_bot_targets_rule():
     ops = "src/tilegym/ops/cutile_rs"
     files = [
-        _f(f"{ops}/gelu_kernel/kernel.rs", "renamed"),  # a rename into place adds it (bot.targets)
+        _f(f"{ops}/gelu_kernel/kernel.rs", "renamed"),  # a rename into place adds it (bot.targets.targets)
         _f(f"{ops}/relu_kernel/kernel.rs", "copied"),
         _f(f"{ops}/old_kernel/kernel.rs", "removed"),
         _f(f"{ops}/nested/x_kernel/kernel.rs", "added"),  # not at KERNEL_PATH
@@ -228,7 +228,7 @@ def test_added_kernels_follow_bot_targets_rule():
         ("relu", f"{ops}/relu_kernel/kernel.rs"),
     ]
     assert checked_ops(found) == ["gelu", "relu"]
-    # a name bot/targets.py refuses is found, then refused with the file named
+    # a name bot/targets/targets.py refuses is found, then refused with the file named
     bad = added_kernels(
         [_f(f"{ops}/lib_kernel/kernel.rs", "added"), _f(f"{ops}/ok_kernel/kernel.rs", "added")]
     )

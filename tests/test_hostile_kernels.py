@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from bot import build
+from bot.build import build
+from bot.build.toolchain import Toolchain
 from bot.errors import Failed
 from bot.pipeline import generate_only, read_signature
-from bot.reader import KernelRefused, read_kernel
-from bot.toolchain import Toolchain
+from bot.read.reader import KernelRefused, read_kernel
 from bot.types import Target
 
 LEAK = 'compile_error!(include_str!("/home/runner/.credentials"));'
@@ -179,7 +179,7 @@ def test_compiler_lines_quoting_files_outside_the_checkout_stay_out_of_the_log_a
 
 
 def test_a_build_scripts_clang_lines_quoting_a_header_outside_the_checkout_are_dropped(tmp_path):
-    from bot.compiler_output import redact_outside
+    from bot.build.compiler_output import redact_outside
 
     (tmp_path / "checkout").mkdir()
     (tmp_path / "checkout" / "wrap.h").write_text("#include <cuda.h>\n")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from test_testlog import MIXED, run_pytest
 
-from bot import testrun
-from bot.classify import classify
+from bot.classify.classify import classify
+from bot.testing import testrun
 from bot.testresults import junit
 from bot.testresults.combine import to_test_result
 from bot.testresults.log import NO_CRASH_LINE, parse_log

@@ -17,7 +17,7 @@ from bot.infer import list_params, reference_launch
 from bot.infer.launch_ast import NotThisShape
 from bot.pipeline import make_plan
 from bot.plan.closure import unbound
-from bot.reader import read_kernel
+from bot.read.reader import read_kernel
 from bot.types import BlockUse, Entry, Generic, KernelSignature, Param, Target
 
 KERNELS = Path(__file__).parent / "fixtures" / "tilegym_ops"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bot import testrun
 from bot.demo import assemble_checkout
 from bot.pipeline import PortOptions, port
+from bot.testing import testrun
 from bot.types import VerdictKind
 
 pytestmark = pytest.mark.slow

@@ -14,9 +14,9 @@ import pytest
 from perf_support import tilegym_checkout
 from test_perf_records import _read
 
-from bot import report
 from bot.perf import reports, summarise, validate
 from bot.perf.result import CUTILE, CUTILE_RS, PYTORCH
+from bot.report import report
 
 OP = "silu_and_mul"
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from perf_support import copy_tests, cpu_python, tilegym_checkout, venv_python
 
-from bot.discover import discover
-from bot.envcheck import Interpreter
 from bot.job import Job, PortOptions
 from bot.perf import stage
+from bot.targets.discover import discover
+from bot.testing.envcheck import Interpreter
 from bot.types import Target, Verdict, VerdictKind
 
 OP = "silu_and_mul"

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from bot import checkout, generate
-from bot.discover import discover
-from bot.draft import render_draft
-from bot.emit import cdef, ffi_rs
+from bot.emit import cdef, ffi_rs, generate
+from bot.emit.draft import render_draft
 from bot.errors import Blocked, Failed
 from bot.infer.facts import Facts
 from bot.pipeline import make_plan
 from bot.plan import build_plan
-from bot.reader import read_kernel
+from bot.read.reader import read_kernel
+from bot.targets import checkout
+from bot.targets.discover import discover
 from bot.types import Target
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -101,7 +101,7 @@ def test_generation_is_deterministic(silu):
 def test_backward_tests_of_a_wired_file_skip_their_cutile_rs_case(silu):
     """Discovery names the backward tests, generation wires their forward-only skip; applied, a second
     generation leaves the test file as it is."""
-    from bot import apply
+    from bot.apply import apply
     from bot.emit import wiring
 
     test_file = silu.repo / "tests/ops/test_silu_and_mul.py"
@@ -145,7 +145,7 @@ def test_checkout_without_macros_gets_explicit_style(silu):
 
 def test_device_comes_from_the_argument_clamped_in_both_styles(silu):
     """TileGym coding rule 32: `Device::new(device_id.max(0) as usize)`; a negative id is device 0, not -4."""
-    from bot import validator
+    from bot.report import validator
 
     device = (
         "    let device = match Device::new(device_id.max(0) as usize) {\n"

@@ -1,4 +1,4 @@
-"""kernel-reader (crate/) and its Python stage bot/reader.py, on real TileGym kernels and own fixtures."""
+"""kernel-reader (crate/) and its Python stage bot/read/reader.py, on real TileGym kernels and own fixtures."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bot import reader
-from bot.reader import ReaderError, ReaderUnavailable, read_kernel, read_kernel_json
+from bot.read import reader
+from bot.read.reader import ReaderError, ReaderUnavailable, read_kernel, read_kernel_json
 from bot.types import BlockUse, FileUse, Generic, KernelSignature, Param
 
 REPO = Path(__file__).resolve().parent.parent

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bot import apply, generate
+from bot.apply import apply
 from bot.demo import assemble_checkout
+from bot.emit import generate
 from bot.pipeline import make_plan
 from bot.types import LaunchPlan, Target
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.discover import discover
 from bot.infer import reference_launch
 from bot.infer.facts import Facts
+from bot.targets.discover import discover
 from bot.types import BlockUse, Entry, Generic, KernelSignature, Param, Target
 
 REFERENCE = Path(__file__).parent / "fixtures" / "reference" / "tiled_gemm.py"

@@ -22,7 +22,7 @@ from validator_support import (
     needs_cc,
 )
 
-from bot import validator as V
+from bot.report import validator as V
 
 # --------------------------------------------------------------------------- the repo's own script
 
@@ -168,7 +168,7 @@ def test_repo_validator_nm_pipe_does_not_fake_a_missing_symbol(tmp_path):
     """TileGym's script pipes `nm -D` into `grep -q` under pipefail; early grep exit must not fail it."""
     import shutil as _shutil
 
-    from bot.validator import run_repo_validator
+    from bot.report.validator import run_repo_validator
 
     if not _shutil.which("cc") or not _shutil.which("nm"):
         pytest.fail("cc and nm are needed (binutils, a C compiler)")

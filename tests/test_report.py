@@ -1,4 +1,4 @@
-"""bot.report: correctness.md, the decision logs, the returned block."""
+"""bot.report.report: correctness.md, the decision logs, the returned block."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bot import report as R
 from bot import types as T
-from bot import validator
+from bot.report import report as R
+from bot.report import validator
 
 OP = "demo_op"
 

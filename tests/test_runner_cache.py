@@ -1,4 +1,4 @@
-"""The runner's cargo cache (bot/runner_cache.py): its key, the copy from the read-only seed, pruning,
+"""The runner's cargo cache (bot/build/runner_cache.py): its key, the copy from the read-only seed, pruning,
 a real cargo build that stays fresh after the copy, the port-job and seed-cache commands, and the
 workflow that mounts it."""
 
@@ -20,10 +20,10 @@ import yaml
 from test_github_support import git, make_local_repo
 from workflow_support import run_dispatch_guard, workflow
 
-from bot import runner_cache
-from bot.build import TARGET_LOCK
+from bot.build import runner_cache
+from bot.build.build import TARGET_LOCK
+from bot.build.runner_cache import CacheRoots, CacheUnavailable, cache_key, key_parts, prepare, prune
 from bot.github.artifact import read_artifact
-from bot.runner_cache import CacheRoots, CacheUnavailable, cache_key, key_parts, prepare, prune
 from bot.types import KERNELS_CRATE, PortResult, Target, Verdict, VerdictKind
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +60,8 @@ def crate(path: Path, toml: str = '[package]\nname = "cutile-kernels"\nversion =
 def test_the_pipelines_build_runs_cargo_with_the_port_options_target_dir_and_cargo_home(
     tmp_path, monkeypatch
 ):
-    from bot import pipeline, progress, shared_build, toolchain
+    from bot import pipeline, progress
+    from bot.build import shared_build, toolchain
     from bot.job import Job
 
     cargo = tmp_path / "cargo"  # records its environment, builds "the library" where cargo would
@@ -297,7 +298,7 @@ def test_a_copy_cut_short_leaves_nothing_that_looks_warm(job, monkeypatch):
 def test_two_jobs_preparing_at_once_copy_the_seed_once(job):
     c, env, key, seed, root = job
     code = (
-        "import sys, json; from pathlib import Path; from bot.runner_cache import CacheRoots, prepare;"
+        "import sys, json; from pathlib import Path; from bot.build.runner_cache import CacheRoots, prepare;"
         "print(prepare(CacheRoots(Path(sys.argv[1]), Path(sys.argv[2])), Path(sys.argv[3]),"
         " json.loads(sys.argv[4])).state)"
     )
@@ -434,7 +435,7 @@ def fresh_by_package(crate_dir: Path, target_dir: Path, cargo_home: Path) -> dic
 def test_a_seed_built_at_the_jobs_path_keeps_a_real_cargo_build_fresh_after_the_copy(
     tmp_path, monkeypatch, capsys
 ):
-    from bot import toolchain
+    from bot.build import toolchain
     from bot.cli import main
 
     cargo = shutil.which("cargo")

@@ -112,7 +112,7 @@ def test_a_kernel_that_does_not_compile_is_left_out_and_the_others_still_build(
         assert (repo / "cutile_kernel_out" / op / "build_cargo.txt").read_text().rstrip().endswith("exit=0")
     # the rebuild's library has the good kernels only; the wiring taken out is back afterwards
     so = repo / OPS_DIR / "cutile_kernels/target/release/libcutile_kernels.so"
-    from bot.validator import exported_functions
+    from bot.report.validator import exported_functions
 
     symbols = set(exported_functions(so))
     assert {"cutile_square_rows", "cutile_tile_copy"} <= symbols and "cutile_row_softmax" not in symbols

@@ -8,8 +8,9 @@ import threading
 
 import pytest
 
-from bot import progress, side_by_side
+from bot import progress
 from bot.pipeline import _once
+from bot.testing import side_by_side
 
 THREADS = 8
 

@@ -17,10 +17,10 @@ import pytest
 from bot import pipeline
 from bot.demo import assemble_checkout
 from bot.emit import ffi_rs, wrapper_py
+from bot.emit.soundness import check_plan, lint_python
 from bot.errors import OwnBug
 from bot.job import PortOptions
 from bot.plan import closure
-from bot.soundness import check_plan, lint_python
 from bot.types import PyStep, Target
 
 OP = "silu_and_mul"
@@ -97,8 +97,9 @@ def test_the_line_named_is_the_line_of_the_fault(demo, tmp_path, monkeypatch):
     reason = _port(demo, tmp_path / "out").verdict.reason
     line = int(re.search(rf"{OP}\.py:(\d+): F821", reason).group(1))
     # the same text, formatted as apply would have written it
-    from bot import apply, generate
-    from bot.stage_generate import make_plan
+    from bot.apply import apply
+    from bot.emit import generate
+    from bot.emit.stage_generate import make_plan
 
     plan, _, co = make_plan(Target(demo, OP), tmp_path / "plan")
     wrapper = next(
@@ -169,7 +170,7 @@ def test_a_kernel_that_compiles_and_lacks_facts_is_asked_about_and_says_it_compi
 
 
 def test_a_plan_value_reading_an_unbound_name_is_agent_ds_bug(demo, tmp_path):
-    from bot.stage_generate import make_plan
+    from bot.emit.stage_generate import make_plan
 
     plan, _, _ = make_plan(Target(demo, OP), tmp_path / "plan")
     check_plan(plan)  # the real plan is closed
@@ -182,7 +183,7 @@ def test_a_plan_value_reading_an_unbound_name_is_agent_ds_bug(demo, tmp_path):
 
 
 def test_a_step_reading_a_name_a_later_step_binds_is_unbound(demo, tmp_path):
-    from bot.stage_generate import make_plan
+    from bot.emit.stage_generate import make_plan
 
     plan, _, _ = make_plan(Target(demo, OP), tmp_path / "plan")
     plan.python.steps[:0] = [
@@ -194,7 +195,7 @@ def test_a_step_reading_a_name_a_later_step_binds_is_unbound(demo, tmp_path):
 
 
 def test_a_let_nothing_reads_is_dropped_and_one_read_later_is_kept(demo, tmp_path):
-    from bot.stage_generate import make_plan
+    from bot.emit.stage_generate import make_plan
 
     plan, _, _ = make_plan(Target(demo, OP), tmp_path / "plan")
     scalar = plan.ffi.scalars[0].name
@@ -212,7 +213,7 @@ def test_a_let_nothing_reads_is_dropped_and_one_read_later_is_kept(demo, tmp_pat
 
 
 def test_ruff_findings_a_wired_file_already_had_are_not_agent_ds(tmp_path):
-    from bot.soundness import check_files
+    from bot.emit.soundness import check_files
     from bot.types import GeneratedFile, GeneratedFiles
 
     (tmp_path / "t.py").write_text("import os\n\n\ndef f():\n    x = 1\n", encoding="utf-8")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.errors import UsageError
-from bot.targets import added_kernels, check_name, find_targets
+from bot.targets.targets import added_kernels, check_name, find_targets
 
 
 def _git(repo: Path, *args: str) -> None:

@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 from checkout_support import checkout_with_kernels
 
-from bot import apply, build, generate, toolchain
-from bot.discover import discover
+from bot.apply import apply
+from bot.build import build, toolchain
+from bot.emit import generate
 from bot.pipeline import make_plan
-from bot.stage_tests import abi_smoke
+from bot.report.validator import exported_functions
+from bot.targets.discover import discover
+from bot.testing.stage_tests import abi_smoke
 from bot.types import Target
-from bot.validator import exported_functions
 
 pytestmark = pytest.mark.slow
 KERNELS = Path(__file__).parent / "fixtures" / "tilegym_ops"

@@ -1,6 +1,6 @@
 """Finding the build toolchain: libclang for bindgen."""
 
-from bot import toolchain
+from bot.build import toolchain
 
 
 def _globs(root):

@@ -1,4 +1,4 @@
-"""bot.validator: the built-in Agent D checks, the ELF symbol reader and the repo-script runner."""
+"""bot.report.validator: the built-in Agent D checks, the ELF symbol reader and the repo-script runner."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from validator_support import (
     needs_cc,
 )
 
-from bot import validator as V
+from bot.report import validator as V
 
 # --------------------------------------------------------------------------- ELF
 

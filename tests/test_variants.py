@@ -17,7 +17,7 @@ from checkout_support import checkout_with_kernels
 from variant_corpus import original, plan_variant, variants_of
 
 from bot.demo import assemble_checkout
-from bot.reader import read_kernel
+from bot.read.reader import read_kernel
 
 KERNELS = Path(__file__).parent / "fixtures" / "tilegym_ops"
 FIXTURE_OPS = sorted(d.name[: -len("_kernel")] for d in KERNELS.iterdir() if (d / "kernel.rs").is_file())
@@ -230,7 +230,7 @@ def test_each_variant_plans_as_the_original_or_asks_exactly_these_keys(op, check
 def test_renamed_names_are_none_of_the_reference_s(checkouts):
     from variant_corpus import reference_names
 
-    from bot.discover import discover
+    from bot.targets.discover import discover
     from bot.types import Target
 
     for op in ("dropout", "matmul"):

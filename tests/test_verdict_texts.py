@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from validator_support import OP, RAW_LOG, make_port, needs_cc
 
-from bot import classify, report, validator
 from bot import types as T
+from bot.classify import classify
 from bot.github import render
 from bot.github.artifact import KernelVerdict
+from bot.report import report, validator
 
 FAILED_LOG = RAW_LOG.replace("PASSED [100%]", "FAILED [100%]").replace("1 passed", "1 failed")
 CRS = "src/tilegym/ops/cutile_rs"

@@ -440,7 +440,7 @@ class Original:
 
 def original(repo: Path, op: str) -> Original:
     from bot.pipeline import make_plan
-    from bot.reader import read_kernel
+    from bot.read.reader import read_kernel
     from bot.types import Target
 
     target = Target(repo, op)
@@ -451,7 +451,7 @@ def original(repo: Path, op: str) -> Original:
 
 def variants_of(repo: Path, op: str, orig: Original) -> list[Variant]:
     """The variants of ``op``'s kernel.rs in the checkout ``repo``, in ``KINDS`` order."""
-    from bot.discover import discover
+    from bot.targets.discover import discover
     from bot.types import Target
 
     found = discover(Target(repo, op))
@@ -469,10 +469,10 @@ def variants_of(repo: Path, op: str, orig: Original) -> list[Variant]:
 def plan_variant(repo: Path, variant: Variant, orig: Original) -> Outcome:
     """``variant`` planned in ``repo`` (its kernel.rs written there, the original put back after),
     compared with the original's plan."""
+    from bot.emit.soundness import check_plan
     from bot.errors import StageStop
     from bot.pipeline import make_plan
-    from bot.reader import read_kernel
-    from bot.soundness import check_plan
+    from bot.read.reader import read_kernel
     from bot.types import Target
 
     target = Target(repo, variant.op)

@@ -13,9 +13,10 @@ import os
 import subprocess
 from pathlib import Path
 
-from bot import sandbox, testrun
+from bot import sandbox
 from bot.dryrun.compare import compare
 from bot.dryrun.result import DryRun, Row, describe_row
+from bot.testing import testrun
 
 __all__ = ["DryRun", "dry_run", "host_fix", "table"]
 from bot.types import KernelSignature, LaunchPlan, Target
@@ -58,7 +59,7 @@ def dry_run(
     env = dict(os.environ)
     env.update(
         {
-            # the checkout's src/ first, as the tests run (bot/testrun.py), then the plugin's package
+            # the checkout's src/ first, as the tests run (bot/testing/testrun.py), then the plugin's package
             "PYTHONPATH": os.pathsep.join(
                 x for x in (str(target.repo / "src"), str(AGENT_D_ROOT), env.get("PYTHONPATH", "")) if x
             ),

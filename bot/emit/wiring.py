@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from bot.discover import tilegym_aliases, tilegym_path
+from bot.targets.discover import tilegym_aliases, tilegym_path
 
 
 class WiringError(ValueError):

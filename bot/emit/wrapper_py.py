@@ -1,7 +1,7 @@
 """Render the cffi Python wrapper ``src/tilegym/ops/cutile_rs/<op>.py`` from a plan.
 
 The text is rendered plainly and formatted afterwards with the checkout's ruff settings
-(``bot.apply``), so this module cares about content, not layout.
+(``bot.apply.apply``), so this module cares about content, not layout.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ import jsonschema
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from bot import annotations
+from bot.build import annotations
 from bot.github.gitops import TreeChange
 from bot.github.path_classes import CLASSES, NO_PATHS, ClassedPaths, path_class
 from bot.perf.result import SUMMARY_SCHEMA as PERF_SCHEMA

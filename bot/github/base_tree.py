@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bot.github import gitops
 from bot.github.path_classes import ClassedPaths, kernel_inputs
-from bot.targets import check_name
+from bot.targets.targets import check_name
 
 REGULAR, EXECUTABLE, SYMLINK, GITLINK = "100644", "100755", "120000", "160000"
 

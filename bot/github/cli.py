@@ -1,5 +1,5 @@
 """The GitHub subcommands of ``agent-d``: dispatch, finalize, port-job, run, and seed-cache (the
-trusted job that fills a GPU runner's cargo cache seed, bot/runner_cache.py).
+trusted job that fills a GPU runner's cargo cache seed, bot/build/runner_cache.py).
 
 ``add_subcommands(subparsers)`` registers them on the main parser (bot/cli.py).
 Each sets ``func(args) -> int``. Exit status: 0 done (whatever the verdict), 2 usage, 4 an
@@ -292,16 +292,16 @@ def cmd_run(args) -> int:
 
 
 def cmd_port_job(args) -> int:
+    from bot.build.runner_cache import CacheRoots
     from bot.github.port_job import PortJobError, run_port_job
     from bot.github.runner import pipeline_port_fn
-    from bot.runner_cache import CacheRoots
-    from bot.targets import existing_dir
+    from bot.targets.targets import existing_dir
 
     repo = existing_dir(args.repo, "--repo")
     perf = perf_choice(args.perf, dict(os.environ))
     if args.cargo_seed is not None and args.cargo_cache is None:
         raise UsageError("--cargo-seed is copied into --cargo-cache: give --cargo-cache too")
-    # as given, not resolved: the seed was built at this same absolute path (bot/runner_cache.py)
+    # as given, not resolved: the seed was built at this same absolute path (bot/build/runner_cache.py)
     cache = None
     if args.cargo_cache is not None:
         seed = args.cargo_seed.absolute() if args.cargo_seed is not None else None
@@ -330,9 +330,10 @@ def cmd_port_job(args) -> int:
 
 
 def cmd_seed_cache(args) -> int:
-    from bot import build, progress, runner_cache, toolchain
+    from bot import progress
+    from bot.build import build, runner_cache, toolchain
     from bot.errors import StageStop
-    from bot.targets import existing_dir
+    from bot.targets.targets import existing_dir
     from bot.types import KERNELS_CRATE
 
     repo = existing_dir(args.repo, "--repo")

@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass
 
 from bot.errors import UsageError
-from bot.targets import check_name
+from bot.targets.targets import check_name
 
 _LINE_RE = re.compile(r"^[ \t]{0,3}/agent-d(?:[ \t]+(?P<rest>.*))?[ \t]*$", re.IGNORECASE | re.MULTILINE)
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
@@ -118,7 +118,7 @@ def parse_commands(body: str) -> list[Command]:
 
 
 def kernel_name_errors(kernels: tuple[str, ...]) -> str:
-    """``bot.targets.check_name``'s message for each name it refuses, joined; "" if all pass."""
+    """``bot.targets.targets.check_name``'s message for each name it refuses, joined; "" if all pass."""
     errors: list[str] = []
     for k in kernels:
         try:

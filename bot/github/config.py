@@ -17,7 +17,7 @@ from github import GithubException
 CONFIG_PATH = ".github/agent-d.yml"
 # Keys that are not settings of this file, and what to use instead.
 REMOVED = {
-    "kernel_globs": "agent-d ports only src/tilegym/ops/cutile_rs/<op>_kernel/kernel.rs (bot/targets.py); "
+    "kernel_globs": "agent-d ports only src/tilegym/ops/cutile_rs/<op>_kernel/kernel.rs (bot/targets/targets.py); "
     "remove the key",
     "timeout_minutes": "set the reusable workflow's `port-timeout-minutes` input instead",
     "gpu_runner_labels": "set the reusable workflow's `gpu-runs-on` input instead",

@@ -392,7 +392,7 @@ class Dispatcher:
         return self._guarded
 
     def _added_ops(self) -> list[str]:
-        """The kernels this PR adds (bot/targets.py's rule); UsageError for a name it refuses."""
+        """The kernels this PR adds (bot/targets/targets.py's rule); UsageError for a name it refuses."""
         return checked_ops(added_kernels(self._pr_files()))
 
     def _bad_kernel_name(self, head: str, key: str, exc: UsageError) -> DispatchResult:

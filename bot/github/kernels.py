@@ -1,9 +1,9 @@
 """Which kernels a pull request adds, from the API's file list.
 
-The rule is bot/targets.py's, the same as ``agent-d port`` uses locally: a kernel is a file
+The rule is bot/targets/targets.py's, the same as ``agent-d port`` uses locally: a kernel is a file
 at ``KERNEL_PATH`` (``src/tilegym/ops/cutile_rs/<op>_kernel/kernel.rs``) that the change
 adds, a rename or copy into place included, and ``<op>`` must pass ``check_name``.  The
-API's ``status`` says whether a file was added (``bot.targets.added_kernels`` reads the same
+API's ``status`` says whether a file was added (``bot.targets.targets.added_kernels`` reads the same
 fact from a git diff's headers).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.errors import UsageError
-from bot.targets import KERNEL_PATH, check_name
+from bot.targets.targets import KERNEL_PATH, check_name
 
 # GitHub's file statuses that put a new file at the path; git's rename/copy detection is
 # what turns an "added" file into "renamed"/"copied", so all three add the kernel.
@@ -36,7 +36,7 @@ def added_kernels(files) -> list[AddedKernel]:
 
 
 def checked_ops(kernels: list[AddedKernel]) -> list[str]:
-    """The op names, each through ``bot.targets.check_name``; the UsageError names the file."""
+    """The op names, each through ``bot.targets.targets.check_name``; the UsageError names the file."""
     ops: list[str] = []
     for k in kernels:
         try:

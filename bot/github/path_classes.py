@@ -43,7 +43,7 @@ WHY_NOT_USED = {
 
 
 def kernel_inputs(op: str) -> tuple[str, str]:
-    """The paths of ``op``'s kernel.rs and host contract (``op`` already checked by bot/targets.py)."""
+    """The paths of ``op``'s kernel.rs and host contract (``op`` already checked by bot/targets/targets.py)."""
     folder = KERNEL_DIR.format(op=op)
     return folder + KERNEL_RS, folder + CONTRACT
 

@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from bot import annotations, machine_errors
+from bot.build import annotations
+from bot.classify import machine_errors
 from bot.errors import UsageError
 from bot.github import base_tree, gitops, pr_env
 from bot.github.artifact import (
@@ -36,7 +37,7 @@ from bot.github.artifact import (
     write_artifact,
 )
 from bot.github.redact import REDACTOR, RedactFilter, is_secret_name
-from bot.targets import check_name
+from bot.targets.targets import check_name
 from bot.types import Annotation
 
 _SHA_RE = re.compile(r"[0-9a-f]{40}")
@@ -123,7 +124,7 @@ def snapshot(repo: Path, ops: list[str], start: str = "HEAD") -> tuple[str, str,
 
 
 def _normalise(result: tuple) -> KernelVerdict:
-    # a fifth: the kernel's generated files were withheld; a sixth: its annotations (bot/annotations.py)
+    # a fifth: the kernel's generated files were withheld; a sixth: its annotations (bot/build/annotations.py)
     kind, klass, reason, block, *rest = result
     kind = getattr(kind, "value", kind)
     if kind not in VERDICT_KINDS:

@@ -13,7 +13,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot import machine_errors, runner_cache
+from bot.build import runner_cache
+from bot.classify import machine_errors
 from bot.github import gitops
 from bot.github.dispatch import Dispatcher, DispatchResult
 from bot.github.events import Event
@@ -56,7 +57,7 @@ class PipelinePort:
     """The real port (``bot.pipeline``) in the shapes ``run_port_job`` expects: one kernel
     (``port(repo, op)``), or every kernel of the change with one cargo build (``port_all``).
 
-    With ``cargo_cache`` the build uses the runner's cargo cache (bot/runner_cache.py), prepared
+    With ``cargo_cache`` the build uses the runner's cargo cache (bot/build/runner_cache.py), prepared
     when the port starts: after ``run_port_job`` checked the commit and inside its scrubbed
     environment, since keying the cache runs ``rustc -vV`` in the checkout, where a
     rust-toolchain.toml picks the binary."""
@@ -86,7 +87,7 @@ class PipelinePort:
     def results(self, repo: Path, ops: list[str]) -> list:
         """The pipeline's ``PortResult`` of each kernel (its stages and timings too)."""
         from bot.pipeline import PortOptions, port_all
-        from bot.targets import check_name
+        from bot.targets.targets import check_name
         from bot.types import Target
 
         targets = [Target(repo, check_name(op)) for op in ops]

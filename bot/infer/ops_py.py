@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import ast
 
-from bot.discover import public_function
 from bot.infer.facts import Facts
+from bot.targets.discover import public_function
 from bot.types import Discovery, Source, Target
 
 # popped by TileGym's dispatcher before the implementation is called

@@ -17,10 +17,10 @@ import copy
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.discover import cutile_registration
 from bot.infer.facts import Facts
 from bot.infer.launch_ast import NotThisShape
 from bot.infer.ops_py import render_signature, tensor_params
+from bot.targets.discover import cutile_registration
 from bot.types import Discovery, Source, Target
 
 _ALLOCATORS = {"empty", "empty_like", "zeros", "zeros_like", "empty_strided"}

@@ -7,7 +7,7 @@ the kernel's author. Two kinds of evidence, both measured, neither guessed:
   ``Memset``, torch's copy, fill and elementwise kernels) than the same config's cuTile record:
   the wrapper copies or fills what the reference does not, and CUPTI counts it;
 - the porter's host contract launches the kernel otherwise than the cuTile reference (tile sizes,
-  grid; ``bot/launch_diff.py``), or the launch dry run found a difference.
+  grid; ``bot/classify/launch_diff.py``), or the launch dry run found a difference.
 
 A launch the dry run found equal to the reference's, and no extra copy, names no host cause.
 """

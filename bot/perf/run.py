@@ -22,7 +22,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot import progress, testrun
+from bot import progress
+from bot.testing import testrun
 from bot.types import Target
 
 BACKEND_WORDS = "(cutile or pytorch)"  # cutile matches cutile_rs / cutile-rs as well

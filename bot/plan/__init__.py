@@ -7,11 +7,11 @@ becomes a precise question (``MissingFact``), never a crash in an emitter.
 
 from __future__ import annotations
 
-from bot.checkout import Checkout
 from bot.errors import Failed
 from bot.infer.facts import Facts
 from bot.plan import closure, launch
 from bot.plan.inputs import read_inputs
+from bot.targets.checkout import Checkout
 from bot.types import Entry, KernelSignature, LaunchPlan, MissingFact, Target
 
 

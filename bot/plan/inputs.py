@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Generic, TypeVar
 
-from bot.checkout import Checkout
 from bot.infer.facts import Fact, Facts
+from bot.targets.checkout import Checkout
 from bot.types import Entry, FileUse, KernelSignature, Source, Target, TestWiring
 
 T = TypeVar("T")

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from bot import compiler_output
+from bot.build import compiler_output
 from bot.testresults import log_scan
 from bot.testresults.cases import Reading, head_line, tally
 from bot.testresults.log_scan import LogSummary, Scan

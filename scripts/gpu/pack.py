@@ -91,8 +91,8 @@ def copy_tree(src: Path, dest: Path) -> None:
 def selection_args(tree: Path, op: str, backend: str = "") -> list[str]:
     """pytest arguments after ``python -m pytest`` (agent-d's own rule, domain.md section 7);
     ``backend``: the -k expression of the backend whose cases run (the cuTile baseline of a new op)."""
-    from bot import testrun
-    from bot.discover import discover
+    from bot.targets.discover import discover
+    from bot.testing import testrun
     from bot.types import Target
 
     sites = discover(Target(tree, op)).test_sites
@@ -131,7 +131,7 @@ def add_new_op(tree: Path, op: str, kernel_dir: Path) -> list[str]:
 def cargo_build(tree: Path, cargo_target_dir: Path, log_path: Path) -> None:
     """agent-d's own build stage (it holds the shared target dir and forgets the other tree's
     fingerprints), then strip the library that travels."""
-    from bot import build, toolchain
+    from bot.build import build, toolchain
     from bot.errors import Blocked, Failed
     from bot.types import Target
 
@@ -143,7 +143,7 @@ def cargo_build(tree: Path, cargo_target_dir: Path, log_path: Path) -> None:
 
 
 def exported(so: Path) -> list[str]:
-    from bot.validator import exported_functions
+    from bot.report.validator import exported_functions
 
     return sorted(s for s in exported_functions(so) if s.startswith("cutile_"))
 
@@ -298,7 +298,7 @@ def pack(
     for spec in RUNTIME_WHEELS:
         shutil.copy2(wheel_for(spec, cache / "runtime-wheels"), wheels)
     sh([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(REPO_ROOT)])
-    from bot.reader import reader_binary
+    from bot.read.reader import reader_binary
 
     reader = stage / "reader" / "kernel-reader"
     reader.parent.mkdir()
@@ -364,7 +364,7 @@ def _pack_trees(
             op_meta[op]["contract_lines"] = contract_line_count(contract.read_text(encoding="utf-8"))
         else:
             op_meta[op]["contract_lines"] = 0
-    from bot import testrun
+    from bot.testing import testrun
 
     for op, kernel_dir in new.items():
         op_meta[op] = {

@@ -10,11 +10,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from bot import annotations, classify, progress, rerun, smoke, testrun
+from bot import progress
+from bot.build import annotations
+from bot.classify import classify
 from bot.dryrun import run as dryrun
 from bot.errors import Blocked, Failed
 from bot.infer import analysis
 from bot.job import Job, PortOptions
+from bot.testing import rerun, smoke, testrun
 from bot.testresults.combine import to_test_result
 from bot.types import Discovery, Target, TestResult, Verdict, VerdictKind
 

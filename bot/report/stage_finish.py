@@ -12,9 +12,10 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from bot import classify, machine_errors, report, validator
+from bot.classify import classify, machine_errors
 from bot.errors import Blocked
 from bot.job import Job, PortOptions, Run, verdict_of
+from bot.report import report, validator
 from bot.types import PortResult
 
 

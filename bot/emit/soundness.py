@@ -5,7 +5,7 @@ Before anything is rendered, the plan must be closed: every name a wrapper value
 ruff's pyflakes rules (F: undefined names, unused locals and imports, redefinitions), run with
 agent-d's own settings rather than the checkout's; an existing file agent-d only wires is held to
 the findings its edit adds. The launcher and the crate wiring are checked by the build (a cargo
-error in a generated file, ``bot/build.py``).
+error in a generated file, ``bot/build/build.py``).
 
 Each finding is ``OwnBug``: BLOCKED (host) naming agent-d's bug, the file and the line, and the
 kernel's generated files are withheld.
@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot import apply
+from bot.apply import apply
 from bot.errors import Blocked, OwnBug
 from bot.plan import closure
 from bot.types import GeneratedFiles, LaunchPlan

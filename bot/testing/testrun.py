@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from bot import envcheck, progress, sandbox
-from bot.discover import is_functional
-from bot.envcheck import Interpreter
+from bot import progress, sandbox
+from bot.targets.discover import is_functional
+from bot.testing import envcheck
+from bot.testing.envcheck import Interpreter
 from bot.types import Target, TestSite
 
 PROBE = r"""

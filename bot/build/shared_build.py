@@ -16,10 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot import build, progress
+from bot import progress
+from bot.build import build
+from bot.build.toolchain import Toolchain
 from bot.emit import wiring
 from bot.errors import StageStop
-from bot.toolchain import Toolchain
 from bot.types import BuildResult, Target
 
 

@@ -29,7 +29,7 @@ workflow both the seeding job and the port job mount their root at ``/agent-d-ca
 Concurrency: ``prepare`` holds a lock file in the root while it copies and prunes, copies into
 a temporary folder renamed into place (a copy cut short is never taken for a warm target), and
 takes a shared lock on the seed's lock file, which ``build_seed`` holds for its whole build.
-The build itself holds its own lock in the target dir (bot/build.py); pruning skips a target
+The build itself holds its own lock in the target dir (bot/build/build.py); pruning skips a target
 dir whose lock is taken.
 """
 
@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from bot.build import TARGET_LOCK
+from bot.build.build import TARGET_LOCK
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

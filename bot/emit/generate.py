@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.checkout import Checkout
 from bot.emit import cdef, ffi_rs, wiring, wrapper_py
 from bot.errors import Blocked, Failed
+from bot.targets.checkout import Checkout
 from bot.types import GeneratedFile, GeneratedFiles, LaunchPlan, Target
 
 SELECTOR = Path("src/tilegym/backend/selector.py")

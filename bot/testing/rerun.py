@@ -21,7 +21,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bot import progress, testrun
+from bot import progress
+from bot.testing import testrun
 from bot.testresults.combine import to_test_result
 from bot.testresults.log import DETAIL_LIMIT
 from bot.types import Target, TestResult

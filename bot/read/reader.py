@@ -27,7 +27,7 @@ from bot.types import BlockUse, Entry, FileUse, Generic, KernelSignature, Param
 
 SCHEMA_VERSION = 1
 BINARY_NAME = "kernel-reader"
-CRATE_DIR = Path(__file__).resolve().parent.parent / "crate"
+CRATE_DIR = Path(__file__).resolve().parents[2] / "crate"
 BUILD_TIMEOUT_S = 900
 RUN_TIMEOUT_S = 120
 

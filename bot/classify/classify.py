@@ -99,7 +99,7 @@ def classify(
     dry_run_identical: bool = False,
 ) -> Verdict:
     """``test_skips``: the skip reasons the op's test file itself raises (``testrun.read_test_file``);
-    ``launch_differences``: how the porter's contract changes the launch (``bot/launch_diff.py``);
+    ``launch_differences``: how the porter's contract changes the launch (``bot/classify/launch_diff.py``);
     ``launch_unknown``: why that could not be read although a contract is in use;
     ``dry_run_identical``: the launch dry run found the port's launch equal to the reference's
     (``bot/dryrun``): a device fault, or the tests' own assertion on the outputs, is the kernel's."""

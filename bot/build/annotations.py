@@ -1,8 +1,8 @@
 """Where a kernel's fault is: file and line in the pull request, for the check run's annotations.
 
 Only structured evidence is read, never text scraped for a position: cargo's JSON diagnostics
-(the primary span, out of any macro expansion: ``bot/build.py``), the kernel reader's refusals
-and parse errors (each with its line: ``bot/reader.py``), and the place the cutile JIT names
+(the primary span, out of any macro expansion: ``bot/build/build.py``), the kernel reader's refusals
+and parse errors (each with its line: ``bot/read/reader.py``), and the place the cutile JIT names
 under an error it printed (``  --> file:line:col``, read by ``bot/testresults/log.py`` with rustc's
 pointer rule, ``compiler_output.location``). Only the kernel's own files are annotated: its
 ``kernel.rs`` (the porter's), and the ``ffi.rs`` agent-d generated for it, whose faults are
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from bot.compiler_output import CompileError
+from bot.build.compiler_output import CompileError
 from bot.types import Annotation, Located, Target
 
 MAX_PER_KERNEL = 100  # the artifact's bound (bot/github/artifact.py); the check run takes 50 a request

@@ -5,7 +5,7 @@ Cargo's JSON messages say which file each error is in, which decides the fault: 
 build script (headers, libclang) an environment problem. With ``cargo_target_dir`` the
 compiled dependencies are reused across checkouts; the library is then copied to where the
 TileGym runtime looks for it (``cutile_kernels/target/release``). ``cargo_home`` moves cargo's
-registry downloads too (a runner's cargo cache, bot/runner_cache.py).
+registry downloads too (a runner's cargo cache, bot/build/runner_cache.py).
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot import annotations, compiler_output, progress, sandbox
+from bot import progress, sandbox
+from bot.build import annotations, compiler_output
+from bot.build.toolchain import Toolchain
 from bot.errors import Blocked, Failed, OwnBug
-from bot.toolchain import Toolchain
 from bot.types import BuildResult, Target
 
 SO_NAME = "libcutile_kernels.so"
@@ -34,7 +35,7 @@ LOG_TAIL = 60
 # A cold build of the cutile crates on a GPU runner takes minutes; a kernel whose compile-time
 # evaluation never ends would hold the runner for ever. $AGENT_D_BUILD_TIMEOUT (seconds) overrides.
 DEFAULT_BUILD_TIMEOUT_S = 1800.0
-# Held (flock) in a target dir for the whole build; bot/runner_cache.py prunes only dirs it can take.
+# Held (flock) in a target dir for the whole build; bot/build/runner_cache.py prunes only dirs it can take.
 TARGET_LOCK = ".agent-d.lock"
 
 

@@ -11,14 +11,18 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from bot import annotations, apply, checkout, discover, generate, launch_diff, soundness
-from bot.draft import write_draft
+from bot.apply import apply
+from bot.build import annotations
+from bot.classify import launch_diff
+from bot.emit import generate, soundness
+from bot.emit.draft import write_draft
 from bot.errors import Blocked, Failed, StageStop
 from bot.infer import analysis, contract, ops_py, reference, reference_direct, reference_launch, test_dtypes
 from bot.infer.facts import Facts
 from bot.job import Job, PortOptions
 from bot.plan import build_plan
-from bot.reader import KernelRefused, ReaderError, ReaderUnavailable, read_kernel
+from bot.read.reader import KernelRefused, ReaderError, ReaderUnavailable, read_kernel
+from bot.targets import checkout, discover
 from bot.types import Discovery, KernelSignature, Target, VerdictKind
 
 PORTER = ("contract", "agent_b")  # the sources a porter writes

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import shutil
 
-from bot import build, checkout, stage_generate, validator
+from bot.build import build
+from bot.emit import stage_generate
 from bot.errors import Blocked, Failed
 from bot.infer import contract
 from bot.job import Job
 from bot.plan import build_plan
+from bot.report import validator
+from bot.targets import checkout
 from bot.types import BuildResult, Target
 
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot import sandbox
-from bot.discover import discover
+from bot.targets.discover import discover
 from bot.types import Target, ValidatorRun, verdict_headline
 
 SKILL = "tilegym-converting-cutile-triton-to-cutile-rs"

@@ -1,0 +1,1 @@
+"""Stage apply: the generated files written into the checkout."""

@@ -1,0 +1,1 @@
+"""Stage classify: the test results and machine errors made into one verdict."""

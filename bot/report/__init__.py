@@ -1,0 +1,1 @@
+"""Stage report: the reports written and checked by the validators."""

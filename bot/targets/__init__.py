@@ -1,0 +1,1 @@
+"""Stage targets: which ops to port, found in the checkout (discover, checkout, targets)."""
