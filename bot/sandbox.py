@@ -70,9 +70,8 @@ class SandboxUnavailable(RuntimeError):
 class Sandbox:
     bwrap: str
     writable: tuple[Path, ...]  # the checkout and the cargo target
-    hidden: tuple[
-        Path, ...
-    ] = ()  # agent-d's own out and state folders, empty inside if a bound folder holds them
+    # agent-d's own out and state folders: empty inside when a bound folder holds them
+    hidden: tuple[Path, ...] = ()
     devices: tuple[Path, ...] = field(default_factory=lambda: tuple(_gpu_devices()))
 
     def command(
@@ -95,9 +94,8 @@ class Sandbox:
         for path in self.hidden:  # a folder above it was bound: leave it empty inside
             if _covered(path, (*tools, *rw)):
                 args += ["--tmpfs", str(path)]
-        args += _binds(
-            "--ro-bind", _outermost(list(readable))
-        )  # named for this process: shown even if hidden
+        # named for this process (the reports a validator reads): shown even where hidden above
+        args += _binds("--ro-bind", _outermost(list(readable)))
         for device in self.devices:
             args += ["--dev-bind-try", str(device), str(device)]
         args.append("--clearenv")
