@@ -7,6 +7,10 @@ since one parametrization makes them all. The selection is collected first (``--
 so a case the run never reached is still named, and a selection with no cutile-rs case stops
 before any GPU time.
 
+The run takes the collected cases as node ids, config by config (:func:`by_config`): cutile-rs,
+cuTile and PyTorch of one config one after the other, the dtypes taking turns, so a run its
+deadline cuts short has measured whole configs of every dtype rather than one backend's.
+
 The run: ``-v --tb=short -rs``, ``--print-record`` when the checkout's conftest defines it (the
 skill's command), the JUnit XML (where pytest writes the records, bot/perf/records.py), CUPTI
 timing (``CUPTI=1``) of the forward pass only (``MODE=forward``: the port is forward-only). Its
@@ -20,9 +24,12 @@ from __future__ import annotations
 import re
 import subprocess
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 
 from bot import progress
+from bot.perf import records
+from bot.perf.result import BACKENDS
 from bot.testing import testrun
 from bot.types import Target
 
@@ -78,6 +85,36 @@ def argv(python: str, test_paths: tuple[str, ...], selection: Selection, junit_x
         out.append(PRINT_RECORD)
     # the checkout's pytest.ini may not say it: record_property warns under xunit2's default
     return out + [f"--junitxml={junit_xml}", "-o", "junit_family=xunit1", "-p", "no:cacheprovider"]
+
+
+def by_config(ids: list[str]) -> list[str]:
+    """``ids`` config by config, cutile-rs first in each, the configs of each dtype taking turns."""
+    configs: dict[tuple[str, str], list[str]] = {}  # (test function, config) -> its cases
+    dtypes: dict[str, list[tuple[str, str]]] = {}  # dtype -> its configs, in collection order
+    for nodeid in ids:
+        function, _, params = nodeid.partition("[")
+        params = params[:-1] if params.endswith("]") else params
+        key = (function, records.split_backend(params)[1])
+        if key not in configs:
+            configs[key] = []
+            dtypes.setdefault(records.dtype_of(params), []).append(key)
+        configs[key].append(nodeid)
+    rank = {backend: i for i, backend in enumerate(BACKENDS)}
+
+    def backend_rank(nodeid: str) -> int:
+        params = nodeid.partition("[")[2].removesuffix("]")
+        return rank.get(records.split_backend(params)[0], len(rank))
+
+    turns = [key for round_ in zip_longest(*dtypes.values()) for key in round_ if key is not None]
+    return [nodeid for key in turns for nodeid in sorted(configs[key], key=backend_rank)]
+
+
+def with_ids(command: list[str], test_paths: tuple[str, ...], ids: list[str]) -> list[str]:
+    """``command`` with its files and ``-k`` selection replaced by these node ids, in this order
+    (a file left beside them would run first, in pytest's order)."""
+    at = command.index("-k")
+    kept = [a for a in command[:at] if a not in test_paths]
+    return kept + command[at + 2 :] + ids
 
 
 def budget_args(seconds: float, session_timeout: bool) -> list[str]:

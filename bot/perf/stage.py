@@ -109,7 +109,13 @@ def _measure(job: Job, python: str, tools, options: PortOptions) -> PerfResult:
     left = max(deadline - time.monotonic(), 60.0)  # the budget's limits end inside what is left
     command += run.budget_args(left, run.has_session_timeout(python))
     job.run.echo(f"[agent-d]   perf: {len(ids)} case(s) of {', '.join(selection.functions)}, three backends")
-    outcome, log_text, xml = run.run(target, command, out_dir, env, left, job.run.echo)
+    ordered = run.by_config(ids)
+    notes.append(
+        f"the {len(ids)} case(s) ran config by config, as node ids in that order (the command selects the same)"
+    )
+    outcome, log_text, xml = run.run(
+        target, run.with_ids(command, files.paths, ordered), out_dir, env, left, job.run.echo
+    )
     if outcome.stopped:
         notes.append(f"pytest was stopped at the perf stage's deadline ({options.perf_timeout:.0f} s)")
     cases = _with_unreached(records.read(log_text, xml, files.paths), ids, outcome.stopped or xml is None)
