@@ -125,3 +125,13 @@ def test_a_blocked_kernel_s_check_title_says_why():
     conclusion, title, summary = render_perf.check_outcome({"silu_and_mul": blocked, "swiglu": _summary(0.9)})
     assert (conclusion, title) == ("neutral", "perf: BLOCKED: silu_and_mul: no test_perf function in t.py")
     assert render_perf.check_outcome({"x": {**_summary(0.9), "verdict": "NOT_RUN"}}) is None
+
+
+def test_a_gap_the_evidence_gives_the_kernel_is_said_in_the_review_as_inert_text():
+    from bot.github.render_perf import kernel_lines
+
+    summary = _summary(3.0)
+    summary["kernel_cause"] = "not the host's: ... the port's kernel <b>k</b> takes 88.3 us @maint"
+    lines = kernel_lines("layer_norm_legacy", summary)
+    [said] = [ln for ln in lines if "not the host's" in ln]
+    assert "host cause" not in "".join(lines) and "<b>" not in said and "@maint" not in said

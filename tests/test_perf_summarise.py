@@ -8,7 +8,7 @@ import math
 import pytest
 
 from bot.perf import summarise
-from bot.perf.host_cause import host_cause
+from bot.perf.host_cause import host_cause, kernel_cause
 from bot.perf.result import CUTILE, CUTILE_RS, PYTORCH, Case, Kernel
 
 
@@ -145,3 +145,29 @@ def test_the_port_json_schema_describes_the_same_summary():
     described.pop("description")
     assert described == json.loads(json.dumps(SUMMARY_SCHEMA))
     assert "perf" in docs["$defs"]["kernel"]["required"]
+
+
+def test_with_the_launch_equal_and_no_copy_the_gap_is_named_the_kernels_own():
+    slow = [
+        _with_kernels(case(CUTILE_RS, "n=32", 0.088), ("layer_norm_fwd_kernel_entry", 88.3)),
+        _with_kernels(case(CUTILE, "n=32", 0.004), ("_layer_norm_fwd_kernel_Kt1<f16>", 4.2)),
+        _with_kernels(case(CUTILE_RS, "n=4096", 0.10), ("layer_norm_fwd_kernel_entry", 100.0)),
+        _with_kernels(case(CUTILE, "n=4096", 0.025), ("_layer_norm_fwd_kernel_Kt1<f16>", 25.0)),
+    ]
+    line = kernel_cause(slow, launch_equal=True)
+    assert line.startswith("not the host's") and "layer_norm_fwd_kernel_entry takes 88.3 us" in line
+    assert "cuTile's takes 4.2 us (21.02x, n=32)" in line  # the config where it lags most
+    assert kernel_cause(slow, launch_equal=False) == ""  # no dry run, or a contract: no claim
+
+
+def test_no_kernel_cause_where_the_wrapper_copies_or_the_kernel_keeps_up():
+    copying = [
+        _with_kernels(case(CUTILE_RS, "a", 2.0), ("k", 10.0), ("Memcpy DtoD (Device -> Device)", 10.0)),
+        _with_kernels(case(CUTILE, "a", 1.0), ("k", 10.0)),
+    ]
+    assert kernel_cause(copying, launch_equal=True) == ""
+    even = [
+        _with_kernels(case(CUTILE_RS, "a", 1.0), ("k", 9.0)),
+        _with_kernels(case(CUTILE, "a", 1.0), ("k", 10.0)),
+    ]
+    assert kernel_cause(even, launch_equal=True) == ""

@@ -64,6 +64,8 @@ def kernel_lines(op: str, p: dict) -> list[str]:
         lines.append(f"  - slowest (cutile-rs / cuTile): {slow}")
     if p["host_cause"]:
         lines.append(f"  - host cause: {escape_md(p['host_cause'])}")
+    if p["kernel_cause"]:
+        lines.append(f"  - {escape_md(p['kernel_cause'])}")
     if p["unmeasured"]:
         lines.append(
             f"  - {p['unmeasured']} selected case(s) gave no median (reports/performance.md names them)"

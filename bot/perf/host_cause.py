@@ -9,14 +9,16 @@ the kernel's author. Two kinds of evidence, both measured, neither guessed:
 - the porter's host contract launches the kernel otherwise than the cuTile reference (tile sizes,
   grid; ``bot/classify/launch_diff.py``), or the launch dry run found a difference.
 
-A launch the dry run found equal to the reference's, and no extra copy, names no host cause.
+A launch the dry run found equal to the reference's, and no extra copy, names no host cause; then,
+with the CUPTI records of both kernels, :func:`kernel_cause` says the gap is the kernel's own, with
+the two kernels' times where it weighs most: stage E's route to the kernel's author.
 """
 
 from __future__ import annotations
 
 import re
 
-from bot.perf.result import CUTILE, CUTILE_RS, Case
+from bot.perf.result import CUTILE, CUTILE_RS, Case, Kernel
 
 # GPU work that moves or fills memory rather than computing the op
 _COPY_OR_FILL = re.compile(r"memcpy|memset|copy|fill|elementwise_kernel|cat_?array", re.IGNORECASE)
@@ -64,3 +66,36 @@ def _copy_time(case: Case) -> float:
 def _short(name: str) -> str:
     """A kernel's name without its template arguments, for one line."""
     return re.sub(r"<.*", "", name).strip()[:60] or name[:60]
+
+
+def kernel_cause(cases: list[Case], launch_equal: bool) -> str:
+    """The gap as the kernel's own, when the host is cleared: the launch equals the reference's
+    (``launch_equal``: the dry run compared it and no contract changed it) and the wrapper adds no
+    copy; the config where the port's kernel lags cuTile's most. "" without that evidence."""
+    if not launch_equal or _extra_copies(cases):
+        return ""
+    cutile = {c.config: c for c in cases if c.backend == CUTILE and c.kernels}
+    worst: tuple[float, str] | None = None
+    for case in cases:
+        reference = cutile.get(case.config)
+        if case.backend != CUTILE_RS or not case.kernels or reference is None:
+            continue
+        ours, theirs = _main_kernel(case), _main_kernel(reference)
+        if ours is None or theirs is None or theirs.self_us <= 0:
+            continue
+        ratio = ours.self_us / theirs.self_us
+        line = (
+            "not the host's: the launch equals the cuTile reference's (launch dry run) and the wrapper "
+            f"adds no GPU work; the port's kernel {_short(ours.name)} takes {ours.self_us:.1f} us per call "
+            f"where cuTile's takes {theirs.self_us:.1f} us ({ratio:.2f}x, {case.config}): a gap in "
+            "kernel.rs, for its author"
+        )
+        if worst is None or ratio > worst[0]:
+            worst = (ratio, line)
+    return worst[1] if worst and worst[0] > 1.0 else ""
+
+
+def _main_kernel(case: Case) -> Kernel | None:
+    """The kernel that computes the op: the one with the most time that is no copy or fill."""
+    compute = [k for k in case.kernels if not _COPY_OR_FILL.search(k.name)]
+    return max(compute, key=lambda k: k.self_us, default=None)

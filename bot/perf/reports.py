@@ -124,6 +124,8 @@ def _sections(result: PerfResult) -> list[str]:
         out += [f"- {_cell(r.config)}: {_x(r.vs_cutile)}" for r in result.slowest] + [""]
     if result.host_cause:
         out += ["## Host-side cause", "", result.host_cause, ""]
+    if result.kernel_cause:
+        out += ["## The kernel's own time", "", result.kernel_cause, ""]
     if result.unmeasured:
         out += ["## Cases without a median", "", *[f"- {_cell(u)}" for u in result.unmeasured], ""]
     if result.notes:

@@ -79,6 +79,7 @@ class PerfResult:
     unmeasured: list[str] = field(default_factory=list)  # "<nodeid>: <why>", each case without a median
     slowest: list[Row] = field(default_factory=list)  # the configs past the gate, slowest first
     host_cause: str = ""  # one line when the gap is the host's (copies, a launch unlike the reference's)
+    kernel_cause: str = ""  # one line when the evidence clears the host and the kernel's own time lags
     notes: list[str] = field(default_factory=list)  # what the stage did and saw (wiring, print-record)
     out_dir: str = ""
 
@@ -115,6 +116,7 @@ class PerfResult:
             ],
             "unmeasured": len(self.unmeasured),
             "host_cause": self.host_cause[:MAX_TEXT],
+            "kernel_cause": self.kernel_cause[:MAX_TEXT],
         }
 
 
@@ -156,6 +158,7 @@ SUMMARY_SCHEMA = _object(
     },
     unmeasured=_COUNT,
     host_cause=_text(MAX_TEXT),
+    kernel_cause=_text(MAX_TEXT),
 )
 
 

@@ -19,7 +19,7 @@ from bot.dryrun.result import describe_row
 from bot.emit import wiring
 from bot.job import Job, PortOptions
 from bot.perf import records, reports, run, validate
-from bot.perf.host_cause import host_cause
+from bot.perf.host_cause import host_cause, kernel_cause
 from bot.perf.result import CUTILE_RS, Case, PerfResult, not_run
 from bot.perf.summarise import summarise
 from bot.report import report
@@ -124,6 +124,10 @@ def _measure(job: Job, python: str, tools, options: PortOptions) -> PerfResult:
         dry = job.result.dry_run
         differences = [describe_row(r) for r in dry.differences] if dry else []
         result.host_cause = host_cause(cases, job.result.launch_differences, differences)
+        launch_equal = bool(
+            dry and dry.status == "compared" and dry.identical and not job.result.launch_differences
+        )
+        result.kernel_cause = "" if result.host_cause else kernel_cause(cases, launch_equal)
     return result
 
 
@@ -177,4 +181,6 @@ def finish(job: Job, result: PerfResult, options: PortOptions) -> PerfResult:
     options.echo(f"[agent-d] {op}: perf {result.verdict} ({result.severity}): {result.reason}")
     if result.host_cause:
         options.echo(f"[agent-d] {op}: perf host cause: {result.host_cause}")
+    if result.kernel_cause:
+        options.echo(f"[agent-d] {op}: perf: {result.kernel_cause}")
     return result
