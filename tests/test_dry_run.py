@@ -363,6 +363,41 @@ def test_only_this_ops_launches_are_compared_and_each_call_of_a_case_in_order(si
     assert mixed.differences
 
 
+def test_a_helper_modules_kernel_the_reference_launches_is_the_ops_own(silu_checkout, tmp_path):
+    """flash_decode's reference launches the split-k reduce kernel of another module: the launch
+    made with the reference's code on the stack is this op's; one made from elsewhere is not."""
+    target = Target(silu_checkout, "silu_and_mul")
+    plan, _facts, _co = make_plan(target, tmp_path / "plan")
+    signature = read_kernel(target.kernel_rs)
+    cases = _records(256, 512, _c_call(plan, 256, 512))
+    [reference] = next(iter(cases.values()))["launches"]
+    reference["module"] = "tilegym.ops.cutile.helpers"
+    reference["callers"] = ["tilegym.ops.cutile.helpers", "tilegym.ops.cutile.silu_and_mul", "tilegym.ops"]
+    found = dry_compare.compare(plan, signature, cases, "tilegym.ops.cutile.silu_and_mul")
+    assert found.identical and found.cases, [dry_result.describe_row(r) for r in found.differences]
+    reference["callers"] = ["tilegym.ops.cutile.helpers", "tilegym.ops"]  # called by the test itself
+    elsewhere = dry_compare.compare(plan, signature, cases, "tilegym.ops.cutile.silu_and_mul")
+    assert elsewhere.status == "not compared" and "did not launch" in elsewhere.why
+
+
+def test_the_plugin_names_the_tilegym_modules_on_a_launchs_stack():
+    import types
+
+    from bot.dryrun import plugin
+
+    helper = types.ModuleType("tilegym.ops.cutile.helper")
+    exec("def reduce(record):\n    return record()\n", helper.__dict__)
+    op = types.ModuleType("tilegym.ops.cutile.op")
+    op.__dict__["helper"] = helper
+    exec("def forward(record):\n    return helper.reduce(record)\n", op.__dict__)
+
+    def launch():  # as cuda.tile's patched launch: _calling_modules looks above its caller
+        return plugin._calling_modules()
+
+    assert op.forward(launch) == ["tilegym.ops.cutile.helper", "tilegym.ops.cutile.op"]
+    assert helper.reduce(launch) == ["tilegym.ops.cutile.helper"]
+
+
 def test_a_tensor_of_other_bytes_is_paired_with_one_of_its_extent_not_an_unused_empty_one(
     silu_checkout, tmp_path
 ):

@@ -40,7 +40,8 @@ def compare(
 
     A test that runs several ops (test_moe: moe_align_block's launches, then the fused GEMM's)
     records every op's launches: only this op's are compared, the C calls of its symbol and the
-    launches of kernels of its reference's module (``reference_module``; '' keeps them all).
+    launches of its reference's module (``reference_module``; '' keeps them all): of its kernels,
+    or made from its code (a helper module's kernel, flash_decode's split-k reduce).
     A case that calls the op more than once (test_moe's two GEMMs) pairs its launches in order:
     the port's k-th launch with the reference's k-th."""
     pairs: dict[str, dict[str, dict]] = {}
@@ -140,8 +141,9 @@ def _port_side(
 
 
 def _of_module(launch: dict, module: str) -> bool:
-    """Whether a reference launch is of a kernel of ``module`` (a record without one: yes)."""
-    return not module or launch.get("module", module) == module
+    """Whether a reference launch is ``module``'s: of one of its kernels, or made while its code was
+    on the stack (a helper module's kernel it launches); a record without either: yes."""
+    return not module or launch.get("module", module) == module or module in launch.get("callers", ())
 
 
 def per_element_launches(launch: dict) -> list[dict]:

@@ -230,6 +230,18 @@ def _record(launch: dict) -> None:
         RECORDS[_CURRENT[-1]]["launches"].append(launch)
 
 
+def _calling_modules() -> list[str]:
+    """The tilegym modules whose code is on the stack of a launch: a reference that launches a
+    helper module's kernel (flash_decode's split-k reduce) is on the stack of that launch."""
+    frame, seen = sys._getframe(2), []
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.startswith("tilegym.") and name not in seen:
+            seen.append(name)
+        frame = frame.f_back
+    return seen
+
+
 def _patch_cuda_tile() -> None:
     """``ct.launch`` records the reference kernel's name, parameters, grid and arguments."""
     try:
@@ -246,6 +258,7 @@ def _patch_cuda_tile() -> None:
                 "side": "cutile",
                 "kernel": getattr(fn, "__name__", repr(kernel)),
                 "module": getattr(fn, "__module__", ""),
+                "callers": _calling_modules(),
                 "params": params,
                 "grid": [int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,))],
                 "args": [describe(a) for a in args],
