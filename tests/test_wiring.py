@@ -398,6 +398,38 @@ def test_a_routed_call_through_an_import_alias_and_no_tilegym_import():
     assert 'return ("é", ct_blend.blend(1))[1]' in out  # the cutile branch is unchanged
 
 
+PERF_BY_MODULE = """import pytest
+import tilegym
+from tilegym.backend import is_backend_available
+
+
+class Test_Blend:
+    _backends = ["cutile"]
+    _perf_frameworks = _backends + ["pytorch"]
+
+    @pytest.mark.parametrize("framework", _perf_frameworks)
+    def test_perf(self, framework, record_property=None):
+        if framework == "pytorch":
+            framework_fn = lambda: "pytorch"  # noqa: E731
+        elif is_backend_available(framework):
+            if framework == "cutile":
+                framework_fn = lambda: tilegym.ops.cutile.blend.blend(1)  # noqa: E731
+            else:
+                pytest.skip(f"Framework {framework} not supported")
+        return framework_fn()
+"""
+
+
+def test_a_perf_test_choosing_its_module_by_framework_gets_the_twin_too():
+    """TileGym's test_mla_decoding: test_perf is parametrized over ``_perf_frameworks`` and picks
+    each backend's module under ``if framework == "cutile":``; without the twin every cutile-rs
+    perf case skips (the H200 run of mla_decoding: 0 cutile-rs medians)."""
+    out = wiring.test_backends(PERF_BY_MODULE, (), ROUTES)
+    assert wiring.test_backends(out, (), ROUTES) == out
+    assert '            elif framework == "cutile-rs":\n' in out
+    assert "lambda: tilegym.ops.cutile_rs.blend.blend(1)" in out
+
+
 HELPER = """from tilegym.backend import get_current_backend
 
 

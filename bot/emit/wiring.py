@@ -637,11 +637,18 @@ def _backend_functions(tree: ast.AST) -> Iterator[tuple[ast.FunctionDef | ast.As
 
 
 def _backend_param(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
-    """The parameter that carries the backend: parametrized over a ``*backends`` list, else ``backend``."""
+    """The parameter that carries the backend: the parametrized one the body compares with
+    ``"cutile"`` (``if framework == "cutile":``), else one parametrized over a ``*backends`` or
+    ``*frameworks`` list, else ``backend``."""
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
-    for name, values in _parametrized(fn):
+    parametrized = [(name, values) for name, values in _parametrized(fn) if name in params]
+    compared = {n.test for n in ast.walk(fn) if isinstance(n, ast.If)}
+    for name, _values in parametrized:
+        if any(_tests_backend(test, name, "cutile") for test in compared):
+            return name
+    for name, values in parametrized:
         values_name = values.id if isinstance(values, ast.Name) else getattr(values, "attr", "")
-        if values_name.endswith("backends") and name.isidentifier() and name in params:
+        if values_name.endswith(("backends", "frameworks")) and name.isidentifier():
             return name
     return "backend" if "backend" in params else None
 
