@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake  # noqa: F401
-from test_github_e2e import BOTS, CANARY, REPO, world  # noqa: F401
+from github_world import BOTS, CANARY, REPO, world  # noqa: F401
 from test_github_hostile_kernels import OP, _tilegym_main
 from test_github_support import fake_generate, fake_port, kernel_path
 

@@ -8,7 +8,7 @@ copy-pr-bot's mirror runs only the commit it mirrored.
 from __future__ import annotations
 
 from ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake  # noqa: F401
-from test_github_e2e import REPO, world  # noqa: F401
+from github_world import REPO, world  # noqa: F401
 from test_github_support import KERNEL_RS, kernel_path
 
 FILES = {kernel_path("silu_and_mul"): KERNEL_RS}

@@ -17,10 +17,9 @@ import sys
 from pathlib import Path
 
 from ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake  # noqa: F401
-from test_github_e2e import BOTS, CANARY, REPO, world  # noqa: F401
+from github_world import BOTS, CANARY, REPO, fake_client, world  # noqa: F401
 from test_github_support import BASE_FILES, KERNEL_RS, OPS, VALIDATOR, fake_generate, kernel_path, visible
 
-from bot.github.client import ClientSettings, make_github
 from bot.github.runner import run_all
 
 OP = "silu_and_mul"
@@ -128,15 +127,7 @@ def test_a_pr_editing_a_test_and_a_conftest_waits_for_an_approval_and_runs_the_b
 
 def _as_maintainer(world):  # noqa: F811
     world.fake.set_token(MAINT_TOKEN, "maint")
-    settings = ClientSettings(
-        api_url=world.fake.base_url,
-        backoff_factor=0.01,
-        secondary_rate_wait=1,
-        max_rate_limit_wait=5,
-        seconds_between_requests=None,
-        seconds_between_writes=None,
-    )
-    return make_github(MAINT_TOKEN, settings)
+    return fake_client(world.fake, MAINT_TOKEN)
 
 
 def test_update_branch_on_an_outsiders_fork_pr_runs_only_after_that_merge_is_approved(world):  # noqa: F811

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake  # noqa: F401
-from test_github_e2e import BOTS, REPO, world  # noqa: F401
+from github_world import BOTS, REPO, world  # noqa: F401
 from test_github_support import (
     KERNEL_RS,
     OPS,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake  # noqa: F401
-from test_github_e2e import BASE_FILES, BOTS, CANARY, REPO, world  # noqa: F401
-from test_github_support import kernel_path, visible
+from github_world import BOTS, CANARY, REPO, world  # noqa: F401
+from test_github_support import BASE_FILES, kernel_path, visible
 
 from bot.demo import assemble_checkout
 from bot.github.runner import pipeline_port_fn, run_all

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake  # noqa: F401
 from ghfake.server import DOCS
+from github_world import BOTS, CANARY, REPO, world  # noqa: F401
 from test_github_artifact import LEAKY
-from test_github_e2e import BOTS, CANARY, REPO, world  # noqa: F401
 from test_github_support import VALIDATOR, fake_generate
 
 from bot.github.dispatch import Dispatcher

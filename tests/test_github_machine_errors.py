@@ -10,7 +10,7 @@ status comment or the check.
 from __future__ import annotations
 
 from ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake  # noqa: F401
-from test_github_e2e import BOTS, CANARY, REPO, world  # noqa: F401
+from github_world import BOTS, CANARY, REPO, world  # noqa: F401
 from test_github_hostile_kernels import OP, _tilegym_main
 from test_github_support import kernel_path, visible
 

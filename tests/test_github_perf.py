@@ -11,7 +11,7 @@ import logging
 
 import pytest
 from ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake  # noqa: F401
-from test_github_e2e import BOTS, REPO, world  # noqa: F401
+from github_world import BOTS, REPO, world  # noqa: F401
 from test_github_support import fake_generate, fake_port
 
 from bot.github.artifact import ArtifactError, read_artifact

@@ -11,28 +11,15 @@ from pathlib import Path
 
 import pytest
 from ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake  # noqa: F401
-from test_github_e2e import BOTS, CANARY, REPO, world  # noqa: F401
+from github_world import BOTS, REPO, fake_client, world  # noqa: F401
 from test_github_forged import _dispatch_and_port
 from test_github_support import fake_generate
 
 from bot.github import pr_lock
-from bot.github.client import ClientSettings, make_github
 from bot.github.dispatch import Dispatcher
 from bot.github.finalize import Finalizer, FinalizeRequest
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _client(fake):
-    settings = ClientSettings(
-        api_url=fake.base_url,
-        backoff_factor=0.01,
-        secondary_rate_wait=1,
-        max_rate_limit_wait=5,
-        seconds_between_requests=None,
-        seconds_between_writes=None,
-    )
-    return make_github(CANARY, settings)
 
 
 def _race(n, fn):
@@ -62,7 +49,7 @@ def test_four_concurrent_deliveries_of_one_event_give_one_check_run_and_one_stic
     head = world.fake.pr_head_sha(pr)
     event = world.event("pull_request", "opened", pr=pr.number)
     world.fake.add_latency("GET", r"/check-runs$|/issues/\d+/comments$", 0.5)
-    clients = [_client(world.fake) for _ in range(4)]
+    clients = [fake_client(world.fake) for _ in range(4)]
     results = _race(4, lambda i: Dispatcher(clients[i], event, BOTS, run_ref=f"d{i}").run())
     assert sum(r.run for r in results) == 1, [r.reason for r in results]
     assert len(world.all_checks(head)) == 1
@@ -79,7 +66,7 @@ def test_two_concurrent_finalizes_for_one_check_give_one_commit_one_check_and_on
     pr, sha, d, _, art = _dispatch_and_port(world)
     req = FinalizeRequest(REPO, pr.number, sha, d.check_run_id, [art], kernels=("silu_and_mul",))
     world.fake.add_latency("GET", r"/check-runs|/reviews$|/issues/\d+/comments$", 0.5)
-    clients = [_client(world.fake) for _ in range(2)]
+    clients = [fake_client(world.fake) for _ in range(2)]
     results = _race(2, lambda i: Finalizer(clients[i], req, BOTS, fake_generate).run())
     assert sorted(r.pushed for r in results) == [False, True]
     assert {r.conclusion for r in results} == {"success"}
