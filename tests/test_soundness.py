@@ -227,6 +227,33 @@ def test_ruff_findings_a_wired_file_already_had_are_not_agent_ds(tmp_path):
     assert [f.code for f in lint_python("import os\n", "pkg/__init__.py")] == []  # a package's exports
 
 
+def test_a_twin_copying_a_finding_the_file_already_had_is_not_agent_ds(tmp_path):
+    """TileGym's test_mla_decoding faults its own lambdas over names it later ``del``s (F821);
+    the cutile-rs twin of that branch copies the lambda, and with it the file's own finding."""
+    from bot.emit.soundness import check_files
+    from bot.types import GeneratedFile, GeneratedFiles
+
+    original = (
+        "def test_perf(framework):\n"
+        "    q = 1\n"
+        "    if framework == 'cutile':\n"
+        "        fn = lambda: q  # noqa: E731\n"
+        "    del q\n"
+        "    return fn\n"
+    )
+    (tmp_path / "t.py").write_text(original, encoding="utf-8")
+    assert [f.code for f in lint_python(original, "t.py")] == ["F821"]
+    twinned = original.replace(
+        "    del q\n", "    elif framework == 'cutile-rs':\n        fn = lambda: q  # noqa: E731\n    del q\n"
+    )
+    check_files(GeneratedFiles([GeneratedFile("t.py", twinned, "edit")]), tmp_path)  # the file's own
+    broken = twinned.replace(
+        "fn = lambda: q  # noqa: E731\n    del", "fn = lambda: qq  # noqa: E731\n    del"
+    )
+    with pytest.raises(OwnBug, match=r"F821 Undefined name `qq`"):
+        check_files(GeneratedFiles([GeneratedFile("t.py", broken, "edit")]), tmp_path)
+
+
 def test_a_withheld_verdict_travels_from_the_port_job_to_the_finalizer(tmp_path):
     """The port job says which kernel's files were withheld; the artifact carries it to finalize."""
     from bot.github.artifact import KernelVerdict, read_artifact, write_artifact
