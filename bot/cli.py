@@ -23,12 +23,13 @@ from typing import NoReturn
 
 from bot import __version__, progress
 from bot.classify import machine_errors
+from bot.classify.types import VerdictKind
 from bot.cli_args import add_perf, add_sandbox, add_test_jobs, perf_choice, positive_seconds
 from bot.errors import StageStop, UsageError
 from bot.github.cli import add_subcommands
 from bot.pipeline import EXIT_CODES, USAGE_EXIT, PortOptions, port
+from bot.report.types import PortResult
 from bot.targets.targets import existing_dir
-from bot.types import PortResult, VerdictKind
 
 EPILOG = "exit status: 0 ALL_PASS, 1 FAIL, 3 BLOCKED, 2 usage error, 4 agent-d itself failed"
 INTERNAL_EXIT = 4

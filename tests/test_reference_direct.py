@@ -9,7 +9,7 @@ import pytest
 
 from bot.infer import reference_direct
 from bot.infer.launch_ast import NotThisShape
-from bot.types import BlockUse, Entry, Generic, KernelSignature, Param
+from bot.read.types import BlockUse, Entry, Generic, KernelSignature, Param
 
 REFERENCE = (Path(__file__).parent / "fixtures" / "reference" / "scaled_mask.py").read_text()
 
@@ -127,7 +127,7 @@ def test_an_early_return_step_is_rendered_before_the_launch():
     from bot.infer.facts import Facts
     from bot.plan.inputs import python_inputs
     from bot.plan.python_side import contract_steps
-    from bot.types import Source
+    from bot.targets.types import Source
 
     facts = Facts()
     facts.offer("python.steps", _read().steps, Source("reference", "scaled_mask.py"))

@@ -23,8 +23,10 @@ from workflow_support import run_dispatch_guard, workflow
 from bot.build import runner_cache
 from bot.build.build import TARGET_LOCK
 from bot.build.runner_cache import CacheRoots, CacheUnavailable, cache_key, key_parts, prepare, prune
+from bot.classify.types import Verdict, VerdictKind
 from bot.github.artifact import read_artifact
-from bot.types import KERNELS_CRATE, PortResult, Target, Verdict, VerdictKind
+from bot.report.types import PortResult
+from bot.targets.types import KERNELS_CRATE, Target
 
 ROOT = Path(__file__).resolve().parent.parent
 RUSTC_VV = (

@@ -16,7 +16,7 @@ from bot.classify import classify, machine_errors
 from bot.errors import Blocked
 from bot.job import Job, PortOptions, Run, verdict_of
 from bot.report import report, validator
-from bot.types import PortResult
+from bot.report.types import PortResult
 
 
 def finish(job: Job, options: PortOptions) -> None:

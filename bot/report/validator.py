@@ -48,8 +48,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot import sandbox
+from bot.classify.types import verdict_headline
+from bot.report.types import ValidatorRun
 from bot.targets.discover import discover
-from bot.types import Target, ValidatorRun, verdict_headline
+from bot.targets.types import Target
 
 SKILL = "tilegym-converting-cutile-triton-to-cutile-rs"
 SCRIPT_CANDIDATES = (

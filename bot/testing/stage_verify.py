@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 
 from bot.build import build
+from bot.build.types import BuildResult
 from bot.emit import stage_generate
 from bot.errors import Blocked, Failed
 from bot.infer import contract
@@ -16,7 +17,7 @@ from bot.job import Job
 from bot.plan import build_plan
 from bot.report import validator
 from bot.targets import checkout
-from bot.types import BuildResult, Target
+from bot.targets.types import Target
 
 
 def existing(job: Job) -> None:
