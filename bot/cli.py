@@ -352,14 +352,15 @@ def cmd_demo(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from bot.report import validator
+    from bot.report.validator.builtin import validate
+    from bot.report.validator.files import default_so_path
 
     repo = existing_dir(args.repo, "--repo")
     out_root = (args.out or repo / "cutile_kernel_out").resolve()
     if not (out_root / args.op).is_dir():
         raise UsageError(f"no reports folder {out_root / args.op}: run `agent-d port` first or pass --out")
-    so = args.so or validator.default_so_path(repo)
-    run = validator.validate(out_root / args.op, args.op, repo, so if so and Path(so).is_file() else None)
+    so = args.so or default_so_path(repo)
+    run = validate(out_root / args.op, args.op, repo, so if so and Path(so).is_file() else None)
     print(f"$ {run.command}\n{run.output.rstrip()}\nexit={run.exit_code}")
     return run.exit_code
 

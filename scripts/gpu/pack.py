@@ -143,7 +143,7 @@ def cargo_build(tree: Path, cargo_target_dir: Path, log_path: Path) -> None:
 
 
 def exported(so: Path) -> list[str]:
-    from bot.report.validator import exported_functions
+    from bot.report.validator.elf import exported_functions
 
     return sorted(s for s in exported_functions(so) if s.startswith("cutile_"))
 
