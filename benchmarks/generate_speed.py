@@ -25,7 +25,7 @@ from bot.plan import build_plan
 from bot.read.reader import read_kernel, reader_binary
 from bot.targets import checkout
 from bot.targets.discover import discover
-from bot.types import Target
+from bot.targets.types import Target
 from bot.wheel import tilegym_wheel
 
 OPS = ["silu_and_mul", "swiglu", "matmul", "bmm", "attention_sink"]

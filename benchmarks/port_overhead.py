@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bot.demo import assemble_checkout
 from bot.pipeline import PortOptions, port_one
-from bot.types import Target
+from bot.targets.types import Target
 from bot.wheel import tilegym_wheel
 
 OP = "silu_and_mul"

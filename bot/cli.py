@@ -23,12 +23,13 @@ from typing import NoReturn
 
 from bot import __version__, progress
 from bot.classify import machine_errors
+from bot.classify.types import VerdictKind
 from bot.cli_args import add_perf, add_sandbox, add_test_jobs, perf_choice, positive_seconds
 from bot.errors import StageStop, UsageError
 from bot.github.cli import add_subcommands
 from bot.pipeline import EXIT_CODES, USAGE_EXIT, PortOptions, port
+from bot.report.types import PortResult
 from bot.targets.targets import existing_dir
-from bot.types import PortResult, VerdictKind
 
 EPILOG = "exit status: 0 ALL_PASS, 1 FAIL, 3 BLOCKED, 2 usage error, 4 agent-d itself failed"
 INTERNAL_EXIT = 4
@@ -351,14 +352,15 @@ def cmd_demo(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from bot.report import validator
+    from bot.report.validator.builtin import validate
+    from bot.report.validator.files import default_so_path
 
     repo = existing_dir(args.repo, "--repo")
     out_root = (args.out or repo / "cutile_kernel_out").resolve()
     if not (out_root / args.op).is_dir():
         raise UsageError(f"no reports folder {out_root / args.op}: run `agent-d port` first or pass --out")
-    so = args.so or validator.default_so_path(repo)
-    run = validator.validate(out_root / args.op, args.op, repo, so if so and Path(so).is_file() else None)
+    so = args.so or default_so_path(repo)
+    run = validate(out_root / args.op, args.op, repo, so if so and Path(so).is_file() else None)
     print(f"$ {run.command}\n{run.output.rstrip()}\nexit={run.exit_code}")
     return run.exit_code
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bot.types import Annotation
+    from bot.build.types import Annotation
 
 
 class StageStop(Exception):

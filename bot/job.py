@@ -17,18 +17,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from bot import progress
+from bot.apply.types import ApplyResult
 from bot.classify import machine_errors
+from bot.classify.types import Verdict, VerdictKind
 from bot.errors import OwnBug, StageStop
-from bot.types import (
-    ApplyResult,
-    Discovery,
-    KernelSignature,
-    PortResult,
-    StageRecord,
-    Target,
-    Verdict,
-    VerdictKind,
-)
+from bot.read.types import KernelSignature
+from bot.report.types import PortResult, StageRecord
+from bot.targets.types import Discovery, Target
 
 T = TypeVar("T")
 

@@ -28,16 +28,19 @@ from typing import TypeVar
 from bot import progress, sandbox
 from bot.apply import apply
 from bot.build import shared_build, toolchain
+from bot.classify.types import VerdictKind
 from bot.emit import stage_generate
 from bot.emit.stage_generate import gather_facts, generate_only, make_plan, read_signature
 from bot.errors import Blocked, Failed, StageStop
 from bot.job import Job, PortOptions, stop_line, stop_status
 from bot.perf import stage as perf_stage
-from bot.report import stage_finish, validator
+from bot.report import stage_finish
+from bot.report.types import PortResult
+from bot.report.validator.elf import exported_functions
 from bot.targets import discover
 from bot.targets.targets import find_targets
+from bot.targets.types import Discovery, Target
 from bot.testing import side_by_side, stage_tests, stage_verify, testrun
-from bot.types import Discovery, PortResult, Target, VerdictKind
 
 # what other modules import from here; the generation steps are also run without a port
 __all__ = [
@@ -206,7 +209,7 @@ def _build(jobs: list[Job], options: PortOptions, left_out: shared_build.LeftOut
             options.cargo_target_dir,
             lambda t: options.out_dir(t.op).resolve() / "build_cargo.txt",
             left_out,
-            validator.exported_functions,
+            exported_functions,
             options.echo,
             cargo_home=options.cargo_home,
             kernel_only=frozenset(job.target.op for job in going if job.awaiting_facts),

@@ -208,7 +208,7 @@ def _generated(repo: Path, op: str) -> tuple[str, dict[str, str]]:
     from bot.emit import generate
     from bot.errors import StageStop
     from bot.pipeline import make_plan
-    from bot.types import Target
+    from bot.targets.types import Target
 
     target = Target(repo, op)
     try:

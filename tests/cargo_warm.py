@@ -20,7 +20,7 @@ from pathlib import Path
 from bot import progress
 from bot.build import build, toolchain
 from bot.errors import Blocked, Failed
-from bot.types import Target
+from bot.targets.types import Target
 from bot.wheel import WheelUnavailable, default_cache_dir, tilegym_wheel
 
 TILEGYM_VERSION = "1.5.1"

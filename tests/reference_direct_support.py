@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.infer import reference_direct
-from bot.types import BlockUse, Entry, Generic, KernelSignature, Param
+from bot.read.types import BlockUse, Entry, Generic, KernelSignature, Param
 
 REFERENCE = (Path(__file__).parent / "fixtures" / "reference" / "scaled_mask.py").read_text()
 

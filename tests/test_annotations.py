@@ -12,11 +12,13 @@ import pytest
 
 from bot.build import annotations, build, compiler_output
 from bot.build.toolchain import Toolchain, resolve
+from bot.classify.types import Verdict, VerdictKind
 from bot.emit.stage_generate import read_signature
 from bot.errors import Failed, OwnBug
+from bot.targets.types import Target
 from bot.testing.stage_tests import with_jit_places
+from bot.testing.types import TestResult
 from bot.testresults.log import parse_log
-from bot.types import Target, TestResult, Verdict, VerdictKind
 from bot.wheel import default_cache_dir
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -11,7 +11,7 @@ import pytest
 
 from bot.infer import by_position, reference_direct
 from bot.infer.launch_ast import NotThisShape
-from bot.types import BlockUse, Entry, Generic, KernelSignature, Param
+from bot.read.types import BlockUse, Entry, Generic, KernelSignature, Param
 
 REFERENCE = """
 import cuda.tile as ct

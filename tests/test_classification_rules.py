@@ -15,11 +15,13 @@ from validator_support import needs_cc
 
 from bot.classify import classify
 from bot.classify.launch_diff import differences
+from bot.classify.types import VerdictKind
 from bot.demo import assemble_checkout
 from bot.pipeline import make_plan
+from bot.targets.types import Target
 from bot.testing import rerun, testrun
+from bot.testing.types import TestCase, TestResult
 from bot.testresults.combine import to_test_result
-from bot.types import Target, TestCase, TestResult, VerdictKind
 
 ABORTS = """
 import os, sys

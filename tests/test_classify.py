@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from bot.classify.classify import after_validator, classify
+from bot.classify.types import Verdict, VerdictKind
+from bot.targets.types import Target, TestSite
 from bot.testing import testrun
+from bot.testing.types import TestCase, TestResult
 from bot.testresults.combine import to_test_result
-from bot.types import Target, TestCase, TestResult, TestSite, Verdict, VerdictKind
 
 
 def _result(code, cases=(), env="", **counts) -> TestResult:

@@ -158,8 +158,10 @@ def test_bad_flags_end_in_one_line_that_points_at_help(args, expected, tmp_path)
 
 def test_test_jobs_reaches_the_port_of_port_verify_and_port_job(tmp_path, monkeypatch):
     from bot import cli
+    from bot.classify.types import Verdict, VerdictKind
     from bot.github import port_job, runner
-    from bot.types import PortResult, Target, Verdict, VerdictKind
+    from bot.report.types import PortResult
+    from bot.targets.types import Target
 
     given: list[int] = []
     named: list = []

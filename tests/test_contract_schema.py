@@ -16,7 +16,7 @@ from bot.infer.contract_schema import problems, schema
 from bot.infer.facts import Facts
 from bot.plan import python_side
 from bot.plan.inputs import python_inputs
-from bot.types import Source, Target
+from bot.targets.types import Source, Target
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CONTRACTS = sorted(FIXTURES.glob("contracts/*.yaml")) + sorted(FIXTURES.glob("ops/*/host_contract.yaml"))

@@ -12,7 +12,7 @@ from pathlib import Path
 from bot.infer import ops_py, reference
 from bot.infer.facts import Facts
 from bot.targets.discover import discover
-from bot.types import Target
+from bot.targets.types import Target
 
 
 def _write(repo: Path, rel: str, text: str) -> None:

@@ -20,6 +20,7 @@ from checkout_support import torch_python
 
 from bot.apply import apply
 from bot.classify import classify
+from bot.classify.types import VerdictKind
 from bot.demo import assemble_checkout
 from bot.dryrun import compare as dry_compare
 from bot.dryrun import result as dry_result
@@ -29,8 +30,9 @@ from bot.job import PortOptions
 from bot.pipeline import make_plan, port
 from bot.read.reader import read_kernel
 from bot.targets.discover import discover
+from bot.targets.types import Target
 from bot.testing.testrun import read_test_files
-from bot.types import Target, TestCase, TestResult, VerdictKind
+from bot.testing.types import TestCase, TestResult
 
 FAULTS = Path(__file__).parent / "fixtures" / "faults"
 CONTRACTS = Path(__file__).parent / "fixtures" / "contracts"

@@ -12,8 +12,9 @@ from env_support import interpreter, no_tileiras_env, with_tileiras
 from validator_support import needs_cc
 
 from bot.classify import classify
+from bot.classify.types import VerdictKind
 from bot.testing import envcheck, testrun
-from bot.types import TestResult, VerdictKind
+from bot.testing.types import TestResult
 
 
 def only(problems: list[envcheck.EnvProblem]) -> envcheck.EnvProblem:

@@ -27,8 +27,9 @@ from bot.classify.launch_diff import differences
 from bot.cli import main
 from bot.demo import assemble_checkout
 from bot.pipeline import generate_only, make_plan
+from bot.targets.types import Target
+from bot.testing.types import TestResult
 from bot.testresults.combine import to_test_result
-from bot.types import Target, TestResult
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = faults.load()

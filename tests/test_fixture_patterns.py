@@ -32,7 +32,7 @@ from port_support import port_json
 
 from bot.pipeline import make_plan
 from bot.read.reader import read_kernel
-from bot.types import Target
+from bot.targets.types import Target
 
 pytestmark = pytest.mark.slow
 OPS = ["row_softmax", "head_norm", "gather_rows", "square_rows", "tile_copy", "acc_matmul"]

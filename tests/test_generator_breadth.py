@@ -20,7 +20,7 @@ from bot.cli import main
 from bot.demo import assemble_checkout
 from bot.pipeline import make_plan
 from bot.report.validator import exported_functions
-from bot.types import Target
+from bot.targets.types import Target
 
 pytestmark = pytest.mark.slow
 OPS = ["silu_and_mul", "swiglu", "matmul", "bmm", "attention_sink"]

@@ -12,8 +12,8 @@ from github_world import BOTS, CANARY, REPO, world  # noqa: F401
 from test_github_hostile_kernels import OP, _tilegym_main
 from test_github_support import fake_generate, fake_port, kernel_path
 
+from bot.build.types import Annotation
 from bot.github.runner import pipeline_port_fn, run_all
-from bot.types import Annotation
 
 KERNEL = kernel_path(OP)
 

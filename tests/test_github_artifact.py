@@ -317,7 +317,7 @@ def test_annotations_are_bounded_per_kernel(tmp_path):
 
 
 def test_the_port_job_redacts_and_bounds_the_annotations_it_writes(tmp_path, monkeypatch):
-    from bot.types import Annotation
+    from bot.build.types import Annotation
 
     repo = tmp_path / "repo"
     head = make_local_repo(repo)

@@ -13,7 +13,7 @@ from bot.build.toolchain import Toolchain
 from bot.errors import Failed
 from bot.pipeline import generate_only, read_signature
 from bot.read.reader import KernelRefused, read_kernel
-from bot.types import Target
+from bot.targets.types import Target
 
 LEAK = 'compile_error!(include_str!("/home/runner/.credentials"));'
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -10,11 +10,11 @@ from pathlib import Path
 from test_testlog import MIXED, run_pytest
 
 from bot.classify.classify import classify
+from bot.targets.types import Target
 from bot.testing import testrun
 from bot.testresults import junit
 from bot.testresults.combine import to_test_result
 from bot.testresults.log import NO_CRASH_LINE, parse_log
-from bot.types import Target
 
 FILE = "tests/ops/test_x.py"
 BASE = f"{FILE}::Test_X::"

@@ -12,7 +12,7 @@ import pytest
 from bot.infer import naming, reference_direct
 from bot.infer.launch_ast import NotThisShape
 from bot.infer.reference import ModuleLoader
-from bot.types import BlockUse, Entry, Generic, KernelSignature, Param
+from bot.read.types import BlockUse, Entry, Generic, KernelSignature, Param
 
 SPLIT_NORM = """\
 import math

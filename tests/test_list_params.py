@@ -18,7 +18,8 @@ from bot.infer.launch_ast import NotThisShape
 from bot.pipeline import make_plan
 from bot.plan.closure import unbound
 from bot.read.reader import read_kernel
-from bot.types import BlockUse, Entry, Generic, KernelSignature, Param, Target
+from bot.read.types import BlockUse, Entry, Generic, KernelSignature, Param
+from bot.targets.types import Target
 
 KERNELS = Path(__file__).parent / "fixtures" / "tilegym_ops"
 

@@ -10,7 +10,9 @@ from rust_edit import find_entry, join, rename, split_params, tokens, with_param
 
 from bot.infer import naming
 from bot.pipeline import make_plan
-from bot.types import BlockUse, CTensor, Entry, Param, Source, Target
+from bot.plan.types import CTensor
+from bot.read.types import BlockUse, Entry, Param
+from bot.targets.types import Source, Target
 
 
 @pytest.fixture()

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.classify.types import VerdictKind
 from bot.demo import assemble_checkout
 from bot.pipeline import PortOptions, port
 from bot.testing import testrun
-from bot.types import VerdictKind
 
 pytestmark = pytest.mark.slow
 OPS = ["silu_and_mul", "swiglu"]  # the commit's order, which the results keep; both have test files

@@ -10,10 +10,12 @@ import pytest
 import yaml
 
 from bot import cli
+from bot.classify.types import Verdict, VerdictKind
 from bot.cli_args import PERF_ENV, perf_choice
 from bot.errors import UsageError
 from bot.github import port_job, runner
-from bot.types import PortResult, Target, Verdict, VerdictKind
+from bot.report.types import PortResult
+from bot.targets.types import Target
 
 ROOT = Path(__file__).resolve().parent.parent
 

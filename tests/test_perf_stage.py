@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 from perf_support import copy_tests, cpu_python, tilegym_checkout, venv_python
 
+from bot.classify.types import Verdict, VerdictKind
 from bot.job import Job, PortOptions
 from bot.perf import stage
 from bot.targets.discover import discover
+from bot.targets.types import Target
 from bot.testing.envcheck import Interpreter
-from bot.types import Target, Verdict, VerdictKind
 
 OP = "silu_and_mul"
 
@@ -74,7 +75,7 @@ def test_a_checkout_without_test_perf_is_blocked_with_its_reports(tmp_path):
     job, opts, said, _ = _job(repo, tmp_path / "out", perf=True)
     job.found = discover(Target(repo, OP)) if (repo / "src").is_dir() else None
     if job.found is None:  # no tilegym tree to discover in: the sites by hand, as discovery gives them
-        from bot.types import Discovery, Source, TestSite
+        from bot.targets.types import Discovery, Source, TestSite
 
         site = TestSite(
             f"tests/ops/test_{OP}.py", 0, "", "line 4: tilegym.ops.silu_and_mul", functional=("test_op",)

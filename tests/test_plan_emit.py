@@ -17,7 +17,7 @@ from bot.plan import build_plan
 from bot.read.reader import read_kernel
 from bot.targets import checkout
 from bot.targets.discover import discover
-from bot.types import Target
+from bot.targets.types import Target
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -379,7 +379,7 @@ def test_kernel_file_imports_are_not_imported_twice(silu):
 
 def test_colliding_names_are_spelled_in_full_outside_strings(silu):
     """Every name ffi.rs imports, imported by kernel.rs from elsewhere: no second import, full paths in code."""
-    from bot.types import FileUse
+    from bot.read.types import FileUse
 
     target = _fixture_op(silu, "tile_copy")
     plan, _ = _plan(target)
@@ -408,7 +408,9 @@ def test_colliding_names_are_spelled_in_full_outside_strings(silu):
 def test_gemm_letters_need_a_gemm_pair():
     """`n` beside x [m,n] and a rank-1 weight is no GEMM letter (layer norm): no dim(w,1)."""
     from bot.infer import naming
-    from bot.types import BlockUse, CTensor, Entry, Param, Source
+    from bot.plan.types import CTensor
+    from bot.read.types import BlockUse, Entry, Param
+    from bot.targets.types import Source
 
     src = Source("kernel", "test")
     entry = Entry(
@@ -433,7 +435,8 @@ def test_gemm_letters_need_a_gemm_pair():
 
 def test_byte_element_types_of_fixed_type_tensors_are_imported():
     """nvfp4-style outputs (f8e4m3fn scales, f4e2m1fnx2 packed values) need their Rust types in scope."""
-    from bot.types import CTensor, FfiPlan, Source
+    from bot.plan.types import CTensor, FfiPlan
+    from bot.targets.types import Source
 
     src = Source("kernel", "test")
     ffi = FfiPlan(

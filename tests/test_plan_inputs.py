@@ -9,7 +9,7 @@ import pytest
 
 from bot.infer.facts import Facts
 from bot.plan.inputs import Given, config_groups, ffi_inputs, python_inputs
-from bot.types import Source
+from bot.targets.types import Source
 
 CONTRACT = Source("contract", "host_contract.yaml: ffi.dtype_from")
 REFERENCE = Source("reference", "ops/cutile/op.py:12")

@@ -9,7 +9,7 @@ import pytest
 
 from bot.emit import cdef, ffi_rs, wrapper_py
 from bot.pipeline import make_plan
-from bot.types import Target
+from bot.targets.types import Target
 
 RSTD_PARAM = "        out_ptr: *mut E,\n"
 RSTD_STORE = """

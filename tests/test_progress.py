@@ -14,8 +14,8 @@ from bot import progress
 from bot.build import build
 from bot.build.toolchain import Toolchain
 from bot.errors import Blocked
+from bot.targets.types import Target
 from bot.testing import testrun
-from bot.types import Target
 
 BEAT = 0.2  # seconds, instead of 15, so the test sees several beats
 

@@ -13,7 +13,7 @@ import pytest
 
 from bot.read import reader
 from bot.read.reader import ReaderError, ReaderUnavailable, read_kernel, read_kernel_json
-from bot.types import BlockUse, FileUse, Generic, KernelSignature, Param
+from bot.read.types import BlockUse, FileUse, Generic, KernelSignature, Param
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "kernels"

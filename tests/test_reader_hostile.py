@@ -17,7 +17,7 @@ from test_reader import FIXTURES, reader_bin  # noqa: F401
 
 from bot.errors import Failed
 from bot.pipeline import read_signature
-from bot.types import Target
+from bot.targets.types import Target
 
 FUZZ_SEED = 12
 FUZZ_BUDGET_S = 20.0

@@ -16,7 +16,7 @@ from reference_direct_support import (
 
 from bot.infer import reference_direct
 from bot.infer.launch_ast import NotThisShape
-from bot.types import BlockUse, Entry, Generic, KernelSignature, Param
+from bot.read.types import BlockUse, Entry, Generic, KernelSignature, Param
 
 
 def test_in_place_outputs_a_tuned_kernel_helper_and_guarded_branches():

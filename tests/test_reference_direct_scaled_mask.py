@@ -97,7 +97,7 @@ def test_an_early_return_step_is_rendered_before_the_launch():
     from bot.infer.facts import Facts
     from bot.plan.inputs import python_inputs
     from bot.plan.python_side import contract_steps
-    from bot.types import Source
+    from bot.targets.types import Source
 
     facts = Facts()
     facts.offer("python.steps", read_scaled_mask().steps, Source("reference", "scaled_mask.py"))

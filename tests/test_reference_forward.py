@@ -19,7 +19,8 @@ from bot.apply import apply
 from bot.demo import assemble_checkout
 from bot.emit import generate
 from bot.pipeline import make_plan
-from bot.types import LaunchPlan, Target
+from bot.plan.types import LaunchPlan
+from bot.targets.types import Target
 
 FORWARD = Path(__file__).parent / "fixtures" / "reference" / "forward"
 OPS = sorted(p.stem for p in FORWARD.glob("*.py"))
@@ -248,7 +249,7 @@ def halve(x, dim=-1):
 
 
 def _halve_signature():
-    from bot.types import BlockUse, Entry, Generic, KernelSignature, Param
+    from bot.read.types import BlockUse, Entry, Generic, KernelSignature, Param
 
     entry = Entry(
         name="halve_kernel",

@@ -9,8 +9,9 @@ import pytest
 
 from bot.infer import reference_launch
 from bot.infer.facts import Facts
+from bot.read.types import BlockUse, Entry, Generic, KernelSignature, Param
 from bot.targets.discover import discover
-from bot.types import BlockUse, Entry, Generic, KernelSignature, Param, Target
+from bot.targets.types import Target
 
 REFERENCE = Path(__file__).parent / "fixtures" / "reference" / "tiled_gemm.py"
 
@@ -161,7 +162,7 @@ def test_a_tensor_kernel_rs_does_not_name_is_no_caller_flag_to_refuse():
 def test_a_contract_still_wins(tmp_path):
     target = _target(tmp_path, REFERENCE.read_text())
     facts = Facts()
-    from bot.types import Source
+    from bot.targets.types import Source
 
     facts.offer("python.key", "(rows,)", Source("contract", "host_contract.yaml"))
     reference_launch.gather(target, SIGNATURE, facts, _ref(target))

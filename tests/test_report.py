@@ -7,16 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from bot import types as T
+from bot.build.types import BuildResult
+from bot.classify.types import Verdict, VerdictKind
+from bot.plan.types import FfiPlan, LaunchPlan, PyPlan, TestWiring, Variant
 from bot.report import report as R
 from bot.report import validator
+from bot.report.types import PortResult, StageRecord, ValidatorRun
+from bot.targets.types import Source, Target
+from bot.testing.types import TestCase, TestResult
 
 OP = "demo_op"
 
 
-def plan() -> T.LaunchPlan:
-    src = T.Source("kernel", "kernel.rs")
-    ffi = T.FfiPlan(
+def plan() -> LaunchPlan:
+    src = Source("kernel", "kernel.rs")
+    ffi = FfiPlan(
         symbol=f"cutile_{OP}",
         module=f"{OP}_module",
         style="macros",
@@ -27,11 +32,11 @@ def plan() -> T.LaunchPlan:
         scalars=[],
         derived=[],
         variants=[
-            T.Variant("persistent != 0", "static_persistent_demo", [], [], [], "persistent", src),
-            T.Variant("else", "non_persistent_demo", [], [], [], "", src),
+            Variant("persistent != 0", "static_persistent_demo", [], [], [], "persistent", src),
+            Variant("else", "non_persistent_demo", [], [], [], "", src),
         ],
     )
-    py = T.PyPlan(
+    py = PyPlan(
         register_name=OP,
         register_kind="direct",
         signature="x",
@@ -49,18 +54,18 @@ def plan() -> T.LaunchPlan:
         result="out",
         out_param="",
     )
-    return T.LaunchPlan(op=OP, ffi=ffi, python=py, tests=T.TestWiring("tests/ops/test_demo_op.py", "class"))
+    return LaunchPlan(op=OP, ffi=ffi, python=py, tests=TestWiring("tests/ops/test_demo_op.py", "class"))
 
 
 CASES = [
-    T.TestCase("tests/ops/test_demo_op.py::Test_Demo::test_op[64-float16-cutile_rs]", "passed"),
-    T.TestCase("tests/ops/test_demo_op.py::Test_Demo::test_op[64-float32-cutile-rs]", "passed"),
+    TestCase("tests/ops/test_demo_op.py::Test_Demo::test_op[64-float16-cutile_rs]", "passed"),
+    TestCase("tests/ops/test_demo_op.py::Test_Demo::test_op[64-float32-cutile-rs]", "passed"),
 ]
 
 
 def result(
     tmp_path: Path,
-    kind=T.VerdictKind.ALL_PASS,
+    kind=VerdictKind.ALL_PASS,
     klass="",
     reason="all cutile-rs cases passed",
     cases=None,
@@ -70,15 +75,15 @@ def result(
     host_fix="",
     followup="",
     stages=None,
-) -> T.PortResult:
+) -> PortResult:
     repo = tmp_path / "repo"
-    target = T.Target(repo=repo, op=OP)
+    target = Target(repo=repo, op=OP)
     cases = list(CASES if cases is None else cases)
     counts = {o: sum(c.outcome == o for c in cases) for o in ("passed", "failed", "skipped", "error")}
-    tr = T.TestResult(
+    tr = TestResult(
         ran=True,
         command="python -m pytest tests/ops/test_demo_op.py -k cutile_rs --tb=short -v -x --timeout=60",
-        exit_code=0 if kind == T.VerdictKind.ALL_PASS else 1,
+        exit_code=0 if kind == VerdictKind.ALL_PASS else 1,
         log_path=str(tmp_path / "pytest.log"),
         passed=counts["passed"],
         failed=counts["failed"],
@@ -87,7 +92,7 @@ def result(
         cases=cases,
         gpu=True,
     )
-    build = T.BuildResult(
+    build = BuildResult(
         ok=True,
         so_path=str(repo / "libcutile_kernels.so"),
         command="cargo build --release",
@@ -98,12 +103,12 @@ def result(
         smoke_ok=True,
         smoke_detail="null descriptors gave -5",
     )
-    return T.PortResult(
+    return PortResult(
         target=target,
-        verdict=T.Verdict(kind, klass, reason, followup=followup, host_fix=host_fix),
+        verdict=Verdict(kind, klass, reason, followup=followup, host_fix=host_fix),
         stages=stages
         if stages is not None
-        else [T.StageRecord("build", 12.3, "ok"), T.StageRecord("test", 40.0, "ok", "2 passed")],
+        else [StageRecord("build", 12.3, "ok"), StageRecord("test", 40.0, "ok", "2 passed")],
         out_dir=str(tmp_path / "out" / OP),
         plan=plan() if with_plan else None,
         build=build if with_build else None,
@@ -112,7 +117,7 @@ def result(
     )
 
 
-def write(tmp_path: Path, res: T.PortResult, log: list[str] | None = None, src: Path | None = None) -> Path:
+def write(tmp_path: Path, res: PortResult, log: list[str] | None = None, src: Path | None = None) -> Path:
     out = Path(res.out_dir)
     R.write_reports(out, res, log if log is not None else ["chose variant flag from analysis.json"], src)
     return out
@@ -166,7 +171,7 @@ def test_all_pass_report(tmp_path):
 def test_fail_report_lines(tmp_path):
     cases = [
         *CASES[:1],
-        T.TestCase(
+        TestCase(
             "tests/ops/test_demo_op.py::Test_Demo::test_op[128-bfloat16-cutile_rs]",
             "failed",
             "AssertionError: Tensor-likes are not close! | max abs diff 0.7\n second line",
@@ -174,7 +179,7 @@ def test_fail_report_lines(tmp_path):
     ]
     res = result(
         tmp_path,
-        T.VerdictKind.FAIL,
+        VerdictKind.FAIL,
         "kernel",
         "numeric mismatch with a correct ABI",
         cases=cases,
@@ -196,7 +201,7 @@ def test_fail_report_lines(tmp_path):
 
 
 def test_blocked_report_says_fail_first_and_block_below(tmp_path):
-    res = result(tmp_path, T.VerdictKind.BLOCKED, "env", "no CUDA device visible", tests=False)
+    res = result(tmp_path, VerdictKind.BLOCKED, "env", "no CUDA device visible", tests=False)
     out = write(tmp_path, res)
     text = read(out, "reports/correctness.md")
     lines = text.splitlines()
@@ -208,7 +213,7 @@ def test_blocked_report_says_fail_first_and_block_below(tmp_path):
     assert "| (no test case ran) | | | | |" in lines
     assert "0 passed, 0 failed, 0 skipped." in lines
     assert "pytest: not run" in lines
-    res2 = result(tmp_path, T.VerdictKind.BLOCKED, "host", "cargo error in ffi.rs", tests=False)
+    res2 = result(tmp_path, VerdictKind.BLOCKED, "host", "cargo error in ffi.rs", tests=False)
     f2 = tail_fields(read(write(tmp_path, res2), "reports/correctness.md"))
     assert (f2["fail_class"], f2["block_class"]) == ("host", "host")
 
@@ -216,7 +221,7 @@ def test_blocked_report_says_fail_first_and_block_below(tmp_path):
 def test_nothing_available_still_writes_everything(tmp_path):
     res = result(
         tmp_path,
-        T.VerdictKind.BLOCKED,
+        VerdictKind.BLOCKED,
         "host",
         "internal error",
         with_plan=False,
@@ -234,8 +239,8 @@ def test_nothing_available_still_writes_everything(tmp_path):
 
 def test_errors_count_as_failed_and_long_messages_are_cut(tmp_path):
     long = "RuntimeError: " + "x" * 500
-    cases = [T.TestCase("tests/ops/test_demo_op.py::test_op[a-cutile_rs]", "error", long)]
-    res = result(tmp_path, T.VerdictKind.FAIL, "host", "rc -3", cases=cases)
+    cases = [TestCase("tests/ops/test_demo_op.py::test_op[a-cutile_rs]", "error", long)]
+    res = result(tmp_path, VerdictKind.FAIL, "host", "rc -3", cases=cases)
     text = read(write(tmp_path, res), "reports/correctness.md")
     assert "0 passed, 1 failed, 0 skipped (1 of the failed are pytest errors)." in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| test_op |"))
@@ -251,10 +256,10 @@ def test_skips_cited_and_uncited(tmp_path):
     )
     cases = [
         *CASES,
-        T.TestCase("t.py::test_op[f8-cutile_rs]", "skipped", "fp8-inputs: f8e5m2 inputs are not ported"),
-        T.TestCase("t.py::test_op[big-cutile_rs]", "skipped", "too slow"),
+        TestCase("t.py::test_op[f8-cutile_rs]", "skipped", "fp8-inputs: f8e5m2 inputs are not ported"),
+        TestCase("t.py::test_op[big-cutile_rs]", "skipped", "too slow"),
     ]
-    res = result(tmp_path, T.VerdictKind.FAIL, "host", "uncited skip", cases=cases)
+    res = result(tmp_path, VerdictKind.FAIL, "host", "uncited skip", cases=cases)
     out = write(tmp_path, res)
     text = read(out, "reports/correctness.md")
     rows = {ln.split(" | ")[1]: ln for ln in text.splitlines() if ln.startswith("| test_op |")}
@@ -270,7 +275,7 @@ def test_forward_only_skip_of_a_backward_test_is_listed_as_cited(tmp_path):
     """The skip wiring puts in each backward test (a run of every cutile-rs case reaches them)."""
     from bot.emit.wiring import FORWARD_ONLY_SKIP
 
-    case = T.TestCase("t.py::Test_X::test_op_backward[cutile-rs]", "skipped", FORWARD_ONLY_SKIP)
+    case = TestCase("t.py::Test_X::test_op_backward[cutile-rs]", "skipped", FORWARD_ONLY_SKIP)
     out = write(tmp_path, result(tmp_path, cases=[*CASES, case]))
     row = next(ln for ln in read(out, "reports/correctness.md").splitlines() if "test_op_backward" in ln)
     assert row.endswith(f"| SKIP | {FORWARD_ONLY_SKIP} | {R.FORWARD_ONLY_CITATION} |")
@@ -320,9 +325,9 @@ def test_decision_log_first_time_pass(tmp_path):
     "change",
     [
         {"host_fix": "passed num_cta_in_cga through"},
-        {"stages": [T.StageRecord("build", 1, "failed"), T.StageRecord("build", 2, "ok")]},
-        {"stages": [T.StageRecord("test", 1, "ok"), T.StageRecord("test", 2, "ok")]},
-        {"kind": T.VerdictKind.FAIL, "klass": "host"},
+        {"stages": [StageRecord("build", 1, "failed"), StageRecord("build", 2, "ok")]},
+        {"stages": [StageRecord("test", 1, "ok"), StageRecord("test", 2, "ok")]},
+        {"kind": VerdictKind.FAIL, "klass": "host"},
     ],
 )
 def test_decision_log_not_first_time(tmp_path, change):
@@ -335,8 +340,8 @@ def test_decision_log_not_first_time(tmp_path, change):
 
 def test_validator_block_exact():
     runs = [
-        T.ValidatorRun("agent-d validate demo_op --out /o", "OK: a\n---\nPASS\n", 0),
-        T.ValidatorRun("cd /r && bash x.sh demo_op 2>&1", "FAIL: b\n---\nFAIL: 1 issue(s)", 1),
+        ValidatorRun("agent-d validate demo_op --out /o", "OK: a\n---\nPASS\n", 0),
+        ValidatorRun("cd /r && bash x.sh demo_op 2>&1", "FAIL: b\n---\nFAIL: 1 issue(s)", 1),
     ]
     block = R.validator_block("python -m pytest t.py -v", 0, runs)
     assert block == (
@@ -356,7 +361,7 @@ def test_validator_block_exact():
 
 
 def test_validator_block_pytest_not_run_and_empty_output():
-    block = R.validator_block("python -m pytest t.py", None, [T.ValidatorRun("v", "", 1)])
+    block = R.validator_block("python -m pytest t.py", None, [ValidatorRun("v", "", 1)])
     assert block.splitlines() == [
         "<VALIDATOR_OUTPUT>",
         "$ python -m pytest t.py",
@@ -369,14 +374,14 @@ def test_validator_block_pytest_not_run_and_empty_output():
 
 
 def test_returned_text_ends_with_the_verdict():
-    v = T.Verdict(T.VerdictKind.BLOCKED, "env", "no GPU")
+    v = Verdict(VerdictKind.BLOCKED, "env", "no GPU")
     text = R.returned_text("pytest", None, [], v)
     assert text.endswith("</VALIDATOR_OUTPUT>\nVERDICT: BLOCKED\n")
 
 
 def test_verdict_line_forms():
-    assert R.verdict_line(T.Verdict(T.VerdictKind.ALL_PASS, "", "ok")) == "VERDICT: ALL_PASS"
-    assert R.verdict_line(T.VerdictKind.FAIL) == "VERDICT: FAIL"
+    assert R.verdict_line(Verdict(VerdictKind.ALL_PASS, "", "ok")) == "VERDICT: ALL_PASS"
+    assert R.verdict_line(VerdictKind.FAIL) == "VERDICT: FAIL"
     assert R.verdict_line("BLOCKED") == "VERDICT: BLOCKED"
     assert R.verdict_line("VERDICT: FAIL") == "VERDICT: FAIL"
     with pytest.raises(ValueError):
@@ -439,9 +444,9 @@ def test_written_reports_satisfy_the_report_checks(tmp_path):
         "tests/ops/test_demo_op.py::Test_Demo::test_op[64-float16-cutile_rs] PASSED [100%]\n"
     )
     for kind, klass in (
-        (T.VerdictKind.ALL_PASS, ""),
-        (T.VerdictKind.FAIL, "kernel"),
-        (T.VerdictKind.BLOCKED, "env"),
+        (VerdictKind.ALL_PASS, ""),
+        (VerdictKind.FAIL, "kernel"),
+        (VerdictKind.BLOCKED, "env"),
     ):
         res = result(tmp_path, kind, klass)
         res.target.ffi_rs.parent.mkdir(parents=True, exist_ok=True)

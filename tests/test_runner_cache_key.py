@@ -10,7 +10,7 @@ import pytest
 from runner_cache_support import CARGO_V, RUSTC_VV, crate, fake_toolchain, toolchain_env
 
 from bot.build.runner_cache import CacheUnavailable, cache_key, key_parts
-from bot.types import Target
+from bot.targets.types import Target
 
 
 def test_the_pipelines_build_runs_cargo_with_the_port_options_target_dir_and_cargo_home(

@@ -12,8 +12,10 @@ from runner_cache_support import crate, fake_toolchain, make_seed, toolchain_env
 from test_github_support import git, make_local_repo
 
 from bot.build.runner_cache import cache_key
+from bot.classify.types import Verdict, VerdictKind
 from bot.github.artifact import read_artifact
-from bot.types import KERNELS_CRATE, PortResult, Verdict, VerdictKind
+from bot.report.types import PortResult
+from bot.targets.types import KERNELS_CRATE
 
 CANARY = "ghs_CanaryTokenValue0123456789abcdefXYZ"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.build.runner_cache import CacheRoots, prepare
-from bot.types import KERNELS_CRATE
+from bot.targets.types import KERNELS_CRATE
 
 
 def tiny_checkout(repo: Path) -> Path:

@@ -21,7 +21,8 @@ from bot.emit.soundness import check_plan, lint_python
 from bot.errors import OwnBug
 from bot.job import PortOptions
 from bot.plan import closure
-from bot.types import PyStep, Target
+from bot.plan.types import PyStep
+from bot.targets.types import Target
 
 OP = "silu_and_mul"
 KERNEL = f"src/tilegym/ops/cutile_rs/{OP}_kernel/kernel.rs"
@@ -214,7 +215,7 @@ def test_a_let_nothing_reads_is_dropped_and_one_read_later_is_kept(demo, tmp_pat
 
 def test_ruff_findings_a_wired_file_already_had_are_not_agent_ds(tmp_path):
     from bot.emit.soundness import check_files
-    from bot.types import GeneratedFile, GeneratedFiles
+    from bot.emit.types import GeneratedFile, GeneratedFiles
 
     (tmp_path / "t.py").write_text("import os\n\n\ndef f():\n    x = 1\n", encoding="utf-8")
     edited = "import os\n\n_backends = ['cutile-rs']\n\n\ndef f():\n    x = 1\n"
@@ -231,7 +232,7 @@ def test_a_twin_copying_a_finding_the_file_already_had_is_not_agent_ds(tmp_path)
     """TileGym's test_mla_decoding faults its own lambdas over names it later ``del``s (F821);
     the cutile-rs twin of that branch copies the lambda, and with it the file's own finding."""
     from bot.emit.soundness import check_files
-    from bot.types import GeneratedFile, GeneratedFiles
+    from bot.emit.types import GeneratedFile, GeneratedFiles
 
     original = (
         "def test_perf(framework):\n"

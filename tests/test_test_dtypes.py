@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bot.infer import test_dtypes
 from bot.infer.facts import Facts
-from bot.types import Discovery, Source, Target, TestSite
+from bot.targets.types import Discovery, Source, Target, TestSite
 
 TESTS = """
 import pytest

@@ -20,8 +20,8 @@ from bot.emit import generate
 from bot.pipeline import make_plan
 from bot.report.validator import exported_functions
 from bot.targets.discover import discover
+from bot.targets.types import Target
 from bot.testing.stage_tests import abi_smoke
-from bot.types import Target
 
 pytestmark = pytest.mark.slow
 KERNELS = Path(__file__).parent / "fixtures" / "tilegym_ops"

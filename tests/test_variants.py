@@ -231,7 +231,7 @@ def test_renamed_names_are_none_of_the_reference_s(checkouts):
     from variant_corpus import reference_names
 
     from bot.targets.discover import discover
-    from bot.types import Target
+    from bot.targets.types import Target
 
     for op in ("dropout", "matmul"):
         repo = checkouts[op]

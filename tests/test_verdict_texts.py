@@ -14,11 +14,14 @@ from pathlib import Path
 import pytest
 from validator_support import OP, RAW_LOG, make_port, needs_cc
 
-from bot import types as T
 from bot.classify import classify
+from bot.classify.types import Verdict, VerdictKind
 from bot.github import render
 from bot.github.artifact import KernelVerdict
 from bot.report import report, validator
+from bot.report.types import PortResult
+from bot.targets.types import Target
+from bot.testing.types import TestResult
 
 FAILED_LOG = RAW_LOG.replace("PASSED [100%]", "FAILED [100%]").replace("1 passed", "1 failed")
 CRS = "src/tilegym/ops/cutile_rs"
@@ -59,10 +62,10 @@ def _run_stopped(tmp_path: Path, kind: str, klass: str, reason: str, never: list
     tests = None
     if rc is not None:
         failed = int(kind == "FAIL")
-        tests = T.TestResult(True, "python -m pytest ...", rc, str(raw), passed=1 - failed, failed=failed)
-    result = T.PortResult(
-        target=T.Target(repo, OP),
-        verdict=T.Verdict(T.VerdictKind(kind), klass, reason),
+        tests = TestResult(True, "python -m pytest ...", rc, str(raw), passed=1 - failed, failed=failed)
+    result = PortResult(
+        target=Target(repo, OP),
+        verdict=Verdict(VerdictKind(kind), klass, reason),
         stages=[],
         out_dir=str(out_dir),
         tests=tests,

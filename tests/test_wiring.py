@@ -583,7 +583,8 @@ def test_only_the_checks_carried_over_from_the_reference_name_a_refused_case():
     from types import SimpleNamespace
 
     from bot.emit.wrapper_py import checked_names
-    from bot.types import PyStep, Source
+    from bot.plan.types import PyStep
+    from bot.targets.types import Source
 
     steps = [
         PyStep("check", expr="not k.is_cuda", source=Source("policy", "wrapper prologue")),

@@ -41,7 +41,8 @@ from rust_edit import (
 )
 
 from bot.infer import naming
-from bot.types import KernelSignature, LaunchPlan, Param
+from bot.plan.types import LaunchPlan
+from bot.read.types import KernelSignature, Param
 
 KINDS = ("renamed", "reordered", "extra_scalar", "tensor_as_ptr", "ptr_as_tensor")
 
@@ -441,7 +442,7 @@ class Original:
 def original(repo: Path, op: str) -> Original:
     from bot.pipeline import make_plan
     from bot.read.reader import read_kernel
-    from bot.types import Target
+    from bot.targets.types import Target
 
     target = Target(repo, op)
     return Original(
@@ -452,7 +453,7 @@ def original(repo: Path, op: str) -> Original:
 def variants_of(repo: Path, op: str, orig: Original) -> list[Variant]:
     """The variants of ``op``'s kernel.rs in the checkout ``repo``, in ``KINDS`` order."""
     from bot.targets.discover import discover
-    from bot.types import Target
+    from bot.targets.types import Target
 
     found = discover(Target(repo, op))
     ref = found.reference
@@ -473,7 +474,7 @@ def plan_variant(repo: Path, variant: Variant, orig: Original) -> Outcome:
     from bot.errors import StageStop
     from bot.pipeline import make_plan
     from bot.read.reader import read_kernel
-    from bot.types import Target
+    from bot.targets.types import Target
 
     target = Target(repo, variant.op)
     try:

@@ -12,9 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bot.apply.types import ApplyResult
 from bot.emit import wiring
+from bot.emit.types import GeneratedFiles
 from bot.errors import Blocked
-from bot.types import ApplyResult, GeneratedFiles, Target
+from bot.targets.types import Target
 
 
 def ruff_command() -> list[str]:

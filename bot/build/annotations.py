@@ -15,7 +15,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from bot.build.compiler_output import CompileError
-from bot.types import Annotation, Located, Target
+from bot.build.types import Annotation
+from bot.targets.types import Target
+from bot.testing.types import Located
 
 MAX_PER_KERNEL = 100  # the artifact's bound (bot/github/artifact.py); the check run takes 50 a request
 MAX_TITLE = 255  # the Checks API's limit

@@ -27,8 +27,9 @@ from pathlib import Path
 from bot import progress, sandbox
 from bot.build import annotations, compiler_output
 from bot.build.toolchain import Toolchain
+from bot.build.types import BuildResult
 from bot.errors import Blocked, Failed, OwnBug
-from bot.types import BuildResult, Target
+from bot.targets.types import Target
 
 SO_NAME = "libcutile_kernels.so"
 LOG_TAIL = 60

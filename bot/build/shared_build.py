@@ -19,9 +19,10 @@ from pathlib import Path
 from bot import progress
 from bot.build import build
 from bot.build.toolchain import Toolchain
+from bot.build.types import BuildResult
 from bot.emit import wiring
 from bot.errors import StageStop
-from bot.types import BuildResult, Target
+from bot.targets.types import Target
 
 
 @dataclass

@@ -25,7 +25,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bot.types import TestResult, Verdict, VerdictKind
+from bot.classify.types import Verdict, VerdictKind
+from bot.testing.types import TestResult
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ host side is the suspect: these differences are what the classifier names (docs/
 
 from __future__ import annotations
 
-from bot.types import LaunchPlan
+from bot.plan.types import LaunchPlan
 
 
 def differences(plan: LaunchPlan, reference: LaunchPlan) -> list[str]:

@@ -30,7 +30,8 @@ import math
 
 from bot.dryrun.port_side import EvalError, PortLaunch, port_launches
 from bot.dryrun.result import DryRun, Row
-from bot.types import KernelSignature, LaunchPlan
+from bot.plan.types import LaunchPlan
+from bot.read.types import KernelSignature
 
 
 def compare(

@@ -10,7 +10,8 @@ import math
 from dataclasses import dataclass
 
 from bot.plan.common import TORCH_DTYPES
-from bot.types import FfiPlan, KernelSignature, LaunchPlan, Variant
+from bot.plan.types import FfiPlan, LaunchPlan, Variant
+from bot.read.types import KernelSignature
 
 
 class EvalError(ValueError):

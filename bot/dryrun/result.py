@@ -1,6 +1,6 @@
 """What a launch dry run found: the values compared, the differences, and why not, when not.
 
-Plain data, importing nothing of agent-d's: the stage's result (``bot.types.TestResult`` holds it,
+Plain data, importing nothing of agent-d's: the stage's result (``bot.report.types.PortResult`` holds it,
 ``compare.py`` fills it, the report and the classifier read it).
 """
 

@@ -19,7 +19,9 @@ from bot.dryrun.result import DryRun, Row, describe_row
 from bot.testing import testrun
 
 __all__ = ["DryRun", "dry_run", "host_fix", "table"]
-from bot.types import KernelSignature, LaunchPlan, Target
+from bot.plan.types import LaunchPlan
+from bot.read.types import KernelSignature
+from bot.targets.types import Target
 
 CASES = 3  # test cases compared: enough to tell one quantity from a coincidence
 TIMEOUT_S = 300.0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from bot.types import FfiPlan
+from bot.plan.types import FfiPlan
 
 _RUST_TO_C = {
     "*const TensorDesc": "const TensorDesc*",

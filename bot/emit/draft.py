@@ -12,7 +12,8 @@ import yaml
 
 from bot.infer.contract import VERSION, _known
 from bot.infer.facts import Facts
-from bot.types import LaunchPlan, Target
+from bot.plan.types import LaunchPlan
+from bot.targets.types import Target
 
 DRAFT_NAME = "host_contract.draft.yaml"
 

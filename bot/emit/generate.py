@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.emit import cdef, ffi_rs, wiring, wrapper_py
+from bot.emit.types import GeneratedFile, GeneratedFiles
 from bot.errors import Blocked, Failed
+from bot.plan.types import LaunchPlan
 from bot.targets.checkout import Checkout
-from bot.types import GeneratedFile, GeneratedFiles, LaunchPlan, Target
+from bot.targets.types import Target
 
 SELECTOR = Path("src/tilegym/backend/selector.py")
 OPS_INIT = Path("src/tilegym/ops/__init__.py")

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.apply import apply
+from bot.emit.types import GeneratedFiles
 from bot.errors import Blocked, OwnBug
 from bot.plan import closure
-from bot.types import GeneratedFiles, LaunchPlan
+from bot.plan.types import LaunchPlan
 
 RUFF_RULES = "F"
 MAX_SHOWN = 3

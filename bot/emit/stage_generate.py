@@ -14,6 +14,7 @@ from pathlib import Path
 from bot.apply import apply
 from bot.build import annotations
 from bot.classify import launch_diff
+from bot.classify.types import VerdictKind
 from bot.emit import generate, soundness
 from bot.emit.draft import write_draft
 from bot.errors import Blocked, Failed, StageStop
@@ -22,8 +23,9 @@ from bot.infer.facts import Facts
 from bot.job import Job, PortOptions
 from bot.plan import build_plan
 from bot.read.reader import KernelRefused, ReaderError, ReaderUnavailable, read_kernel
+from bot.read.types import KernelSignature
 from bot.targets import checkout, discover
-from bot.types import Discovery, KernelSignature, Target, VerdictKind
+from bot.targets.types import Discovery, Target
 
 PORTER = ("contract", "agent_b")  # the sources a porter writes
 

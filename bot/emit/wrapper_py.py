@@ -10,7 +10,7 @@ import ast
 import re
 
 from bot.emit import cdef
-from bot.types import LaunchPlan, PyPlan, PyStep
+from bot.plan.types import LaunchPlan, PyPlan, PyStep
 
 _HELPERS = ("bind_kernel_function_cffi", "check_rc", "make_tensor_desc")
 

@@ -31,10 +31,10 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from bot.build import annotations
+from bot.build.types import ANNOTATION_LEVELS, Annotation
 from bot.github.gitops import TreeChange
 from bot.github.path_classes import CLASSES, NO_PATHS, ClassedPaths, path_class
 from bot.perf.result import SUMMARY_SCHEMA as PERF_SCHEMA
-from bot.types import ANNOTATION_LEVELS, Annotation
 
 SCHEMA_VERSION = 2
 RESULT = "result.json"

@@ -334,7 +334,7 @@ def cmd_seed_cache(args) -> int:
     from bot.build import build, runner_cache, toolchain
     from bot.errors import StageStop
     from bot.targets.targets import existing_dir
-    from bot.types import KERNELS_CRATE
+    from bot.targets.types import KERNELS_CRATE
 
     repo = existing_dir(args.repo, "--repo")
     if args.cargo_cache is None:

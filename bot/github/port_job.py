@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bot.build import annotations
+from bot.build.types import Annotation
 from bot.classify import machine_errors
 from bot.errors import UsageError
 from bot.github import base_tree, gitops, pr_env
@@ -38,7 +39,6 @@ from bot.github.artifact import (
 )
 from bot.github.redact import REDACTOR, RedactFilter, is_secret_name
 from bot.targets.targets import check_name
-from bot.types import Annotation
 
 _SHA_RE = re.compile(r"[0-9a-f]{40}")
 

@@ -16,8 +16,8 @@ from typing import TypeVar
 
 from github import GithubException
 
+from bot.build.types import Annotation
 from bot.github.redact import REDACTOR
-from bot.types import Annotation
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 
+from bot.build.types import Annotation
+from bot.classify.types import verdict_headline
 from bot.github.artifact import Artifact, KernelVerdict
 from bot.github.commands import HELP_TEXT
 from bot.github.path_classes import CLASSES, WHY_NOT_USED, ClassedPaths
-from bot.types import Annotation, verdict_headline
 
 SEVERITY = {"ALL_PASS": 0, "FAIL": 1, "BLOCKED": 2}
 CONCLUSION = {"ALL_PASS": "success", "FAIL": "failure", "BLOCKED": "failure"}

@@ -88,7 +88,7 @@ class PipelinePort:
         """The pipeline's ``PortResult`` of each kernel (its stages and timings too)."""
         from bot.pipeline import PortOptions, port_all
         from bot.targets.targets import check_name
-        from bot.types import Target
+        from bot.targets.types import Target
 
         targets = [Target(repo, check_name(op)) for op in ops]
         options = dict(self.options)

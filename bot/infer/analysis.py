@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bot.errors import Blocked
 from bot.infer.facts import Facts
-from bot.types import Source
+from bot.targets.types import Source
 
 
 def load(path: Path) -> dict:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import ast
 
-from bot.types import Entry
+from bot.read.types import Entry
 
 _ARRAY_READS = {"load", "gather", "load_ptr"}
 _ARRAY_WRITES = {"store", "scatter", "store_ptr"}

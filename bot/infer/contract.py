@@ -18,7 +18,7 @@ from bot.errors import Blocked
 from bot.infer import contract_keys, contract_schema
 from bot.infer.contract_keys import LEAF_MAPPINGS
 from bot.infer.facts import Facts
-from bot.types import Source, Target
+from bot.targets.types import Source, Target
 
 CONTRACT_NAME = "host_contract.yaml"
 VERSION = 1

@@ -22,7 +22,7 @@ from bot.infer.launch_ast import (
     generic_twin,
     substitute,
 )
-from bot.types import Entry, Param
+from bot.read.types import Entry, Param
 
 # names a generated wrapper has without importing anything of the reference module
 _WRAPPER_NAMES = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bot.types import Source
+from bot.targets.types import Source
 
 # Highest authority first (issue: contract > agent_b > analysis > ops.py > reference > naming).
 AUTHORITY = ("contract", "agent_b", "analysis", "ops_py", "reference", "tests", "naming", "kernel", "policy")

@@ -15,7 +15,7 @@ from bot.infer.launch_ast import (
     substitute,
 )
 from bot.infer.launch_variant import Variant, VariantReader
-from bot.types import Entry
+from bot.read.types import Entry
 
 
 def fixed_variant(reader: VariantReader, body: list[ast.stmt], condition: str, holds: str) -> Variant | None:

@@ -31,7 +31,7 @@ from bot.infer.launch_ast import (
 from bot.infer.launch_configs import generator_configs
 from bot.infer.launch_variant import Variant, VariantReader
 from bot.infer.list_params import ListArg, element_twin, list_elements
-from bot.types import Entry
+from bot.read.types import Entry
 
 # hints_fn's compile hints -> the kernel.rs compile options they set
 _HINTS = {"num_ctas": "NUM_CTAS", "occupancy": "OCCUPANCY"}

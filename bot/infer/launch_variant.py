@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from bot.infer.launch_ast import NotThisShape
 from bot.infer.list_params import ListArg
-from bot.types import Entry, KernelSignature
+from bot.read.types import Entry, KernelSignature
 
 
 @dataclass

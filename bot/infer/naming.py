@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 
-from bot.types import Param, Source
+from bot.read.types import Param
+from bot.targets.types import Source
 
 RUST_KEYWORDS = {
     "as",

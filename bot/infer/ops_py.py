@@ -14,7 +14,7 @@ import ast
 
 from bot.infer.facts import Facts
 from bot.targets.discover import public_function
-from bot.types import Discovery, Source, Target
+from bot.targets.types import Discovery, Source, Target
 
 # popped by TileGym's dispatcher before the implementation is called
 _DISPATCH_KEYWORDS = {"backend"}

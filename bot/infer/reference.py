@@ -21,7 +21,7 @@ from bot.infer.facts import Facts
 from bot.infer.launch_ast import NotThisShape
 from bot.infer.ops_py import render_signature, tensor_params
 from bot.targets.discover import cutile_registration
-from bot.types import Discovery, Source, Target
+from bot.targets.types import Discovery, Source, Target
 
 _ALLOCATORS = {"empty", "empty_like", "zeros", "zeros_like", "empty_strided"}
 _MAX_DEPTH = 8

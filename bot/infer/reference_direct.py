@@ -42,7 +42,8 @@ from bot.infer.direct_module import ReferenceModule
 from bot.infer.facts import Facts
 from bot.infer.launch_ast import NotThisShape
 from bot.infer.reference import ModuleLoader, ReferenceOp, read_with, registered_function
-from bot.types import Entry, KernelSignature, Source, Target
+from bot.read.types import Entry, KernelSignature
+from bot.targets.types import Source, Target
 
 KEYS = ("python.steps", "python.alloc", "python.tensors", "python.result")
 

@@ -37,7 +37,8 @@ from bot.infer.launch_search import passed_by_name, search_variant
 from bot.infer.launch_variant import Variant, VariantReader
 from bot.infer.list_params import appended_list
 from bot.infer.reference import ReferenceOp, read_with, registered_function
-from bot.types import KernelSignature, Source, Target
+from bot.read.types import KernelSignature
+from bot.targets.types import Source, Target
 
 KEYS = ("python.steps", "python.alloc", "python.configs", "python.key", "python.args.num_programs")
 Where = Callable[[str], Source]  # a source in the reference module, saying what was read there

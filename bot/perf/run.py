@@ -30,8 +30,8 @@ from pathlib import Path
 from bot import progress
 from bot.perf import records
 from bot.perf.result import BACKENDS
+from bot.targets.types import Target
 from bot.testing import testrun
-from bot.types import Target
 
 BACKEND_WORDS = "(cutile or pytorch)"  # cutile matches cutile_rs / cutile-rs as well
 PERF_TEST = "test_perf"

@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from bot.classify.types import VerdictKind
 from bot.dryrun.result import describe_row
 from bot.emit import wiring
 from bot.job import Job, PortOptions
@@ -24,7 +25,6 @@ from bot.perf.result import CUTILE_RS, Case, PerfResult, not_run
 from bot.perf.summarise import summarise
 from bot.report import report
 from bot.testing import testrun
-from bot.types import VerdictKind
 
 COLLECT_SHARE = 0.25  # of the stage's time, at most, for collecting the selection (seconds, usually)
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from bot.perf.reports import PERF_LOGS, SECTION
 from bot.perf.result import CUTILE, CUTILE_RS
-from bot.report.validator import SKILL, run_script
-from bot.types import ValidatorRun
+from bot.report.types import ValidatorRun
+from bot.report.validator.repo_script import SKILL, run_script
 
 SCRIPTS = (f".agents/skills/{SKILL}/scripts", f"skills/{SKILL}/scripts")
 TIMEOUT_S = 120.0

@@ -11,8 +11,10 @@ from bot.errors import Failed
 from bot.infer.facts import Facts
 from bot.plan import closure, launch
 from bot.plan.inputs import read_inputs
+from bot.plan.types import LaunchPlan, MissingFact
+from bot.read.types import Entry, KernelSignature
 from bot.targets.checkout import Checkout
-from bot.types import Entry, KernelSignature, LaunchPlan, MissingFact, Target
+from bot.targets.types import Target
 
 
 def build_plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Checkout) -> LaunchPlan:

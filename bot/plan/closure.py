@@ -16,7 +16,7 @@ import ast
 import builtins
 from dataclasses import dataclass
 
-from bot.types import LaunchPlan, PyPlan, PyStep
+from bot.plan.types import LaunchPlan, PyPlan, PyStep
 
 # Names the emitted wrapper module defines or imports whenever an expression uses them
 # (bot/emit/wrapper_py.py renders each helper when the body text calls it).

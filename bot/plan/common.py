@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from bot.types import MissingFact, PyStep, Source
+from bot.plan.types import MissingFact, PyStep
+from bot.targets.types import Source
 
 # cutile generic strings the FFI dispatches, and the torch dtypes the wrapper accepts (the integer
 # ones for an entry whose driving tensor has a fixed integer type, moe_align_block's int64 ids).

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from bot.infer import naming
 from bot.plan import common
 from bot.plan.inputs import FfiInputs
-from bot.types import CTensor, Derived, Entry, Source, TypeSlot, Variant
+from bot.plan.types import CTensor, Derived, TypeSlot, Variant
+from bot.read.types import Entry
+from bot.targets.types import Source
 
 # The dtypes a type slot may be given (the contract's ``ffi.type_generics.<G>``), and the ones a
 # scalar typed by the slot can cross the C ABI as.

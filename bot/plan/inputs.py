@@ -15,8 +15,10 @@ from types import MappingProxyType
 from typing import Generic, TypeVar
 
 from bot.infer.facts import Fact, Facts
+from bot.plan.types import TestWiring
+from bot.read.types import Entry, FileUse, KernelSignature
 from bot.targets.checkout import Checkout
-from bot.types import Entry, FileUse, KernelSignature, Source, Target, TestWiring
+from bot.targets.types import Source, Target
 
 T = TypeVar("T")
 

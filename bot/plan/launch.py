@@ -35,7 +35,9 @@ from bot.infer import naming
 from bot.plan import common, descriptors, python_side, row_wrapper
 from bot.plan.descriptors import Descriptors
 from bot.plan.inputs import FfiInputs, Given, PlanInputs
-from bot.types import CScalar, Derived, Entry, FfiPlan, LaunchPlan, Source, Variant
+from bot.plan.types import CScalar, Derived, FfiPlan, LaunchPlan, Variant
+from bot.read.types import Entry
+from bot.targets.types import Source
 
 _VARIANT_PREFIX = re.compile(r"^(static_persistent|non_persistent)_")
 _LITERAL_SUFFIX = re.compile(r"^(?P<base>.+)_(?P<tag>[a-z]?)(?P<value>\d+)$")

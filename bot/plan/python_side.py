@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from bot.errors import Blocked
 from bot.plan import common
 from bot.plan.inputs import Given, PythonInputs
-from bot.types import CScalar, FfiPlan, ListLaunch, PyPlan, PyStep, Source
+from bot.plan.types import CScalar, FfiPlan, ListLaunch, PyPlan, PyStep
+from bot.targets.types import Source
 
 # config fields that set a compile option, as TileGym spells them (cuTile's hints are lower case)
 _COMPILE_FIELDS = {

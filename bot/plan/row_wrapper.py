@@ -14,7 +14,8 @@ from bot.errors import Blocked
 from bot.infer import naming
 from bot.plan import common, python_side
 from bot.plan.inputs import PythonInputs
-from bot.types import CTensor, FfiPlan, PyPlan, PyStep, Source
+from bot.plan.types import CTensor, FfiPlan, PyPlan, PyStep
+from bot.targets.types import Source
 
 # contiguous().view(), empty_like/new_empty and view(*shape): the cheapest torch calls for the job
 POLICY = Source("policy", "P1 row kernel wrapper: flatten to rows, one launch")

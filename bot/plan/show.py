@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.emit.ffi_rs import c_declaration
-from bot.types import FfiPlan, LaunchPlan, PyPlan
+from bot.plan.types import FfiPlan, LaunchPlan, PyPlan
 
 
 def render_plan(plan: LaunchPlan) -> str:

@@ -1,8 +1,8 @@
-"""Stage: read a cutile-rs ``kernel.rs`` into a :class:`~bot.types.KernelSignature`.
+"""Stage: read a cutile-rs ``kernel.rs`` into a :class:`~bot.read.types.KernelSignature`.
 
 The parsing is done by the Rust binary ``kernel-reader`` (``crate/``, built on ``syn``), which
 prints one JSON document per file (format: ``docs/reader-schema.md``). This module finds or
-builds that binary, runs it, and turns the JSON into the typed values of ``bot.types``.
+builds that binary, runs it, and turns the JSON into the typed values of ``bot/read/types.py``.
 
 Where the binary comes from, first match wins:
 
@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from bot.types import BlockUse, Entry, FileUse, Generic, KernelSignature, Param
+from bot.read.types import BlockUse, Entry, FileUse, Generic, KernelSignature, Param
 
 SCHEMA_VERSION = 1
 BINARY_NAME = "kernel-reader"

@@ -36,8 +36,10 @@ import re
 import shutil
 from pathlib import Path
 
+from bot.classify.types import Verdict, VerdictKind, verdict_headline
+from bot.report.types import PortResult, ValidatorRun
+from bot.testing.types import TestCase
 from bot.testresults.cases import case_label, config_label
-from bot.types import PortResult, TestCase, ValidatorRun, Verdict, VerdictKind, verdict_headline
 
 RAW_LOG_NAME = "correctness_cutile_rs.txt"
 MAX_ERROR_CHARS = 160

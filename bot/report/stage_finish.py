@@ -15,8 +15,9 @@ from pathlib import Path
 from bot.classify import classify, machine_errors
 from bot.errors import Blocked
 from bot.job import Job, PortOptions, Run, verdict_of
-from bot.report import report, validator
-from bot.types import PortResult
+from bot.report import report
+from bot.report.types import PortResult
+from bot.report.validator import builtin, repo_script
 
 
 def finish(job: Job, options: PortOptions) -> None:
@@ -39,7 +40,7 @@ def finish(job: Job, options: PortOptions) -> None:
             result.verdict.reason = (
                 f"{reason}; no reports could be written ({machine_errors.one_line(again)})"
             )
-            runs = [validator.validate(out_dir, target.op, target.repo, None, test_files)]
+            runs = [builtin.validate(out_dir, target.op, target.repo, None, test_files)]
             result.validator_block = report.validator_block(job.pytest_cmd, job.pytest_rc, runs)
     options.answer(result.validator_block)
     options.answer(result.verdict.line)
@@ -68,8 +69,8 @@ def _write_reports(job: Job, out_dir: Path, test_files: list[str] | None) -> Non
     so = Path(result.build.so_path) if result.build and result.build.so_path else None
     log_src = out_dir / "correctness_cutile_rs.txt"
     report.write_reports(out_dir, result, decision_log, log_src if log_src.is_file() else None)
-    runs = [validator.validate(out_dir, target.op, target.repo, so, test_files)]
-    upstream = validator.run_repo_validator(target.repo, out_dir.parent, target.op, test_files=test_files)
+    runs = [builtin.validate(out_dir, target.op, target.repo, so, test_files)]
+    upstream = repo_script.run_repo_validator(target.repo, out_dir.parent, target.op, test_files=test_files)
     if upstream is not None:
         runs.append(upstream)
     failing = next((r for r in runs if r.exit_code != 0), None)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.errors import Blocked
-from bot.types import Discovery, Source, Target, TestSite
+from bot.targets.types import Discovery, Source, Target, TestSite
 
 FFI_MACROS = ("deref_descs", "resolve_dtype", "setup_device_stream", "dispatch_by_dtype", "compile_options")
 

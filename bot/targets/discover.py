@@ -21,7 +21,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.types import Discovery, Found, Source, Target, TestSite
+from bot.targets.types import Discovery, Found, Source, Target, TestSite
 
 SRC_ROOT = Path("src/tilegym")
 REFERENCE_ROOT = SRC_ROOT / "ops" / "cutile"

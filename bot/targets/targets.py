@@ -17,7 +17,7 @@ from pathlib import Path
 from unidiff import PatchSet
 
 from bot.errors import UsageError
-from bot.types import Target
+from bot.targets.types import Target
 
 KERNEL_PATH = re.compile(r"^src/tilegym/ops/cutile_rs/(?P<op>[^/]+)_kernel/kernel\.rs$")
 OP_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")

@@ -22,10 +22,11 @@ import time
 from pathlib import Path
 
 from bot import progress
+from bot.targets.types import Target
 from bot.testing import testrun
+from bot.testing.types import TestResult
 from bot.testresults.combine import to_test_result
 from bot.testresults.log import DETAIL_LIMIT
-from bot.types import Target, TestResult
 
 MAX_RERUNS = 3
 

@@ -14,13 +14,15 @@ from pathlib import Path
 from bot import progress
 from bot.build import annotations
 from bot.classify import classify
+from bot.classify.types import Verdict, VerdictKind
 from bot.dryrun import run as dryrun
 from bot.errors import Blocked, Failed
 from bot.infer import analysis
 from bot.job import Job, PortOptions
+from bot.targets.types import Discovery, Target
 from bot.testing import rerun, smoke, testrun
+from bot.testing.types import TestResult
 from bot.testresults.combine import to_test_result
-from bot.types import Discovery, Target, TestResult, Verdict, VerdictKind
 
 
 def smoke_and_test(

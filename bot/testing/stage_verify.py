@@ -9,14 +9,15 @@ from __future__ import annotations
 import shutil
 
 from bot.build import build
+from bot.build.types import BuildResult
 from bot.emit import stage_generate
 from bot.errors import Blocked, Failed
 from bot.infer import contract
 from bot.job import Job
 from bot.plan import build_plan
-from bot.report import validator
+from bot.report.validator.elf import exported_functions
 from bot.targets import checkout
-from bot.types import BuildResult, Target
+from bot.targets.types import Target
 
 
 def existing(job: Job) -> None:
@@ -57,7 +58,7 @@ def _existing_build(target: Target) -> BuildResult:
         raise Blocked(
             "host", f"verify needs the generated host files of {target.op}: run `agent-d port` first"
         )
-    symbols = validator.exported_functions(so)
+    symbols = exported_functions(so)
     if target.symbol not in symbols:
         raise Failed("host", f"{so.name} does not export {target.symbol} (ELF .dynsym)")
     return BuildResult(True, str(so), "(built before verify)", 0.0, "", {}, True, symbols)

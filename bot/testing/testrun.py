@@ -28,9 +28,9 @@ from typing import NamedTuple
 
 from bot import progress, sandbox
 from bot.targets.discover import is_functional
+from bot.targets.types import Target, TestSite
 from bot.testing import envcheck
 from bot.testing.envcheck import Interpreter
-from bot.types import Target, TestSite
 
 PROBE = r"""
 import importlib.util, json

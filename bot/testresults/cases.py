@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from bot.types import TestCase
+from bot.testing.types import TestCase
 
 # When one node id is reported twice (a pass followed by a teardown error), the worse wins.
 SEVERITY = {"passed": 0, "xfailed": 1, "skipped": 2, "xpassed": 3, "failed": 4, "error": 5}

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from bot.testing.types import TestCase, TestResult
 from bot.testresults import junit
 from bot.testresults.cases import tally
 from bot.testresults.junit import JunitResult
 from bot.testresults.log import ParsedLog, parse_log
-from bot.types import TestCase, TestResult
 
 
 def to_test_result(

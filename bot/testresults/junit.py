@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from bot.testing.types import TestCase
 from bot.testresults.cases import Reading, worse
-from bot.types import TestCase
 
 MAX_BYTES = 32 * 1024 * 1024  # a correctness run's XML is kilobytes; anything this big is not one
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from bot.build import compiler_output
+from bot.testing.types import Located, TestCase
 from bot.testresults import log_scan
 from bot.testresults.cases import Reading, head_line, tally
 from bot.testresults.log_scan import LogSummary, Scan
-from bot.types import Located, TestCase
 
 _HEADER = re.compile(r"^(?:platform [a-z0-9]+ -- Python|rootdir:|plugins:)", re.MULTILINE)
 _CRASH = re.compile(

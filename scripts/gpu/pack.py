@@ -92,8 +92,8 @@ def selection_args(tree: Path, op: str, backend: str = "") -> list[str]:
     """pytest arguments after ``python -m pytest`` (agent-d's own rule, domain.md section 7);
     ``backend``: the -k expression of the backend whose cases run (the cuTile baseline of a new op)."""
     from bot.targets.discover import discover
+    from bot.targets.types import Target
     from bot.testing import testrun
-    from bot.types import Target
 
     sites = discover(Target(tree, op)).test_sites
     argv, _ = testrun.command("python3", testrun.read_test_files(tree, sites), backend or testrun.CUTILE_RS)
@@ -133,7 +133,7 @@ def cargo_build(tree: Path, cargo_target_dir: Path, log_path: Path) -> None:
     fingerprints), then strip the library that travels."""
     from bot.build import build, toolchain
     from bot.errors import Blocked, Failed
-    from bot.types import Target
+    from bot.targets.types import Target
 
     try:
         built = build.build(Target(tree, "any"), toolchain.resolve(), cargo_target_dir, log_path)
@@ -143,7 +143,7 @@ def cargo_build(tree: Path, cargo_target_dir: Path, log_path: Path) -> None:
 
 
 def exported(so: Path) -> list[str]:
-    from bot.report.validator import exported_functions
+    from bot.report.validator.elf import exported_functions
 
     return sorted(s for s in exported_functions(so) if s.startswith("cutile_"))
 
@@ -254,7 +254,7 @@ def working_tree_bytes() -> int:
 def _missing_facts(tree: Path, op: str, out: Path) -> list[str]:
     """The facts agent-d asks for when it plans ``op`` in ``tree`` (empty: no contract needed)."""
     from bot.pipeline import make_plan
-    from bot.types import Target
+    from bot.targets.types import Target
 
     plan, _facts, _co = make_plan(Target(tree, op), out / op)
     return [m.key for m in plan.missing]
