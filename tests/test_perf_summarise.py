@@ -171,3 +171,17 @@ def test_no_kernel_cause_where_the_wrapper_copies_or_the_kernel_keeps_up():
         _with_kernels(case(CUTILE, "a", 1.0), ("k", 10.0)),
     ]
     assert kernel_cause(even, launch_equal=True) == ""
+
+
+def test_a_run_its_deadline_cut_short_is_not_done_however_fast_its_measured_configs():
+    """mla_decoding's first config-ordered H200 run: 2 configs at 1.00, 191 cases never reached,
+    and the verdict said DONE; the cases a deadline left unmeasured are missing data."""
+    cases = trio("a", 1.0, 1.0) + [case(CUTILE_RS, "b", None, "not run"), case(CUTILE, "b", None, "not run")]
+    result = summarise.summarise(cases)
+    assert (result.verdict, result.severity) == ("INVESTIGATE", "MISSING_DATA")
+    assert "2 selected case(s) gave no median" in result.reason
+    skipped = trio("a", 1.0, 1.0) + [
+        case(CUTILE_RS, "b", None, "skipped"),
+        case(CUTILE, "b", None, "skipped"),
+    ]
+    assert summarise.summarise(skipped).verdict == "DONE"  # a skip is the test's own choice

@@ -4,7 +4,8 @@ means per dtype and overall, and stage E's verdict (skill ``agents/agent_e.md``)
 The overall geomean of cutile-rs / cuTile over the configs both measured decides: at most 1.05 is
 ``DONE``, above is ``INVESTIGATE`` (severity by how far: MILD_GAP to 1.10, MODERATE_GAP to 1.50,
 LARGE_GAP beyond). ``DONE`` also needs every selected cutile-rs and cuTile case to have produced a
-median: a failed case, or a passed one without a record, makes the run ``INVESTIGATE``
+median: a failed case, a passed one without a record, or one the run's deadline never reached
+makes the run ``INVESTIGATE``
 (MISSING_DATA when the geomean itself passes). No shared config at all is ``BLOCKED``: nothing
 to compare. A slow single row is listed, never a verdict of its own. PyTorch is measured beside
 them and its ratio shown; it gates nothing.
@@ -64,7 +65,9 @@ def verdict(cases: list[Case], overall: Geomean) -> tuple[str, str, str]:
     missing = [
         c
         for c in cases
-        if c.backend in _GATED and c.outcome in ("passed", "failed", "error") and c.median_ms is None
+        if c.backend in _GATED
+        and c.outcome in ("passed", "failed", "error", "not run")
+        and c.median_ms is None
     ]
     ratio = overall.vs_cutile
     if ratio is None:
