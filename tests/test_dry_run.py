@@ -12,7 +12,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -150,35 +149,6 @@ def test_a_port_stops_at_the_dry_run_with_both_values_before_any_gpu_time(
     assert "| **no** |" in table and "(128, 1, 1)" in table
     records = json.loads((out / "silu_and_mul" / dry.RECORDS_NAME).read_text())
     assert {r["backend"] for r in records["cases"].values()} == {"cutile", "cutile-rs"}
-
-
-def test_the_dry_run_runs_beside_the_interpreter_probe(
-    tmp_path, tilegym_wheel, python, cargo_target_dir, monkeypatch
-):
-    """Both start a Python that imports torch: the probe here waits for the dry run's records, which
-    only a dry run already running beside it can write (one after the other, it would wait in vain)."""
-    from bot import pipeline
-
-    repo = assemble_checkout(tmp_path / "tg", tilegym_wheel, ["silu_and_mul"], ["silu_and_mul"]).repo
-    out = tmp_path / "out"
-    records = out / "silu_and_mul" / dry.RECORDS_NAME
-    real_probe = pipeline.testrun.probe
-
-    def probe_after_the_dry_run(*args, **kwargs):
-        for _ in range(240):
-            if records.is_file():
-                return real_probe(*args, **kwargs)
-            time.sleep(0.5)
-        raise AssertionError("the dry run did not run while the interpreter was probed")
-
-    monkeypatch.setattr(pipeline.testrun, "probe", probe_after_the_dry_run)
-    options = PortOptions(repo=repo, kernel="silu_and_mul", out_root=out, python=python,
-                          cargo_target_dir=cargo_target_dir, echo=lambda _: None)  # fmt: skip
-    (result,) = port(options)
-    stages = {s.name: s for s in result.stages}
-    assert stages["dry run"].status == "ok" and "equals the cuTile reference" in stages["dry run"].detail
-    assert "beside the interpreter probe" in stages["dry run"].detail
-    assert result.verdict.reason != "internal error"
 
 
 def test_without_torch_the_dry_run_says_so(silu_checkout, tmp_path):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,12 +31,23 @@ def smoke_and_test(
     assert built is not None
     ok, detail = run.stage("abi smoke", lambda: abi_smoke(target, built.so_path), lambda r: r[1])
     built.smoke_ok, built.smoke_detail = ok, detail
-    pending = start_dry_run(job, python)  # beside the probe: each starts a Python that imports torch
-    try:
-        interp, test_file = _checks_before_tests(job, python, interpreter, pending)
-    finally:
-        if pending is not None:
-            wait([pending])  # a stage that stopped the port leaves no dry run behind it
+    interp = run.stage(
+        "interpreter",
+        interpreter,
+        lambda i: i.env_problem() or f"{i.device}, torch {i.torch}",
+    )
+    for problem in interp.env_problems():  # each reason with what to do about it, one line each
+        run.echo(f"[agent-d]   env: {problem.reason}")
+        run.echo(f"[agent-d]   fix: {problem.fix}")
+    assert job.found is not None
+    test_file = _test_files(target, job.found, interp)  # parsed once: selection, skips
+    if not interp.env_problems():
+        run.stage(
+            "registration",
+            lambda: registered(target, job.found, python, interp),
+            lambda b: ", ".join(b or []),
+        )
+    launch_dry_run(job, python, interp, test_file)  # registered first: else the dispatcher falls back
     junit_xml = testrun.junit_arg(job.out_dir / testrun.JUNIT_NAME, target.repo)
     argv, _selection = testrun.command(python, test_file, junit_xml=junit_xml)
     job.pytest_cmd = testrun.shown(argv)
@@ -62,31 +72,6 @@ def smoke_and_test(
     job.result.verdict = with_jit_places(target, verdict, tests)
 
 
-def _checks_before_tests(
-    job: Job, python: str, interpreter: Callable[[], testrun.Interpreter], pending: Future | None
-) -> tuple[testrun.Interpreter, testrun.TestFile]:
-    """The interpreter probe, the registration check and the dry run's answer, in that order."""
-    target, run = job.target, job.run
-    interp = run.stage(
-        "interpreter",
-        interpreter,
-        lambda i: i.env_problem() or f"{i.device}, torch {i.torch}",
-    )
-    for problem in interp.env_problems():  # each reason with what to do about it, one line each
-        run.echo(f"[agent-d]   env: {problem.reason}")
-        run.echo(f"[agent-d]   fix: {problem.fix}")
-    assert job.found is not None
-    test_file = _test_files(target, job.found, interp)  # parsed once: selection, skips
-    if not interp.env_problems():
-        run.stage(
-            "registration",
-            lambda: registered(target, job.found, python, interp),
-            lambda b: ", ".join(b or []),
-        )
-    launch_dry_run(job, python, interp, pending)  # read after registration: else the dispatcher falls back
-    return interp, test_file
-
-
 def with_jit_places(target: Target, verdict: Verdict, tests: TestResult) -> Verdict:
     """A kernel fault with the kernel.rs lines the JIT named under its errors, for the check run."""
     if (verdict.kind, verdict.klass) != (VerdictKind.FAIL, "kernel"):
@@ -100,45 +85,22 @@ def module_of(path: str) -> str:
     return ".".join(parts[1:] if parts and parts[0] == "src" else parts)
 
 
-def start_dry_run(job: Job, python: str) -> Future[dryrun.DryRun] | None:
-    """The launch dry run started in the background (its own sandboxed Python, on the CPU); None
-    where there is nothing to compare (no plan, no test file: the stages after say why)."""
-    plan, signature, found = job.result.plan, job.signature, job.found
-    if plan is None or signature is None or found is None or not found.test_sites:
-        return None
-    test_file = testrun.read_test_files(job.target.repo, found.test_sites)
-    reference = module_of(found.reference.path) if found.reference else ""
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-d-dry-run")
-    pending = pool.submit(
-        dryrun.dry_run,
-        job.target,
-        plan,
-        signature,
-        python,
-        test_file,
-        job.out_dir,
-        reference_module=reference,
-    )
-    pool.shutdown(wait=False)  # the thread ends with the dry run
-    return pending
-
-
-def launch_dry_run(
-    job: Job, python: str, interp: testrun.Interpreter, pending: Future[dryrun.DryRun] | None
-) -> None:
+def launch_dry_run(job: Job, python: str, interp: testrun.Interpreter, test_file: testrun.TestFile) -> None:
     """The reference and the wrapper launched on the CPU, side by side, before any GPU time: a
-    difference is the host's fault, with both values. Without torch it says so and goes on.
-    ``pending``: the dry run :func:`start_dry_run` started beside the interpreter probe."""
-    if pending is None:
+    difference is the host's fault, with both values. Without torch it says so and goes on."""
+    plan, signature = job.result.plan, job.signature
+    if plan is None or signature is None:
         job.run.record("dry run", 0.0, "ok", "not run: no launch plan to read the C call through")
         return
     if not interp.torch:
-        pending.result()  # its process ends before the next stage starts one
         job.run.record("dry run", 0.0, "ok", f"not run: torch is not importable by {python}")
         return
 
     def compared() -> dryrun.DryRun:
-        found = pending.result()
+        reference = job.found.reference.path if job.found and job.found.reference else ""
+        found = dryrun.dry_run(
+            job.target, plan, signature, python, test_file, job.out_dir, reference_module=module_of(reference)
+        )
         job.result.dry_run = found
         reports = job.out_dir / "reports"
         reports.mkdir(parents=True, exist_ok=True)
@@ -149,7 +111,7 @@ def launch_dry_run(
             )
         return found
 
-    job.run.stage("dry run", compared, lambda r: r.headline() + " (beside the interpreter probe)")
+    job.run.stage("dry run", compared, lambda r: r.headline())
 
 
 def _identical(job: Job) -> bool:
