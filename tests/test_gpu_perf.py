@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from gpu import bundle, device, perf_table, steps, table
+from gpu import bundle, device, perf_table, run_perf, steps, table
 from gpu.run_perf import perf_steps
 from gpu_proof_support import MANIFEST, tar_xz
 
@@ -21,7 +21,7 @@ def test_one_verify_with_perf_per_generated_op_each_alone(tmp_path):
     argv = planned[0].argv
     assert argv[:4] == ["python3", "-m", "bot.cli", "verify"] and "--perf" in argv and "--json" in argv
     assert argv[argv.index("--test-timeout") + 1] == "{timeout:0.3}"
-    assert argv[argv.index("--perf-timeout") + 1] == "{timeout:0.6}"
+    assert argv[argv.index("--perf-timeout") + 1] == f"{{timeout:{run_perf.PERF_SHARE}}}"
     assert [len(g) for g in device.groups(planned)] == [1]
 
 
