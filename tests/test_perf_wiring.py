@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from bot.emit import wiring
+from bot.emit import testfile_wiring
 
 GUARDED = 'if is_backend_available("cutile-rs"):'
 
@@ -47,12 +47,12 @@ CLASS_LIST = textwrap.dedent(
 
 
 def test_a_perf_list_of_its_own_gets_the_guarded_block_after_its_binding():
-    out = wiring.test_backends(CLASS_LIST)
+    out = testfile_wiring.test_backends(CLASS_LIST)
     assert '        _perf_backends = _perf_backends + ["cutile-rs"]\n' in out
     assert out.count(GUARDED) == 2  # _backends' block and the perf list's
     assert out.count("from tilegym.backend import is_backend_available") == 1
     assert _backends_of(out) == ["cutile", "pytorch", "cutile-rs"]
-    assert wiring.test_backends(out) == out  # twice changes nothing
+    assert testfile_wiring.test_backends(out) == out  # twice changes nothing
     ast.parse(out)
 
 
@@ -60,7 +60,7 @@ def test_a_perf_list_built_from_the_wired_backends_is_left_as_it_is():
     text = CLASS_LIST.replace(
         '_perf_backends = ["cutile", "pytorch"]', '_perf_backends = _backends + ["pytorch"]'
     )
-    wired = wiring.test_backends(text)
+    wired = testfile_wiring.test_backends(text)
     assert wired.count(GUARDED) == 1 and "_perf_backends = _perf_backends" not in wired
     assert _backends_of(wired) == ["cutile", "cutile-rs", "pytorch"]
 
@@ -85,10 +85,10 @@ def test_a_literal_list_in_the_decorator_gets_the_element():
             pass
         """
     )
-    out = wiring.perf_backends(text)
+    out = testfile_wiring.perf_backends(text)
     assert "@pytest.mark.parametrize(\"framework\", ['cutile', 'pytorch', \"cutile-rs\"])" in out
     assert '["cutile", "cutile_rs"]' in out  # it has one spelling already
-    assert wiring.perf_backends(out) == out
+    assert testfile_wiring.perf_backends(out) == out
 
 
 def test_a_module_list_with_a_guarded_binding_gets_its_block_after_the_whole_statement():
@@ -108,7 +108,7 @@ def test_a_module_list_with_a_guarded_binding_gets_its_block_after_the_whole_sta
             pass
         """
     )
-    out = wiring.perf_backends(text)
+    out = testfile_wiring.perf_backends(text)
     lines = out.splitlines()
     at = lines.index(GUARDED)
     assert (
@@ -137,5 +137,5 @@ def test_other_shapes_are_left_alone():
             pass
         """
     )
-    assert wiring.perf_backends(text) == text
-    assert wiring.perf_backends("def broken(:\n") == "def broken(:\n"
+    assert testfile_wiring.perf_backends(text) == text
+    assert testfile_wiring.perf_backends("def broken(:\n") == "def broken(:\n"

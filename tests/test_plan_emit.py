@@ -102,7 +102,7 @@ def test_backward_tests_of_a_wired_file_skip_their_cutile_rs_case(silu):
     """Discovery names the backward tests, generation wires their forward-only skip; applied, a second
     generation leaves the test file as it is."""
     from bot.apply import apply
-    from bot.emit import wiring
+    from bot.emit import testfile_wiring
 
     test_file = silu.repo / "tests/ops/test_silu_and_mul.py"
     test_file.write_text(
@@ -117,7 +117,7 @@ def test_backward_tests_of_a_wired_file_skip_their_cutile_rs_case(silu):
     assert site.backward == ("test_op_backward",) and "test_op_backward" not in site.functional
     files = generate.generate(silu, _plan(silu)[0], checkout.inspect(silu, discover(silu)))
     wired = next(f.content for f in files.files if f.path == "tests/ops/test_silu_and_mul.py")
-    skip = f'        if backend == "cutile-rs":\n            pytest.skip("{wiring.FORWARD_ONLY_SKIP}")\n'
+    skip = f'        if backend == "cutile-rs":\n            pytest.skip("{testfile_wiring.FORWARD_ONLY_SKIP}")\n'
     assert wired.count(skip) == 1
     assert wired.endswith(
         "    def test_op_backward(self, backend, arch):\n"

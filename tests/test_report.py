@@ -273,7 +273,7 @@ def test_skips_cited_and_uncited(tmp_path):
 
 def test_forward_only_skip_of_a_backward_test_is_listed_as_cited(tmp_path):
     """The skip wiring puts in each backward test (a run of every cutile-rs case reaches them)."""
-    from bot.emit.wiring import FORWARD_ONLY_SKIP
+    from bot.emit.testfile_wiring import FORWARD_ONLY_SKIP
 
     case = TestCase("t.py::Test_X::test_op_backward[cutile-rs]", "skipped", FORWARD_ONLY_SKIP)
     out = write(tmp_path, result(tmp_path, cases=[*CASES, case]))

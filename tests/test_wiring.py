@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from bot.emit import wiring
+from bot.emit import testfile_wiring, wiring
 
 LIB_RS = '#[path = "../../ffi_util.rs"]\nmod ffi_util;\n\nmod matmul {\n    include!("../../matmul_kernel/kernel.rs");\n}\n'
 
@@ -71,32 +71,32 @@ class Test_Y:
 
 
 def test_class_level_backends_follow_tilecpp_block():
-    out = wiring.test_backends(CLASS_TEST)
+    out = testfile_wiring.test_backends(CLASS_TEST)
     lines = out.splitlines()
     i = lines.index('    if is_backend_available("cutile-rs"):')
     assert lines[i - 1] == '        _backends = _backends + ["tilecpp"]'
     assert lines[i + 1] == '        _backends = _backends + ["cutile-rs"]'
     assert lines[i + 2].startswith("    _perf")  # before anything derived from _backends
     compile(out, "t", "exec")
-    assert wiring.test_backends(out) == out
+    assert testfile_wiring.test_backends(out) == out
 
 
 def test_module_level_backends_keep_module_indentation():
-    out = wiring.test_backends(MODULE_TEST)
+    out = testfile_wiring.test_backends(MODULE_TEST)
     assert '\nif is_backend_available("cutile-rs"):\n    _backends = _backends + ["cutile-rs"]\n' in out
     compile(out, "t", "exec")
 
 
 def test_backends_without_tilecpp_block_follow_last_assignment():
     text = 'from tilegym.backend import is_backend_available\n\n_backends = ["cutile"]\n_backends += ["x"]\nY = 1\n'
-    out = wiring.test_backends(text)
+    out = testfile_wiring.test_backends(text)
     lines = out.splitlines()
     assert lines[lines.index('_backends += ["x"]') + 1] == 'if is_backend_available("cutile-rs"):'
 
 
 def test_test_file_without_backends_is_refused():
     with pytest.raises(wiring.WiringError, match="_backends"):
-        wiring.test_backends("def test_x():\n    pass\n")
+        testfile_wiring.test_backends("def test_x():\n    pass\n")
 
 
 SELECTOR = """import os
@@ -140,7 +140,7 @@ def test_a_qualified_call_in_a_test_body_does_not_count_as_the_guard_s_import():
         "        if tilegym.is_backend_available(backend):\n"
         "            pass\n"
     )
-    out = wiring.test_backends(text)
+    out = testfile_wiring.test_backends(text)
     assert out.startswith("from tilegym.backend import is_backend_available\n")
     compile(out, "test_mhc.py", "exec")
     namespace: dict = {}
@@ -148,7 +148,7 @@ def test_a_qualified_call_in_a_test_body_does_not_count_as_the_guard_s_import():
         "import tilegym\n", "is_backend_available = lambda name: True\n"), namespace)  # fmt: skip
     assert namespace["Test_MHC"]._backends == ["cutile", "cutile-rs"]
     bound = "from tilegym.backend import is_backend_available\n" + text
-    assert not wiring.test_backends(bound).startswith(
+    assert not testfile_wiring.test_backends(bound).startswith(
         "from tilegym.backend import is_backend_available\nfrom"
     )
 
@@ -220,7 +220,7 @@ def test_op_backward(backend):
 '''
 
 BACKWARD = ("test_op_backward", "test_backward_timing", "test_op_backward_odd")
-SKIP = f'pytest.skip("{wiring.FORWARD_ONLY_SKIP}")'
+SKIP = f'pytest.skip("{testfile_wiring.FORWARD_ONLY_SKIP}")'
 
 
 def _without_skips(text: str) -> str:
@@ -280,8 +280,8 @@ def _run(text: str, cls: str | None, test: str, **kwargs):
 
 
 def test_backward_tests_skip_their_cutile_rs_case_with_the_citation_class_level():
-    out = wiring.test_backends(CLASS_BACKWARD, BACKWARD)
-    assert wiring.test_backends(out, BACKWARD) == out  # idempotent
+    out = testfile_wiring.test_backends(CLASS_BACKWARD, BACKWARD)
+    assert testfile_wiring.test_backends(out, BACKWARD) == out  # idempotent
     assert out.count(SKIP) == 2  # test_op_backward, test_backward_timing; _odd skips in its own words
     i = out.index('        """Gradient of blend."""\n')
     assert out[i:].startswith(
@@ -289,14 +289,14 @@ def test_backward_tests_skip_their_cutile_rs_case_with_the_citation_class_level(
     )  # after the docstring, above the comment that opens the body
     assert '        if framework == "cutile-rs":\n            ' + SKIP + "\n" in out
     # nothing else changed: no assertion, no other test; only the cutile-rs backend block is added
-    assert _without_skips(out) == wiring.test_backends(CLASS_BACKWARD)
-    assert wiring.test_backends(CLASS_BACKWARD, ()) == wiring.test_backends(CLASS_BACKWARD)
+    assert _without_skips(out) == testfile_wiring.test_backends(CLASS_BACKWARD)
+    assert testfile_wiring.test_backends(CLASS_BACKWARD, ()) == testfile_wiring.test_backends(CLASS_BACKWARD)
 
     assert _run(out, "Test_Blend", "test_op_backward", dtype=0, backend="cutile") is None  # others run on
     skipped = _run(out, "Test_Blend", "test_op_backward", dtype=0, backend="cutile-rs")
-    assert skipped is not None and skipped.msg == wiring.FORWARD_ONLY_SKIP
+    assert skipped is not None and skipped.msg == testfile_wiring.FORWARD_ONLY_SKIP
     timing = _run(out, "Test_Blend", "test_backward_timing", framework="cutile-rs")
-    assert timing is not None and timing.msg == wiring.FORWARD_ONLY_SKIP
+    assert timing is not None and timing.msg == testfile_wiring.FORWARD_ONLY_SKIP
     assert _run(out, "Test_Blend", "test_op", backend="cutile-rs") is None  # forward tests are not touched
     assert (
         _run(out, "Test_Blend", "test_op_backward_odd", backend="cutile-rs").msg
@@ -305,13 +305,15 @@ def test_backward_tests_skip_their_cutile_rs_case_with_the_citation_class_level(
 
 
 def test_backward_tests_skip_their_cutile_rs_case_module_level():
-    out = wiring.test_backends(MODULE_BACKWARD, ("test_op_backward",))
-    assert wiring.test_backends(out, ("test_op_backward",)) == out
+    out = testfile_wiring.test_backends(MODULE_BACKWARD, ("test_op_backward",))
+    assert testfile_wiring.test_backends(out, ("test_op_backward",)) == out
     assert '\ndef test_op_backward(backend):\n    if backend == "cutile-rs":\n        ' + SKIP + "\n" in out
     # pytest is imported for the skip, below the docstring and the __future__ import
     assert out.startswith('"""Blend tests."""\n\nfrom __future__ import annotations\nimport pytest\n')
-    assert _without_skips(out).replace("import pytest\n", "") == wiring.test_backends(MODULE_BACKWARD)
-    assert _run(out, None, "test_op_backward", backend="cutile-rs").msg == wiring.FORWARD_ONLY_SKIP
+    assert _without_skips(out).replace("import pytest\n", "") == testfile_wiring.test_backends(
+        MODULE_BACKWARD
+    )
+    assert _run(out, None, "test_op_backward", backend="cutile-rs").msg == testfile_wiring.FORWARD_ONLY_SKIP
     assert _run(out, None, "test_op_backward", backend="cutile") is None
     assert _run(out, None, "test_op", backend="cutile-rs") is None
 
@@ -373,9 +375,11 @@ def _run_by_module(text: str, backend: str):
 
 
 def test_a_backend_branch_calling_the_reference_by_module_gets_a_cutile_rs_twin():
-    assert "Backend cutile-rs not supported" in _run_by_module(wiring.test_backends(BY_MODULE), "cutile-rs")
-    out = wiring.test_backends(BY_MODULE, (), ROUTES)
-    assert wiring.test_backends(out, (), ROUTES) == out  # idempotent
+    assert "Backend cutile-rs not supported" in _run_by_module(
+        testfile_wiring.test_backends(BY_MODULE), "cutile-rs"
+    )
+    out = testfile_wiring.test_backends(BY_MODULE, (), ROUTES)
+    assert testfile_wiring.test_backends(out, (), ROUTES) == out  # idempotent
     assert _run_by_module(out, "cutile-rs") == "cutile_rs"  # reaches the wrapper's function
     assert _run_by_module(out, "cutile") == "cutile"  # the other backends keep their own calls
     assert "not supported" in _run_by_module(out, "other")
@@ -392,7 +396,7 @@ def test_a_routed_call_through_an_import_alias_and_no_tilegym_import():
     text = BY_MODULE.replace(
         "import tilegym\n", "from tilegym.ops.cutile import blend as ct_blend\n"
     ).replace("tilegym.ops.cutile.blend.blend(1)", "ct_blend.blend(1)")
-    out = wiring.test_backends(text, (), ROUTES)
+    out = testfile_wiring.test_backends(text, (), ROUTES)
     assert 'return ("é", tilegym.ops.cutile_rs.blend.blend(1))[1]' in out
     assert out.startswith("import tilegym\n")  # the twin's path needs the package bound
     assert 'return ("é", ct_blend.blend(1))[1]' in out  # the cutile branch is unchanged
@@ -424,8 +428,8 @@ def test_a_perf_test_choosing_its_module_by_framework_gets_the_twin_too():
     """TileGym's test_mla_decoding: test_perf is parametrized over ``_perf_frameworks`` and picks
     each backend's module under ``if framework == "cutile":``; without the twin every cutile-rs
     perf case skips (the H200 run of mla_decoding: 0 cutile-rs medians)."""
-    out = wiring.test_backends(PERF_BY_MODULE, (), ROUTES)
-    assert wiring.test_backends(out, (), ROUTES) == out
+    out = testfile_wiring.test_backends(PERF_BY_MODULE, (), ROUTES)
+    assert testfile_wiring.test_backends(out, (), ROUTES) == out
     assert '            elif framework == "cutile-rs":\n' in out
     assert "lambda: tilegym.ops.cutile_rs.blend.blend(1)" in out
 
@@ -465,8 +469,8 @@ def _config(text: str, backend: str, **kw):
 def test_a_helper_branch_on_the_current_backend_gets_a_cutile_rs_twin_of_the_same_statements():
     with pytest.raises(UnboundLocalError):
         _config(HELPER, "cutile-rs")  # what test_moe's cutile-rs case hit before any launch
-    out = wiring.helper_backend_twins(HELPER, ["experts"])
-    assert wiring.helper_backend_twins(out, ["experts"]) == out  # idempotent
+    out = testfile_wiring.helper_backend_twins(HELPER, ["experts"])
+    assert testfile_wiring.helper_backend_twins(out, ["experts"]) == out  # idempotent
     assert _config(out, "cutile-rs") == {"TILE_SIZE_M": 128}
     assert _config(out, "cutile-rs", fp8=True) == {"TILE_SIZE_M": 64}
     assert _config(out, "tilecpp") == {"BLOCK_SIZE_M": 128}  # the other backends keep theirs
@@ -480,7 +484,7 @@ def test_a_helper_chain_that_already_names_cutile_rs_is_left_as_it_is():
         '    elif _backend == "tilecpp":',
         '    elif _backend == "cutile-rs":\n        config = {}\n    elif _backend == "tilecpp":',
     )
-    assert wiring.helper_backend_twins(text, ["experts", "other"]).count('== "cutile-rs"') == 2
+    assert testfile_wiring.helper_backend_twins(text, ["experts", "other"]).count('== "cutile-rs"') == 2
 
 
 SKIPPING_TEST = """\
@@ -506,17 +510,17 @@ def test_op(backend, is_causal, transpose):
 
 
 def test_a_cutile_skip_on_what_the_wrapper_checks_is_inherited_and_only_that():
-    out = wiring.inherited_skips(SKIPPING_TEST, {"is_causal"})
+    out = testfile_wiring.inherited_skips(SKIPPING_TEST, {"is_causal"})
     added = [line for line in out.splitlines() if line not in SKIPPING_TEST.splitlines()]
     assert added == [
         '    if backend == "cutile-rs" and is_causal == False:',
-        f"        pytest.skip('{wiring.INHERITED_SKIP}cutile: causal only')",
+        f"        pytest.skip('{testfile_wiring.INHERITED_SKIP}cutile: causal only')",
     ]  # `transpose` is not checked by the wrapper; the third block does more than skip
     ast.parse(out)
-    assert wiring.inherited_skips(out, {"is_causal"}) == out  # wiring twice changes nothing
-    both = wiring.inherited_skips(SKIPPING_TEST, {"is_causal", "transpose"})
+    assert testfile_wiring.inherited_skips(out, {"is_causal"}) == out  # wiring twice changes nothing
+    both = testfile_wiring.inherited_skips(SKIPPING_TEST, {"is_causal", "transpose"})
     assert '    if backend == "cutile-rs":\n        if transpose:\n' in both
-    assert wiring.inherited_skips(SKIPPING_TEST, set()) == SKIPPING_TEST
+    assert testfile_wiring.inherited_skips(SKIPPING_TEST, set()) == SKIPPING_TEST
 
 
 DTYPE_SKIPS = """\
@@ -542,22 +546,22 @@ def test_op(backend, dtype):
 
 def test_a_cutile_skip_on_a_dtype_the_wrapper_does_not_dispatch_is_inherited():
     accepted = ["float16", "bfloat16"]  # the wrapper's _DTYPES: no f8 kernel
-    out = wiring.inherited_skips(DTYPE_SKIPS, set(), accepted)
+    out = testfile_wiring.inherited_skips(DTYPE_SKIPS, set(), accepted)
     added = [line for line in out.splitlines() if line not in DTYPE_SKIPS.splitlines()]
     assert added == [
         '    if backend == "cutile-rs" and dtype == torch.float8_e4m3fn:',
-        f'        pytest.skip("{wiring.INHERITED_DTYPE_SKIP}cutile: no fp8")',
+        f'        pytest.skip("{testfile_wiring.INHERITED_DTYPE_SKIP}cutile: no fp8")',
     ]  # f16 is dispatched (the `in` block keeps its cuTile-only skip), and so is bf16
     ast.parse(out)
-    assert wiring.inherited_skips(out, set(), accepted) == out  # wiring twice changes nothing
+    assert testfile_wiring.inherited_skips(out, set(), accepted) == out  # wiring twice changes nothing
     # a wrapper that dispatches f8 too inherits none of them; one with bf16 only inherits the `in` too
-    assert wiring.inherited_skips(DTYPE_SKIPS, set(), [*accepted, "float8_e4m3fn"]) == DTYPE_SKIPS
-    only_bf16 = wiring.inherited_skips(DTYPE_SKIPS, set(), ["bfloat16"])
+    assert testfile_wiring.inherited_skips(DTYPE_SKIPS, set(), [*accepted, "float8_e4m3fn"]) == DTYPE_SKIPS
+    only_bf16 = testfile_wiring.inherited_skips(DTYPE_SKIPS, set(), ["bfloat16"])
     assert only_bf16.count('== "cutile-rs"') == 2
-    assert wiring.inherited_skips(DTYPE_SKIPS, set(), []) == DTYPE_SKIPS  # no dtypes known: no rule
+    assert testfile_wiring.inherited_skips(DTYPE_SKIPS, set(), []) == DTYPE_SKIPS  # no dtypes known: no rule
     # through test_backends, as generate wires a test file
-    wired = wiring.test_backends(DTYPE_SKIPS, dtypes=accepted)
-    assert wiring.INHERITED_DTYPE_SKIP in wired
+    wired = testfile_wiring.test_backends(DTYPE_SKIPS, dtypes=accepted)
+    assert testfile_wiring.INHERITED_DTYPE_SKIP in wired
 
 
 def test_only_a_dispatch_over_the_element_generic_refuses_a_tests_dtype():
@@ -574,9 +578,9 @@ def test_only_a_dispatch_over_the_element_generic_refuses_a_tests_dtype():
 
     assert wrapper_py.refusing_dtypes(plan("T", ["float16", "bfloat16"])) == ["float16", "bfloat16"]
     assert wrapper_py.refusing_dtypes(plan("", ["int64"])) == []
-    assert wiring.test_backends(DTYPE_SKIPS, dtypes=wrapper_py.refusing_dtypes(plan("", ["int64"]))) == (
-        wiring.test_backends(DTYPE_SKIPS)
-    )
+    assert testfile_wiring.test_backends(
+        DTYPE_SKIPS, dtypes=wrapper_py.refusing_dtypes(plan("", ["int64"]))
+    ) == (testfile_wiring.test_backends(DTYPE_SKIPS))
 
 
 def test_only_the_checks_carried_over_from_the_reference_name_a_refused_case():
@@ -595,6 +599,6 @@ def test_only_the_checks_carried_over_from_the_reference_name_a_refused_case():
     plan = SimpleNamespace(python=SimpleNamespace(steps=steps))
     assert checked_names(plan) == {"is_causal"}
     # so a test's `k` (a size, say) inherits no cuTile skip through the prologue's tensor `k`
-    assert wiring.inherited_skips(SKIPPING_TEST.replace("is_causal", "k"), checked_names(plan)) == (
+    assert testfile_wiring.inherited_skips(SKIPPING_TEST.replace("is_causal", "k"), checked_names(plan)) == (
         SKIPPING_TEST.replace("is_causal", "k")
     )

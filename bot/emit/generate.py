@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.emit import cdef, ffi_rs, wiring, wrapper_py
+from bot.emit import cdef, ffi_rs, testfile_wiring, wiring, wrapper_py
 from bot.emit.types import GeneratedFile, GeneratedFiles
 from bot.errors import Blocked, Failed
 from bot.plan.types import LaunchPlan
@@ -40,7 +40,7 @@ def generate(target: Target, plan: LaunchPlan, checkout: Checkout) -> GeneratedF
     edits += [
         (
             repo / site.path,
-            lambda t, site=site: wiring.test_backends(
+            lambda t, site=site: testfile_wiring.test_backends(
                 t,
                 site.backward,
                 dict.fromkeys(site.reference_calls, wrapper_function),
@@ -57,7 +57,10 @@ def generate(target: Target, plan: LaunchPlan, checkout: Checkout) -> GeneratedF
             module, function = helper.split("::")
             helpers.setdefault(module, []).append(function)
     edits += [
-        (repo / module, lambda t, functions=tuple(functions): wiring.helper_backend_twins(t, functions))
+        (
+            repo / module,
+            lambda t, functions=tuple(functions): testfile_wiring.helper_backend_twins(t, functions),
+        )
         for module, functions in sorted(helpers.items())
     ]
     for path, edit in edits:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bot.classify.types import VerdictKind
 from bot.dryrun.result import describe_row
-from bot.emit import wiring
+from bot.emit import testfile_wiring
 from bot.job import Job, PortOptions
 from bot.perf import records, reports, run, validate
 from bot.perf.host_cause import host_cause, kernel_cause
@@ -138,7 +138,7 @@ def _wire(repo: Path, paths: list[str]) -> list[str]:
     for rel in paths:
         path = repo / rel
         text = path.read_text(encoding="utf-8")
-        wired = wiring.perf_backends(text)
+        wired = testfile_wiring.perf_backends(text)
         if wired != text:
             path.write_text(wired, encoding="utf-8")
             notes.append(

@@ -86,11 +86,11 @@ class TestSite:
     backward: tuple[str, ...] = ()
     # the cuTile reference's function as the file names it by module path
     # (``tilegym.ops.cutile.mla_decoding.mla_decoding``): the file calls each backend's module itself,
-    # so wiring routes its cutile-rs case to the wrapper's function (wiring.route_backend_calls)
+    # so wiring routes its cutile-rs case to the wrapper's function (testfile_wiring.route_backend_calls)
     reference_calls: tuple[str, ...] = ()
     # the tilegym helpers the file reaches the op through, as ``<module path>::<function>``
     # (``src/tilegym/ops/moe_interface.py::fused_experts_impl``): a helper that picks values per
-    # backend gets a cutile-rs twin of its "cutile" branch (wiring.helper_backend_twins)
+    # backend gets a cutile-rs twin of its "cutile" branch (testfile_wiring.helper_backend_twins)
     helpers: tuple[str, ...] = ()
 
 
