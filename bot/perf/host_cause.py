@@ -17,6 +17,7 @@ the two kernels' times where it weighs most: stage E's route to the kernel's aut
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from bot.perf.result import CUTILE, CUTILE_RS, Case, Kernel
 
@@ -39,14 +40,11 @@ def host_cause(cases: list[Case], launch_differences: list[str], dry_run_differe
 
 def _extra_copies(cases: list[Case]) -> str:
     """The config where the wrapper's copies and fills weigh most, when they weigh noticeably."""
-    cutile = {c.config: c for c in cases if c.backend == CUTILE and c.kernels}
     worst: tuple[float, str] | None = None
-    for case in cases:
-        if case.backend != CUTILE_RS or not case.kernels or case.config not in cutile:
-            continue
+    for case, reference in _paired(cases):
         total = sum(k.self_us for k in case.kernels)
         ours = _copy_time(case)
-        extra = ours - _copy_time(cutile[case.config])
+        extra = ours - _copy_time(reference)
         if total <= 0 or extra / total < NOTICEABLE:
             continue
         names = sorted({_short(k.name) for k in case.kernels if _COPY_OR_FILL.search(k.name)})
@@ -57,6 +55,14 @@ def _extra_copies(cases: list[Case]) -> str:
         if worst is None or extra / total > worst[0]:
             worst = (extra / total, line)
     return worst[1] if worst else ""
+
+
+def _paired(cases: list[Case]) -> Iterator[tuple[Case, Case]]:
+    """Each cutile-rs case with CUPTI kernels and the same config's cuTile case that has them."""
+    cutile = {c.config: c for c in cases if c.backend == CUTILE and c.kernels}
+    for case in cases:
+        if case.backend == CUTILE_RS and case.kernels and case.config in cutile:
+            yield case, cutile[case.config]
 
 
 def _copy_time(case: Case) -> float:
@@ -74,12 +80,8 @@ def kernel_cause(cases: list[Case], launch_equal: bool) -> str:
     copy; the config where the port's kernel lags cuTile's most. "" without that evidence."""
     if not launch_equal or _extra_copies(cases):
         return ""
-    cutile = {c.config: c for c in cases if c.backend == CUTILE and c.kernels}
     worst: tuple[float, str] | None = None
-    for case in cases:
-        reference = cutile.get(case.config)
-        if case.backend != CUTILE_RS or not case.kernels or reference is None:
-            continue
+    for case, reference in _paired(cases):
         ours, theirs = _main_kernel(case), _main_kernel(reference)
         if ours is None or theirs is None or theirs.self_us <= 0:
             continue

@@ -32,6 +32,7 @@ from bot.perf import records
 from bot.perf.result import BACKENDS
 from bot.targets.types import Target
 from bot.testing import testrun
+from bot.testresults.cases import split_nodeid
 
 BACKEND_WORDS = "(cutile or pytorch)"  # cutile matches cutile_rs / cutile-rs as well
 PERF_TEST = "test_perf"
@@ -89,24 +90,19 @@ def argv(python: str, test_paths: tuple[str, ...], selection: Selection, junit_x
 
 def by_config(ids: list[str]) -> list[str]:
     """``ids`` config by config, cutile-rs first in each, the configs of each dtype taking turns."""
-    configs: dict[tuple[str, str], list[str]] = {}  # (test function, config) -> its cases
-    dtypes: dict[str, list[tuple[str, str]]] = {}  # dtype -> its configs, in collection order
+    rank = {backend: i for i, backend in enumerate(BACKENDS)}
+    configs: dict[tuple[str, str, str], list[tuple[int, str]]] = {}  # (file, test, config) -> its cases
+    dtypes: dict[str, list[tuple[str, str, str]]] = {}  # dtype -> its configs, in collection order
     for nodeid in ids:
-        function, _, params = nodeid.partition("[")
-        params = params[:-1] if params.endswith("]") else params
-        key = (function, records.split_backend(params)[1])
+        file, name, params = split_nodeid(nodeid)
+        backend, config = records.split_backend(params)
+        key = (file, name, config)
         if key not in configs:
             configs[key] = []
             dtypes.setdefault(records.dtype_of(params), []).append(key)
-        configs[key].append(nodeid)
-    rank = {backend: i for i, backend in enumerate(BACKENDS)}
-
-    def backend_rank(nodeid: str) -> int:
-        params = nodeid.partition("[")[2].removesuffix("]")
-        return rank.get(records.split_backend(params)[0], len(rank))
-
+        configs[key].append((rank.get(backend, len(rank)), nodeid))
     turns = [key for round_ in zip_longest(*dtypes.values()) for key in round_ if key is not None]
-    return [nodeid for key in turns for nodeid in sorted(configs[key], key=backend_rank)]
+    return [nodeid for key in turns for _, nodeid in sorted(configs[key], key=lambda c: c[0])]
 
 
 def with_ids(command: list[str], test_paths: tuple[str, ...], ids: list[str]) -> list[str]:

@@ -25,6 +25,7 @@ from bot.perf.result import CUTILE_RS, Case, PerfResult, not_run
 from bot.perf.summarise import summarise
 from bot.report import report
 from bot.testing import testrun
+from bot.testresults.cases import split_nodeid
 
 COLLECT_SHARE = 0.25  # of the stage's time, at most, for collecting the selection (seconds, usually)
 
@@ -102,7 +103,7 @@ def _measure(job: Job, python: str, tools, options: PortOptions) -> PerfResult:
     )
     env = run.environment(out_dir, tools)
     ids, collected = run.collect(target, command, out_dir, env, options.perf_timeout * COLLECT_SHARE)
-    if not any(records.split_backend(_params(i))[0] == CUTILE_RS for i in ids):
+    if not any(records.split_backend(split_nodeid(i)[2])[0] == CUTILE_RS for i in ids):
         why = _last_line(collected) if not ids else f"{len(ids)} case(s), none of them cutile-rs"
         reason = f"the perf selection has no cutile-rs case ({why})"
         return PerfResult("BLOCKED", "MISSING_DATA", reason, command=testrun.shown(command), notes=notes)
@@ -145,10 +146,6 @@ def _wire(repo: Path, paths: list[str]) -> list[str]:
                 f"test_perf of {rel} lacked cutile-rs in its backends: added (stage E's one allowed edit)"
             )
     return notes
-
-
-def _params(nodeid: str) -> str:
-    return nodeid[nodeid.find("[") + 1 : -1] if nodeid.endswith("]") and "[" in nodeid else ""
 
 
 def _with_unreached(cases: list[Case], collected: list[str], cut_short: bool) -> list[Case]:
