@@ -51,3 +51,10 @@ def make_seed(seed: Path, key: str) -> None:
     for path in [*seed.rglob("*"), seed]:  # old, distinct mtimes: a copy that drops them shows
         if not path.is_symlink():
             os.utime(path, ns=(1_000_000_000_123, 1_000_000_000_123 + len(str(path))))
+
+
+def toolchain_and_crate(tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
+    """A fake toolchain in ``tmp_path/bin``, the environment that finds it, and a crate beside it."""
+    bin_dir = tmp_path / "bin"
+    fake_toolchain(bin_dir)
+    return bin_dir, toolchain_env(bin_dir), crate(tmp_path / "crate")

@@ -7,7 +7,7 @@ import os
 import re
 
 import pytest
-from runner_cache_support import CARGO_V, RUSTC_VV, crate, fake_toolchain, toolchain_env
+from runner_cache_support import CARGO_V, RUSTC_VV, crate, fake_toolchain, toolchain_and_crate, toolchain_env
 
 from bot.build.runner_cache import CacheUnavailable, cache_key, key_parts
 from bot.targets.types import Target
@@ -48,10 +48,7 @@ def test_the_pipelines_build_runs_cargo_with_the_port_options_target_dir_and_car
 
 
 def test_the_key_follows_the_lock_or_manifest_and_the_toolchain_and_nothing_else(tmp_path):
-    bin_dir = tmp_path / "bin"
-    fake_toolchain(bin_dir)
-    env = toolchain_env(bin_dir)
-    c = crate(tmp_path / "crate")
+    bin_dir, env, c = toolchain_and_crate(tmp_path)
     first = cache_key(c, env)
     assert re.fullmatch(r"[0-9a-f]{16}", first)
     assert cache_key(c, env) == first  # stable

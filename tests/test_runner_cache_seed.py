@@ -14,7 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from runner_cache_support import ROOT, RUSTC_VV, crate, fake_toolchain, make_seed, toolchain_env
+from runner_cache_support import (
+    ROOT,
+    RUSTC_VV,
+    crate,
+    fake_toolchain,
+    make_seed,
+    toolchain_and_crate,
+    toolchain_env,
+)
 
 from bot.build import runner_cache
 from bot.build.build import TARGET_LOCK
@@ -53,10 +61,7 @@ def writable(folder: Path) -> None:
 @pytest.fixture
 def job(tmp_path):
     """A crate, a fake toolchain, its key, a read-only seed holding that key, and a job root."""
-    bin_dir = tmp_path / "bin"
-    fake_toolchain(bin_dir)
-    env = toolchain_env(bin_dir)
-    c = crate(tmp_path / "crate")
+    bin_dir, env, c = toolchain_and_crate(tmp_path)
     key = cache_key(c, env)
     seed = tmp_path / "seed"
     make_seed(seed, key)
@@ -189,10 +194,7 @@ def test_prepare_touches_the_target_it_uses_and_prunes_the_rest(job):
 
 
 def test_the_seeding_build_holds_the_seed_so_no_job_copies_it_half_built(tmp_path):
-    bin_dir = tmp_path / "bin"
-    fake_toolchain(bin_dir)
-    env = toolchain_env(bin_dir)
-    c = crate(tmp_path / "crate")
+    bin_dir, env, c = toolchain_and_crate(tmp_path)
     seen = []
 
     def compile_into(target_dir: Path, cargo_home: Path) -> str:

@@ -125,9 +125,7 @@ def _measure(job: Job, python: str, tools, options: PortOptions) -> PerfResult:
         dry = job.result.dry_run
         differences = [describe_row(r) for r in dry.differences] if dry else []
         result.host_cause = host_cause(cases, job.result.launch_differences, differences)
-        launch_equal = bool(
-            dry and dry.status == "compared" and dry.identical and not job.result.launch_differences
-        )
+        launch_equal = bool(dry and dry.identical and not job.result.launch_differences)
         result.kernel_cause = "" if result.host_cause else kernel_cause(cases, launch_equal)
     return result
 
