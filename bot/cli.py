@@ -261,6 +261,7 @@ def cmd_port_like(args, verify_only: bool) -> int:
         verify_only=verify_only,
         perf=perf_choice(args.perf, dict(os.environ)),
         perf_timeout=args.perf_timeout,
+        perf_configs=args.perf_configs,
         echo=echo,
         answer=echo if args.json else print,  # with --json stdout holds the JSON alone
     )

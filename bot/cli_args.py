@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from bot.errors import UsageError
+from bot.perf.result import CONFIG_CAP
 
 
 def kernels_at_a_time(text: str) -> int:
@@ -57,7 +58,7 @@ _PERF_WORDS = {"on": True, "off": False, "auto": None, "": None}
 
 
 def add_perf(p: argparse.ArgumentParser) -> None:
-    """``--perf`` / ``--no-perf`` and ``--perf-timeout``: the perf stage after ALL_PASS (bot/perf)."""
+    """``--perf`` / ``--no-perf``, ``--perf-timeout`` and ``--perf-configs``: the perf stage after ALL_PASS (bot/perf)."""
     p.add_argument(
         "--perf",
         action=argparse.BooleanOptionalAction,
@@ -73,6 +74,14 @@ def add_perf(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="seconds for each kernel's perf stage (default: %(default)g)",
     )
+    p.add_argument(
+        "--perf-configs",
+        type=_count,
+        default=CONFIG_CAP,
+        metavar="N",
+        help="measure at most N configs of test_perf, chosen to name every parameter value at least once "
+        "(stage E's cap; 0: every config; default: %(default)d)",
+    )
 
 
 def perf_choice(given: bool | None, env: dict[str, str]) -> bool | None:
@@ -83,3 +92,14 @@ def perf_choice(given: bool | None, env: dict[str, str]) -> bool | None:
     if word not in _PERF_WORDS:
         raise UsageError(f"{PERF_ENV}={word!r}: give on, off or auto")
     return _PERF_WORDS[word]
+
+
+def _count(text: str) -> int:
+    """A whole number of at least 0 (argparse's type for a count)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is below 0")
+    return value

@@ -21,6 +21,7 @@ from bot.apply.types import ApplyResult
 from bot.classify import machine_errors
 from bot.classify.types import Verdict, VerdictKind
 from bot.errors import OwnBug, StageStop
+from bot.perf.result import CONFIG_CAP
 from bot.read.types import KernelSignature
 from bot.report.types import PortResult, StageRecord
 from bot.targets.types import Discovery, Target
@@ -46,6 +47,7 @@ class PortOptions:
     sandbox: bool = False  # the checkout's code runs under bubblewrap (bot/sandbox.py)
     perf: bool | None = None  # the perf stage after ALL_PASS (bot/perf): None on where a CUDA GPU is visible
     perf_timeout: float = 1800.0  # seconds for the perf stage's pytest (collection and run)
+    perf_configs: int = CONFIG_CAP  # the perf stage's cap on configs, covering every parameter value (0: all)
 
     def out_dir(self, op: str) -> Path:
         root = self.out_root or Path(

@@ -89,13 +89,13 @@ def test_a_checkout_without_test_perf_is_blocked_with_its_reports(tmp_path):
     assert said[0].startswith("<PERF_LOG>") and said[-1] == "VERDICT: BLOCKED"
 
 
-def _measured(tmp_path: Path, edit=None, graphs: bool = True):
+def _measured(tmp_path: Path, edit=None, graphs: bool = True, **options):
     tilegym = tilegym_checkout()
     python = cpu_python(tmp_path / "py", venv_python(), graphs)
     repo = copy_tests(tilegym, tmp_path / "tilegym")
     if edit:
         edit(repo / "tests" / "ops" / f"test_{OP}.py")
-    job, opts, said, echoed = _job(repo, tmp_path / "out", perf=True, perf_timeout=900.0)
+    job, opts, said, echoed = _job(repo, tmp_path / "out", perf=True, perf_timeout=900.0, **options)
     job.found = discover(Target(repo, OP))
     stage.after_all_pass([job], python, lambda: _interp(False), None, opts)
     return job, said, repo
@@ -119,6 +119,17 @@ def test_a_whole_perf_stage_on_tilegym_s_own_test_perf(tmp_path):
     agent_log = (out / "reports" / "agent_logs" / "agent_e.md").read_text()
     assert "<PERF_LOG>" in agent_log and "validate_perf_log.sh" in agent_log
     assert job.run.stages[-1].name == "perf" and job.run.stages[-1].status == "ok"
+
+
+def test_a_cap_below_the_configs_measures_the_chosen_ones_and_says_so(tmp_path):
+    job, said, repo = _measured(tmp_path, perf_configs=1)
+    perf = job.result.perf
+    assert len(perf.cases) == 3 and len({c.config for c in perf.cases}) == 1  # one config, three backends
+    assert perf.verdict == "DONE" and perf.reason.endswith("(1 of 2 configs: stage E's cap)")
+    note = next(n for n in perf.notes if n.startswith("1 of 2 configs measured"))
+    assert "values beyond the cap" in note  # one config cannot name both dtypes: said, not hidden
+    md = (Path(perf.out_dir) / "reports" / "performance.md").read_text()
+    assert note in md
 
 
 def test_a_test_perf_without_cutile_rs_is_wired_first(tmp_path):

@@ -318,6 +318,7 @@ def cmd_port_job(args) -> int:
                 test_jobs=args.test_jobs,
                 perf=perf,
                 perf_timeout=args.perf_timeout,
+                perf_configs=args.perf_configs,
                 sandbox=args.sandbox,
             ),
             repo_name=args.repo_name,

@@ -94,8 +94,10 @@ def split_backend(params: str) -> tuple[str, str]:
         for word in spellings:
             m = re.search(rf"(?:^|-){re.escape(word)}(?=-|$)", params)
             if m and not params[m.end() :].startswith(("-rs", "_rs")):
-                config = (params[: m.start()] + params[m.end() :]).strip("-")
-                return backend, config
+                head, tail = params[: m.start()], params[m.end() :]
+                # the match took the "-" before the word; at the start, drop the one after it (a
+                # value of its own may begin with "-": ``cutile_rs--1`` is the config ``-1``)
+                return backend, head + tail if head else tail[1:]
     return "", params
 
 

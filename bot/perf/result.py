@@ -16,6 +16,7 @@ CUTILE_RS, CUTILE, PYTORCH = "cutile-rs", "cutile", "pytorch"
 BACKENDS = (CUTILE_RS, CUTILE, PYTORCH)
 # stage E's gate (agents/agent_e.md): the overall geomean of cutile-rs / cuTile decides
 DONE_AT_MOST = 1.05
+CONFIG_CAP = 8  # stage E's cap on measured configs (bot/perf/cover.py): a few seconds a case on the H200
 VERDICTS = ("DONE", "INVESTIGATE", "BLOCKED", "NOT_RUN")
 SEVERITIES = ("DONE", "MILD_GAP", "MODERATE_GAP", "LARGE_GAP", "MISSING_DATA", "NOT_RUN")
 NO_DTYPE = "(not in the test id)"

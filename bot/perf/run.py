@@ -88,11 +88,14 @@ def argv(python: str, test_paths: tuple[str, ...], selection: Selection, junit_x
     return out + [f"--junitxml={junit_xml}", "-o", "junit_family=xunit1", "-p", "no:cacheprovider"]
 
 
-def by_config(ids: list[str]) -> list[str]:
-    """``ids`` config by config, cutile-rs first in each, the configs of each dtype taking turns."""
+ConfigKey = tuple[str, str, str]  # (test file, test function, its parameters without the backend)
+
+
+def configs_in_turns(ids: list[str]) -> list[tuple[ConfigKey, list[str]]]:
+    """``ids`` grouped by config, cutile-rs first in each, the configs of each dtype taking turns."""
     rank = {backend: i for i, backend in enumerate(BACKENDS)}
-    configs: dict[tuple[str, str, str], list[tuple[int, str]]] = {}  # (file, test, config) -> its cases
-    dtypes: dict[str, list[tuple[str, str, str]]] = {}  # dtype -> its configs, in collection order
+    configs: dict[ConfigKey, list[tuple[int, str]]] = {}
+    dtypes: dict[str, list[ConfigKey]] = {}  # dtype -> its configs, in collection order
     for nodeid in ids:
         file, name, params = split_nodeid(nodeid)
         backend, config = records.split_backend(params)
@@ -102,7 +105,12 @@ def by_config(ids: list[str]) -> list[str]:
             dtypes.setdefault(records.dtype_of(params), []).append(key)
         configs[key].append((rank.get(backend, len(rank)), nodeid))
     turns = [key for round_ in zip_longest(*dtypes.values()) for key in round_ if key is not None]
-    return [nodeid for key in turns for _, nodeid in sorted(configs[key], key=lambda c: c[0])]
+    return [(key, [nodeid for _, nodeid in sorted(configs[key], key=lambda c: c[0])]) for key in turns]
+
+
+def by_config(ids: list[str]) -> list[str]:
+    """``ids`` config by config, cutile-rs first in each, the configs of each dtype taking turns."""
+    return [nodeid for _, cases in configs_in_turns(ids) for nodeid in cases]
 
 
 def with_ids(command: list[str], test_paths: tuple[str, ...], ids: list[str]) -> list[str]:

@@ -19,7 +19,7 @@ from bot.classify.types import VerdictKind
 from bot.dryrun.result import describe_row
 from bot.emit import testfile_wiring
 from bot.job import Job, PortOptions
-from bot.perf import records, reports, run, validate
+from bot.perf import cover, records, reports, run, validate
 from bot.perf.host_cause import host_cause, kernel_cause
 from bot.perf.result import CUTILE_RS, Case, PerfResult, not_run
 from bot.perf.summarise import summarise
@@ -109,18 +109,30 @@ def _measure(job: Job, python: str, tools, options: PortOptions) -> PerfResult:
         return PerfResult("BLOCKED", "MISSING_DATA", reason, command=testrun.shown(command), notes=notes)
     left = max(deadline - time.monotonic(), 60.0)  # the budget's limits end inside what is left
     command += run.budget_args(left, run.has_session_timeout(python))
-    job.run.echo(f"[agent-d]   perf: {len(ids)} case(s) of {', '.join(selection.functions)}, three backends")
-    ordered = run.by_config(ids)
+    chosen = cover.choose(ids, options.perf_configs)
+    job.run.echo(
+        f"[agent-d]   perf: {len(chosen.ids)} case(s) of {', '.join(selection.functions)}, three backends; "
+        + chosen.note(options.perf_configs)
+    )
+    notes.append(chosen.note(options.perf_configs))
     notes.append(
-        f"the {len(ids)} case(s) ran config by config, as node ids in that order (the command selects the same)"
+        f"the {len(chosen.ids)} case(s) ran config by config, as node ids in that order"
+        + (
+            " (the command's -k collects every config; the node ids pick the chosen ones)"
+            if chosen.capped
+            else ""
+        )
     )
     outcome, log_text, xml = run.run(
-        target, run.with_ids(command, files.paths, ordered), out_dir, env, left, job.run.echo
+        target, run.with_ids(command, files.paths, chosen.ids), out_dir, env, left, job.run.echo
     )
     if outcome.stopped:
         notes.append(f"pytest was stopped at the perf stage's deadline ({options.perf_timeout:.0f} s)")
-    cases = _with_unreached(records.read(log_text, xml, files.paths), ids, outcome.stopped or xml is None)
+    read = records.read(log_text, xml, files.paths)
+    cases = _with_unreached(read, chosen.ids, outcome.stopped or xml is None)
     result = summarise(cases, command=testrun.shown(command), exit_code=outcome.code, notes=notes)
+    if chosen.capped:
+        result.reason += f" ({chosen.configs} of {chosen.collected} configs: stage E's cap)"
     if result.verdict == "INVESTIGATE":
         dry = job.result.dry_run
         differences = [describe_row(r) for r in dry.differences] if dry else []
