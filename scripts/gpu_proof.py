@@ -102,6 +102,19 @@ def main(argv: list[str] | None = None) -> int:
         "pack); results.json records it, with $AGENT_D_CHECKOUT_COMMIT when set",
     )
 
+    s.add_argument(
+        "--perf-configs",
+        type=int,
+        help="--stage perf: agent-d's --perf-configs (stage E's cap on configs; default: agent-d's)",
+    )
+    s.add_argument(
+        "--gate-share",
+        type=float,
+        default=0.3,
+        help="--stage perf: the share of each op's seconds for its correctness gate; the perf stage gets "
+        "the rest less a margin (default 0.3)",
+    )
+
     s = sub.add_parser("table", help="render docs/gpu.md from results.json")
     s.add_argument(
         "--results",
@@ -166,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             args.cross,
             faults_only=args.faults_only,
             bot_from_checkout=args.bot_from_checkout,
+            perf_options={"configs": args.perf_configs, "gate_share": args.gate_share},
         )
     if args.cmd == "table":
         from gpu.table import table

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
-from gpu import bundle, device, perf_table, run_perf, steps, table
+import pytest
+from gpu import bundle, device, perf_table, steps, table
 from gpu.run_perf import perf_steps
 from gpu_proof_support import MANIFEST, tar_xz
 
@@ -21,8 +23,20 @@ def test_one_verify_with_perf_per_generated_op_each_alone(tmp_path):
     argv = planned[0].argv
     assert argv[:4] == ["python3", "-m", "bot.cli", "verify"] and "--perf" in argv and "--json" in argv
     assert argv[argv.index("--test-timeout") + 1] == "{timeout:0.3}"
-    assert argv[argv.index("--perf-timeout") + 1] == f"{{timeout:{run_perf.PERF_SHARE}}}"
+    assert argv[argv.index("--perf-timeout") + 1] == "{timeout:0.65}"
+    assert "--perf-configs" not in argv  # agent-d's own default
     assert [len(g) for g in device.groups(planned)] == [1]
+
+
+def test_the_gate_s_share_and_the_cap_reach_verify():
+    root, site, logs = Path("/r"), Path("/s"), Path("/l")
+    (step,) = perf_steps(MANIFEST, root, site, ["silu_and_mul"], "python3", logs, configs=4, gate_share=0.45)
+    argv = step.argv
+    assert argv[argv.index("--test-timeout") + 1] == "{timeout:0.45}"
+    assert argv[argv.index("--perf-timeout") + 1] == "{timeout:0.5}"
+    assert argv[argv.index("--perf-configs") + 1] == "4" and argv[-1] == "--json"
+    with pytest.raises(ValueError, match="--gate-share 0.95"):
+        perf_steps(MANIFEST, root, site, ["silu_and_mul"], "python3", logs, gate_share=0.95)
 
 
 def test_a_step_s_time_is_shared_out_by_its_placeholders():

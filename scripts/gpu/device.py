@@ -306,6 +306,7 @@ def run(
     cross: list[str] | None = None,
     faults_only: list[str] | None = None,
     bot_from_checkout: bool = False,
+    perf_options: dict | None = None,
 ) -> int:
     t0 = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
@@ -371,7 +372,7 @@ def run(
     if stage == "perf":  # the perf stage of each generated op, one at a time (scripts/gpu/run_perf.py)
         from gpu.run_perf import perf_steps
 
-        steps = perf_steps(manifest, root, site, ops, python, logs)
+        steps = perf_steps(manifest, root, site, ops, python, logs, **(perf_options or {}))
     else:
         steps = plan(manifest, root, site, ops, python, logs, cross)
     if stage == "bench":  # host time only, e.g. on a later machine for a bundle already tested

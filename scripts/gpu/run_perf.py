@@ -2,8 +2,9 @@
 
 One ``agent-d verify --kernel <op> --perf`` per op, one op at a time (the timings must not share
 the GPU): its correctness run is the gate (stage E runs after ALL_PASS), then TileGym's own
-``test_perf`` for cutile-rs, cuTile and PyTorch. The step's time is split between them: a third
-for the correctness run, the rest for the perf stage. ``results.json`` gets each op's ``perf``
+``test_perf`` for cutile-rs, cuTile and PyTorch. The step's time is split between them: the gate's
+share (``--gate-share``, 0.3 by default) for the correctness run, the rest less a margin for the
+perf stage, capped at ``--perf-configs`` configs when given. ``results.json`` gets each op's ``perf``
 entry (the summary of ``verify --json``, with the gate's verdict, the step's exit and time);
 the reports (``performance.md``, the perf logs, the JUnit XML with the records) travel in
 ``logs.tar.gz`` under ``agent_d_reports/<op>/``. It works on a bundle unpacked by an earlier call
@@ -17,13 +18,24 @@ from pathlib import Path
 
 from gpu.steps import Step, parse_verify
 
-TEST_SHARE, PERF_SHARE = 0.3, 0.65  # of the step's seconds: the correctness gate, the perf stage
+GATE_SHARE, MARGIN_SHARE = 0.3, 0.05  # of the step's seconds: the correctness gate; left to write results
 
 
 def perf_steps(
-    manifest: dict, root: Path, site: Path, ops: list[str], python: str, out_logs: Path
+    manifest: dict,
+    root: Path,
+    site: Path,
+    ops: list[str],
+    python: str,
+    out_logs: Path,
+    configs: int | None = None,
+    gate_share: float = GATE_SHARE,
 ) -> list[Step]:
-    """One verify-with-perf step per generated op, each its own group (they run one after the other)."""
+    """One verify-with-perf step per generated op, each its own group (they run one after the other);
+    ``configs``: agent-d's ``--perf-configs`` (None: its default)."""
+    if not 0.05 <= gate_share <= 0.9:
+        raise ValueError(f"--gate-share {gate_share}: give a share from 0.05 to 0.9")
+    perf_share = round(1.0 - gate_share - MARGIN_SHARE, 3)
     b = root / "payload" / "agent_d"
     reader = root / "payload" / "reader" / "kernel-reader"
     steps = []
@@ -31,8 +43,10 @@ def perf_steps(
         if manifest["ops"][op]["pack"]["status"] != "generated":
             continue
         argv = [python, "-m", "bot.cli", "verify", "--repo", str(b), "--kernel", op, "--out",
-                str(b / "cutile_kernel_out"), "--python", python, "--test-timeout", f"{{timeout:{TEST_SHARE}}}",
-                "--perf", "--perf-timeout", f"{{timeout:{PERF_SHARE}}}", "--json"]  # fmt: skip
+                str(b / "cutile_kernel_out"), "--python", python, "--test-timeout", f"{{timeout:{gate_share}}}",
+                "--perf", "--perf-timeout", f"{{timeout:{perf_share}}}", "--json"]  # fmt: skip
+        if configs is not None:
+            argv[-1:-1] = ["--perf-configs", str(configs)]
         env = {"PYTHONPATH": str(site), "AGENT_D_READER": str(reader)}
         steps.append(Step("perf", op, "agent_d", argv, str(b), env, str(out_logs / f"{op}.agent_d.perf.txt"), 1.0,
                           group=len(steps)))  # fmt: skip
