@@ -1,4 +1,4 @@
-"""The host contract against its JSON Schema (bot/infer/contract.schema.json): what passes, and the
+"""The host contract against its JSON Schema (bot/infer/contract/contract.schema.json): what passes, and the
 exact dotted path each rejection names."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from bot.errors import Blocked
-from bot.infer import contract
-from bot.infer.contract_keys import known_keys, nest
-from bot.infer.contract_schema import problems, schema
+from bot.infer.contract import host_contract as contract
+from bot.infer.contract.keys import known_keys, nest
+from bot.infer.contract.schema import problems, schema
 from bot.infer.facts import Facts
 from bot.plan import python_side
 from bot.plan.inputs import python_inputs

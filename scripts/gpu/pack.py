@@ -341,7 +341,7 @@ def _pack_trees(
     cargo_target_dir: Path,
 ) -> tuple[str, dict]:
     """The two TileGym trees, each op ported into tree B, both libraries built: (commit, per-op meta)."""
-    from bot.infer.contract import count_lines as contract_line_count
+    from bot.infer.contract.host_contract import count_lines as contract_line_count
 
     checkout = work / "checkout"
     log(f"exporting {tilegym}")
