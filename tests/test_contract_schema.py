@@ -245,7 +245,7 @@ def test_agent_b_block_is_validated_the_same_way(tmp_path):
 
 
 def test_the_verify_path_imports_without_jsonschema():
-    """GPU runners run `agent-d verify` with the wheels scripts/gpu/pack.py carries, and jsonschema is
+    """GPU runners run `agent-d verify` with the wheels scripts/gpu/pack/trees.py carries, and jsonschema is
     not among them: the schema library loads only when a contract is checked."""
     import subprocess
     import sys
