@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from gpu.device import cuda_env
+from gpu.run.device import cuda_env
 
 CHECKS = ("interpreter", "registration", "dry run")  # agent-d's own, between the smoke and pytest
 

@@ -138,13 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "pack" and args.tilegym is None and args.faults is None:
         p.error("pack needs --tilegym, --faults or both")
     if args.cmd == "pack":
-        from gpu.pack import pack
+        from gpu.pack.trees import pack
 
         from bot.wheel import default_cache_dir  # the tests' cache too, so compiled crates are shared
 
         cache = default_cache_dir()
         cargo_target = args.cargo_target_dir or cache / "cargo-target"
-        from gpu.pack import new_kernels
+        from gpu.pack.trees import new_kernels
 
         new = new_kernels(args.new_kernels) if args.tilegym is not None else {}
         if args.new_ops is not None:
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     if args.cmd == "run":
-        from gpu.device import run
+        from gpu.run.device import run
 
         return run(
             args.bundle,
@@ -182,10 +182,10 @@ def main(argv: list[str] | None = None) -> int:
             perf_options={"configs": args.perf_configs, "gate_share": args.gate_share},
         )
     if args.cmd == "table":
-        from gpu.table import table
+        from gpu.tables.gpu_md import table
 
         print(table(args.results, args.out), end="")
-        from gpu.perf_table import perf_table
+        from gpu.tables.perf_md import perf_table
 
         written = perf_table(args.results, args.perf_out)
         if written:
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.cmd == "carry":
         from gpu.bundle import load_manifest
-        from gpu.pack import report_carry
+        from gpu.pack.trees import report_carry
 
         report_carry(load_manifest(args.bundle), args.bundle.resolve())
         return 0

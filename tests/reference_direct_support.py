@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.infer import reference_direct
+from bot.infer.reference import direct as reference_direct
 from bot.read.types import BlockUse, Entry, Generic, KernelSignature, Param
 
 REFERENCE = (Path(__file__).parent / "fixtures" / "reference" / "scaled_mask.py").read_text()

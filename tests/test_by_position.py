@@ -9,8 +9,9 @@ import ast
 
 import pytest
 
-from bot.infer import by_position, reference_direct
-from bot.infer.launch_ast import NotThisShape
+from bot.infer import by_position
+from bot.infer.launch.syntax import NotThisShape
+from bot.infer.reference import direct as reference_direct
 from bot.read.types import BlockUse, Entry, Generic, KernelSignature, Param
 
 REFERENCE = """

@@ -1,4 +1,4 @@
-"""The host contract against its JSON Schema (bot/infer/contract.schema.json): what passes, and the
+"""The host contract against its JSON Schema (bot/infer/contract/contract.schema.json): what passes, and the
 exact dotted path each rejection names."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from bot.errors import Blocked
-from bot.infer import contract
-from bot.infer.contract_keys import known_keys, nest
-from bot.infer.contract_schema import problems, schema
+from bot.infer.contract import host_contract as contract
+from bot.infer.contract.keys import known_keys, nest
+from bot.infer.contract.schema import problems, schema
 from bot.infer.facts import Facts
 from bot.plan import python_side
 from bot.plan.inputs import python_inputs
@@ -245,7 +245,7 @@ def test_agent_b_block_is_validated_the_same_way(tmp_path):
 
 
 def test_the_verify_path_imports_without_jsonschema():
-    """GPU runners run `agent-d verify` with the wheels scripts/gpu/pack.py carries, and jsonschema is
+    """GPU runners run `agent-d verify` with the wheels scripts/gpu/pack/trees.py carries, and jsonschema is
     not among them: the schema library loads only when a contract is checked."""
     import subprocess
     import sys

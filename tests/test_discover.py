@@ -9,8 +9,9 @@ import dataclasses
 import textwrap
 from pathlib import Path
 
-from bot.infer import ops_py, reference
+from bot.infer import ops_py
 from bot.infer.facts import Facts
+from bot.infer.reference import op as reference
 from bot.targets.discover import discover
 from bot.targets.types import Target
 

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 from env_support import interpreter, with_tileiras
-from gpu import faults, table
-from gpu.run_faults import run_faults
+from gpu import faults
+from gpu.run.faults import run_faults
+from gpu.tables import gpu_md as table
 from validator_support import needs_cc
 
 from bot.classify.classify import classify

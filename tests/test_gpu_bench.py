@@ -1,4 +1,4 @@
-"""CPU-side tests of scripts/gpu/bench.py, the host-time benchmark: its parts that run without a GPU."""
+"""CPU-side tests of scripts/gpu/run/bench.py, the host-time benchmark: its parts that run without a GPU."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import types
 def test_bench_pins_autotuned_wrappers_to_their_first_config():
     import types
 
-    from scripts.gpu import bench
+    from scripts.gpu.run import bench
 
     module = types.SimpleNamespace(autotune_launch=lambda **kw: None)
     assert bench.pin_first_config(module)
@@ -23,7 +23,7 @@ def test_bench_pins_autotuned_wrappers_to_their_first_config():
 
 
 def test_bench_rotates_the_order_and_reports_the_median_round_ratio():
-    from scripts.gpu import bench
+    from scripts.gpu.run import bench
 
     order = []
     fake_torch = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: None))
@@ -50,7 +50,7 @@ _LIBC = next(
 
 
 def test_bench_loads_each_wrapper_over_the_library_it_is_told(tmp_path, monkeypatch):
-    from scripts.gpu import bench
+    from scripts.gpu.run import bench
 
     runtime = tmp_path / "a" / "src" / "tilegym"
     (runtime / "backend" / "cutile_rs").mkdir(parents=True)

@@ -7,8 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
-from gpu import bundle, device
+from gpu import bundle
 from gpu.bundle import MiB
+from gpu.run import device
 from gpu_proof_support import random_file, tar_xz
 
 
@@ -116,7 +117,7 @@ PORT_STDOUT = json.dumps(
 
 
 def test_port_outcome_generated_vs_blocked():
-    from gpu.porting import port_outcome
+    from gpu.pack.porting import port_outcome
 
     ok = port_outcome(PORT_STDOUT, 3)
     assert ok["status"] == "generated" and ok["stages"]["abi smoke"] == "ok"
@@ -131,7 +132,7 @@ def test_port_outcome_generated_vs_blocked():
 
 
 def test_strip_op_removes_host_files_and_wiring(tmp_path):
-    from gpu.porting import CUTILE_RS, strip_op
+    from gpu.pack.porting import CUTILE_RS, strip_op
 
     ops = tmp_path / CUTILE_RS
     (ops / "silu_and_mul_kernel").mkdir(parents=True)
@@ -163,7 +164,7 @@ def test_strip_op_removes_host_files_and_wiring(tmp_path):
 
 
 def test_new_kernels_go_into_tree_b_as_a_porters_pr_would(tmp_path):
-    from gpu import pack
+    from gpu.pack import trees as pack
 
     kernels = tmp_path / "kernels"
     (kernels / "dropout_kernel").mkdir(parents=True)
@@ -191,7 +192,7 @@ def test_the_carried_wheels_hold_every_dependency_verify_imports():
     import importlib.metadata
     import tomllib
 
-    from gpu import pack
+    from gpu.pack import trees as pack
     from packaging.requirements import Requirement
 
     def name(spec: str) -> str:

@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from gpu import table
+from gpu.tables import gpu_md as table
 from gpu_proof_support import RESULTS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""``gpu_proof.py run --stage perf`` and docs/perf.md (scripts/gpu/run_perf.py, scripts/gpu/perf_table.py),
+"""``gpu_proof.py run --stage perf`` and docs/perf.md (scripts/gpu/run/perf.py, scripts/gpu/tables/perf_md.py),
 on a CPU with an interpreter that stands in for the GPU machine's."""
 
 from __future__ import annotations
@@ -8,8 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from gpu import bundle, device, perf_table, steps, table
-from gpu.run_perf import perf_steps
+from gpu import bundle
+from gpu.run import device, steps
+from gpu.run.perf import perf_steps
+from gpu.tables import gpu_md as table
+from gpu.tables import perf_md as perf_table
 from gpu_proof_support import MANIFEST, tar_xz
 
 from bot.perf import summarise

@@ -7,7 +7,9 @@ import os
 import sys
 import tarfile
 
-from gpu import bundle, device, steps, table
+from gpu import bundle
+from gpu.run import device, steps
+from gpu.tables import gpu_md as table
 from gpu_proof_support import MANIFEST, PYTEST_LOG, RESULTS, tar_xz
 
 

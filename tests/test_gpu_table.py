@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from gpu import table
+from gpu.tables import gpu_md as table
 from gpu_proof_support import RESULTS
 
 
@@ -110,7 +110,7 @@ def test_a_run_of_the_fault_corpus_alone_merges_and_its_rows_say_their_run(tmp_p
 
 
 def test_a_new_op_is_shown_against_the_cutile_backend():
-    from gpu import table
+    from gpu.tables import gpu_md as table
 
     results = {
         "date": "2026-12-03",

@@ -100,3 +100,17 @@ def test_a_cycle_is_found_where_there_is_one(tmp_path):
     known = modules("pkg", folder)
     graph = {name: imports(name, path, known) for name, path in known.items()}
     assert cycles(graph) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+def test_subpackages_are_walked(tmp_path):
+    """bot/infer and scripts/gpu hold subpackages: their modules count, and so does a loop through them."""
+    folder = tmp_path / "pkg"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "__init__.py").write_text("")
+    (folder / "sub" / "__init__.py").write_text("")
+    (folder / "sub" / "a.py").write_text("from pkg import b\n")
+    (folder / "b.py").write_text("from pkg.sub.a import thing\n")
+    known = modules("pkg", folder)
+    assert sorted(known) == ["pkg", "pkg.b", "pkg.sub", "pkg.sub.a"]
+    graph = {name: imports(name, path, known) for name, path in known.items()}
+    assert cycles(graph) == [["pkg.b", "pkg.sub.a"]]

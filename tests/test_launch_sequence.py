@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.infer import naming, reference_direct
-from bot.infer.launch_ast import NotThisShape
-from bot.infer.reference import ModuleLoader
+from bot.infer import naming
+from bot.infer.launch.syntax import NotThisShape
+from bot.infer.reference import direct as reference_direct
+from bot.infer.reference.op import ModuleLoader
 from bot.read.types import BlockUse, Entry, Generic, KernelSignature, Param
 
 SPLIT_NORM = """\

@@ -13,8 +13,9 @@ from checkout_support import checkout_with_kernels
 from bot.dryrun import compare as dry_compare
 from bot.dryrun import result as dry_result
 from bot.emit import wrapper_py
-from bot.infer import list_params, reference_launch
-from bot.infer.launch_ast import NotThisShape
+from bot.infer import list_params
+from bot.infer.launch.syntax import NotThisShape
+from bot.infer.reference import launch as reference_launch
 from bot.pipeline import make_plan
 from bot.plan.closure import unbound
 from bot.read.reader import read_kernel

@@ -219,7 +219,7 @@ def test_mut_tensor_output_is_a_kernel_fault(silu):
 
 def test_every_missing_key_is_a_contract_key(silu):
     """A filled draft must load as a contract: every MISSING key is one the contract accepts."""
-    from bot.infer.contract import _known
+    from bot.infer.contract.host_contract import _known
 
     (silu.repo / "src/tilegym/ops/cutile/silu_and_mul.py").unlink()
     (silu.repo / "src/tilegym/ops/ops.py").write_text("")  # no declaration either

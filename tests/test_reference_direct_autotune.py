@@ -11,8 +11,8 @@ from reference_direct_support import (
     scale_rows_signature,
 )
 
-from bot.infer import reference_direct
-from bot.infer.launch_ast import NotThisShape
+from bot.infer.launch.syntax import NotThisShape
+from bot.infer.reference import direct as reference_direct
 
 TUNED = """
 import math
@@ -69,7 +69,7 @@ def test_the_untuned_branch_of_an_autotune_switch_is_read_with_its_configs():
     import ast
 
     from bot.infer.facts import Facts
-    from bot.infer.reference import ReferenceOp
+    from bot.infer.reference.op import ReferenceOp
 
     signature = scale_rows_signature()
     reading = reference_direct.read_tree(ast.parse(TUNED), "scale_rows", signature)
@@ -145,7 +145,7 @@ def test_a_config_generator_chosen_by_the_device_is_a_config_group_per_device():
     import ast
 
     from bot.infer.facts import Facts
-    from bot.infer.reference import ReferenceOp
+    from bot.infer.reference.op import ReferenceOp
 
     signature = scale_rows_signature()
     reading = reference_direct.read_tree(ast.parse(CHOSEN_BY_DEVICE), "scale_rows", signature)

@@ -14,8 +14,8 @@ from reference_direct_support import (
     scaled_mask_signature,
 )
 
-from bot.infer import reference_direct
-from bot.infer.launch_ast import NotThisShape
+from bot.infer.launch.syntax import NotThisShape
+from bot.infer.reference import direct as reference_direct
 from bot.read.types import BlockUse, Entry, Generic, KernelSignature, Param
 
 
@@ -59,7 +59,7 @@ def test_facts_name_dropped_reference_parameters_and_offer_no_empty_result():
     import ast
 
     from bot.infer.facts import Facts
-    from bot.infer.reference import ReferenceOp
+    from bot.infer.reference.op import ReferenceOp
 
     source = REFERENCE.replace("        ctx.p = p\n        return out\n", "        ctx.p = p\n")
     source = source.replace(

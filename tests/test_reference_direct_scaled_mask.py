@@ -12,8 +12,8 @@ from reference_direct_support import (
     rotate_signature,
 )
 
-from bot.infer import reference_direct
-from bot.infer.launch_ast import NotThisShape
+from bot.infer.launch.syntax import NotThisShape
+from bot.infer.reference import direct as reference_direct
 
 
 def test_the_launch_is_followed_through_the_autograd_function():

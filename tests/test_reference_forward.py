@@ -273,7 +273,7 @@ def _halve_signature():
 def test_an_item_of_a_shape_list_at_a_variable_index_and_an_augmented_assignment():
     import ast
 
-    from bot.infer import reference_direct
+    from bot.infer.reference import direct as reference_direct
 
     reading = reference_direct.read_tree(ast.parse(HALVED), "halve", _halve_signature())
     lets = [(s["let"], s["expr"]) for s in reading.steps if "let" in s]
@@ -289,8 +289,8 @@ def test_an_item_of_a_shape_list_at_a_variable_index_and_an_augmented_assignment
 def test_an_item_assigned_to_what_is_not_a_list_built_there_is_refused():
     import ast
 
-    from bot.infer import reference_direct
-    from bot.infer.launch_ast import NotThisShape
+    from bot.infer.launch.syntax import NotThisShape
+    from bot.infer.reference import direct as reference_direct
 
     source = HALVED.replace("y_shape = list(x.shape)", "y_shape = x.shape")
     with pytest.raises(

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.infer import reference_launch
 from bot.infer.facts import Facts
+from bot.infer.reference import launch as reference_launch
 from bot.read.types import BlockUse, Entry, Generic, KernelSignature, Param
 from bot.targets.discover import discover
 from bot.targets.types import Target
@@ -228,13 +228,13 @@ def _target(tmp_path: Path, source: str) -> Target:
 
 
 def _ref(target: Target):
-    from bot.infer import reference
+    from bot.infer.reference import op as reference
 
     return reference.load(target, discover(target))
 
 
 def test_an_unparsable_reference_is_noted_once_not_a_crash(tmp_path):
-    from bot.infer import reference
+    from bot.infer.reference import op as reference
 
     target = _target(tmp_path, "def tiled_gemm(:\n")
     ref = reference.load(target, discover(target))

@@ -171,7 +171,7 @@ def module_counts(path: Path, dispatch: str) -> list[str]:
     """Counts the reference module binds from a shape (``batch_size = input_flat.shape[0]``):
     its registered function's first, then the other forward functions' in source order (a row
     kernel's plan reads no step of the reference, so its counts are found here)."""
-    from bot.infer.reference import registered_function
+    from bot.infer.reference.op import registered_function
 
     tree = ast.parse(path.read_text())
     registered = registered_function(tree, dispatch)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from bot.infer.contract import VERSION, _known
+from bot.infer.contract.host_contract import VERSION, _known
 from bot.infer.facts import Facts
 from bot.plan.types import LaunchPlan
 from bot.targets.types import Target

@@ -18,8 +18,12 @@ from bot.classify.types import VerdictKind
 from bot.emit import generate, soundness
 from bot.emit.draft import write_draft
 from bot.errors import Blocked, Failed, StageStop
-from bot.infer import analysis, contract, ops_py, reference, reference_direct, reference_launch, test_dtypes
+from bot.infer import analysis, ops_py, test_dtypes
+from bot.infer.contract import host_contract
 from bot.infer.facts import Facts
+from bot.infer.reference import direct as reference_direct
+from bot.infer.reference import launch as reference_launch
+from bot.infer.reference import op as reference_op
 from bot.job import Job, PortOptions
 from bot.plan import build_plan
 from bot.read.reader import KernelRefused, ReaderError, ReaderUnavailable, read_kernel
@@ -157,12 +161,12 @@ def gather_facts(
     """``porter=False``: without the porter's contract and stage B's block (what agent-d reads alone)."""
     facts = Facts()
     if porter:
-        contract.gather(target, facts)
-        contract.gather_agent_b(out_dir / "reports" / "agent_b.md", facts)
+        host_contract.gather(target, facts)
+        host_contract.gather_agent_b(out_dir / "reports" / "agent_b.md", facts)
     analysis.gather(out_dir / "reference" / "analysis.json", facts)
     ops_py.gather(target, found, facts)
-    ref = reference.load(target, found)  # parsed once for both readers
-    reference.gather(target, facts, ref)
+    ref = reference_op.load(target, found)  # parsed once for both readers
+    reference_op.gather(target, facts, ref)
     reference_launch.gather(target, signature, facts, ref)
     reference_direct.gather(target, signature, facts, ref)  # after the autotuned reader: it wins a tie
     test_dtypes.gather(target, found, facts)

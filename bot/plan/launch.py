@@ -9,7 +9,7 @@ The cases differ in a few decisions, each made here from the kernel's shape and 
   rows x columns (the wrapper flattens leading dims), the grid is ``dim(out,0)`` computed in the
   FFI, and the reference op names the output's column count. Every other kernel is *tiled*: its
   grid terms are C arguments (``num_programs`` or ``grid_x/y/z``) the wrapper computes. So is a
-  kernel of the row shape whose directly launched reference was read (``reference_direct``): the
+  kernel of the row shape whose directly launched reference was read (``infer.reference.direct``): the
   reference states its descriptors, grid and arguments (an elementwise kernel over raw pointers
   launches over elements, not rows), and its wrapper steps bind every name those arguments read.
 - kernel scalars: descriptor fields by naming or the contract, GEMM letters (unless the reference
@@ -147,7 +147,7 @@ def row_shape(entries: list[Entry]) -> bool:
 
 def row_layout(entries: list[Entry], tensors: Given | None) -> bool:
     """The row shape, and no launch read from the cuTile reference: what the reference states it
-    launches (its descriptors, grid and arguments, ``reference_direct``) outranks a guess from the
+    launches (its descriptors, grid and arguments, ``infer.reference.direct``) outranks a guess from the
     kernel's shape."""
     return not reference_launch_read(tensors) and row_shape(entries)
 

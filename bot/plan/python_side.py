@@ -107,7 +107,7 @@ def contract_steps(given: Given | None) -> list[PyStep]:
 
 def _check_step(i: int, item: dict, src: Source | None) -> None:
     """A step's expressions must parse; say which step otherwise. (Its form is the contract schema's
-    job: bot/infer/contract.schema.json, checked when the contract is read.)"""
+    job: bot/infer/contract/contract.schema.json, checked when the contract is read.)"""
     where = f"{src.detail if src else 'python.steps'}[{i}]"
     for key in ("expr", "check", "return", "when"):
         if key in item:

@@ -12,7 +12,7 @@ from bot.build import build
 from bot.build.types import BuildResult
 from bot.emit import stage_generate
 from bot.errors import Blocked, Failed
-from bot.infer import contract
+from bot.infer.contract import host_contract
 from bot.job import Job
 from bot.plan import build_plan
 from bot.report.validator.elf import exported_functions
@@ -46,7 +46,7 @@ def verified_differences(job: Job) -> tuple[list[str], str]:
     except Exception as exc:  # the tests still run; the classifier then has no contract evidence
         why = f"{type(exc).__name__}: {exc}"
         job.run.log.append(f"contract differences not read: {why}")
-        return [], why if (target.kernel_dir / contract.CONTRACT_NAME).is_file() else ""
+        return [], why if (target.kernel_dir / host_contract.CONTRACT_NAME).is_file() else ""
 
 
 def _existing_build(target: Target) -> BuildResult:

@@ -1,7 +1,10 @@
-"""Helpers of ``scripts/gpu_proof.py`` (pack on a CPU machine, run on a GPU machine, render the table).
+"""Helpers of ``scripts/gpu_proof.py``, one subpackage per command: ``pack`` (on a CPU machine),
+``run`` (on the GPU machine) and ``tables`` (docs/gpu.md and docs/perf.md from the results); the
+bundle's format (``bundle``) and the fault corpus (``faults``), which both halves read, stay here.
 
-``bundle``, ``device``, ``bench`` and ``table`` use the standard library (``device`` also the
-checkout's stdlib-only ``bot.testresults``): they run on the GPU machine with its system Python. ``pack`` needs this repository's ``bot`` package, cargo and pip.
+``bundle``, ``faults``, ``run`` and ``tables`` use the standard library (``run.device`` also the
+checkout's stdlib-only ``bot.testresults``): they run on the GPU machine with its system Python.
+``pack`` needs this repository's ``bot`` package, cargo and pip.
 """
 
 OPS = ("silu_and_mul", "swiglu", "matmul", "bmm", "attention_sink")

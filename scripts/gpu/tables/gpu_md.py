@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from gpu import TREES
-from gpu.device import CUTILE_BASELINE, HAND_WRITTEN, mark
+from gpu.run.device import CUTILE_BASELINE, HAND_WRITTEN, mark
 
 NOT_RUN = "not run"
 
@@ -162,7 +162,7 @@ def render(results: dict, sources: list[str] | None = None) -> str:
         "Host time: median host time per call of each tree's wrapper, called directly on the same "
         "inputs and running the same kernel (autotuning pinned to the first config), both wrappers "
         "timed in one process, interleaved round by round; ratio = median over rounds of "
-        "agent-d / hand-written (`scripts/gpu/bench.py`)."
+        "agent-d / hand-written (`scripts/gpu/run/bench.py`)."
     )
     if results.get("blocked"):
         out += ["", f"**Nothing was tested: {results['blocked']}**"]

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 from gpu import faults
-from gpu.porting import SO_REL, export_checkout, log, port_op, sh, strip_op
+from gpu.pack.porting import SO_REL, export_checkout, log, port_op, sh, strip_op
 
 MAIN_SUFFIX = "@main"  # a case built on the TileGym checkout instead of the wheel
 

@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 from bot.infer import naming
 from bot.infer.by_position import reference_kinds
-from bot.infer.launch_ast import (
+from bot.infer.launch.configs import generator_configs
+from bot.infer.launch.syntax import (
     NotThisShape,
     bind,
     bool_params,
@@ -28,8 +29,7 @@ from bot.infer.launch_ast import (
     returning_body,
     substitute,
 )
-from bot.infer.launch_configs import generator_configs
-from bot.infer.launch_variant import Variant, VariantReader
+from bot.infer.launch.variant import Variant, VariantReader
 from bot.infer.list_params import ListArg, element_twin, list_elements
 from bot.read.types import Entry
 

@@ -12,7 +12,7 @@ import ast
 import copy
 from dataclasses import dataclass, field
 
-from bot.infer.launch_ast import NotThisShape
+from bot.infer.launch.syntax import NotThisShape
 from bot.infer.list_params import ListArg
 from bot.read.types import Entry, KernelSignature
 

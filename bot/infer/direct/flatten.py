@@ -11,7 +11,7 @@ import ast
 import copy
 from dataclasses import dataclass
 
-from bot.infer.direct_autotune import (
+from bot.infer.direct.autotune import (
     ConfigChoice,
     configs_calls,
     generator_choice,
@@ -19,8 +19,8 @@ from bot.infer.direct_autotune import (
     switch_name,
     untuned_branch,
 )
-from bot.infer.direct_module import MAX_INLINE, ReferenceModule, is_launch
-from bot.infer.direct_statements import (
+from bot.infer.direct.module import MAX_INLINE, ReferenceModule, is_launch
+from bot.infer.direct.statements import (
     conditional_value,
     early_return,
     first_line,
@@ -37,7 +37,7 @@ from bot.infer.direct_statements import (
     replaced_item,
     same_names,
 )
-from bot.infer.launch_ast import (
+from bot.infer.launch.syntax import (
     NotThisShape,
     assert_step,
     bind,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import copy
 
-from bot.infer.launch_ast import (
+from bot.infer.launch.syntax import (
     NotThisShape,
     bind,
     ceil_to_cdiv,
@@ -14,7 +14,7 @@ from bot.infer.launch_ast import (
     is_call,
     substitute,
 )
-from bot.infer.launch_variant import Variant, VariantReader
+from bot.infer.launch.variant import Variant, VariantReader
 from bot.read.types import Entry
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 
-from bot.infer.launch_ast import NotThisShape, bind, substitute
+from bot.infer.launch.syntax import NotThisShape, bind, substitute
 
 MAX_CONFIGS = 64  # per branch: more would make every new shape autotune for minutes
 

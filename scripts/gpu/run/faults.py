@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gpu import faults
-from gpu.steps import Step, log, parse_pytest, parse_verify, run_step
+from gpu.run.steps import Step, log, parse_pytest, parse_verify, run_step
 
 WORKERS = 4
 GRACE_S = 120  # verify's own stages around its pytest run (probe, registration, reports)

@@ -25,8 +25,8 @@ passes (``n_elements``, handed to the reference kernel's ``N``) is matched throu
 Anything else is not guessed: the reader stops and says which line.
 
 This module picks the case (one launch, or a sequence) and offers the facts; the pieces are
-``direct_module`` (the reference's module and its callees), ``direct_flatten`` (the steps, with
-``direct_statements`` and ``direct_autotune``) and ``direct_launch`` (the launch's mapping).
+``direct.module`` (the reference's module and its callees), ``direct.flatten`` (the steps, with
+``direct.statements`` and ``direct.autotune``) and ``direct.launch`` (the launch's mapping).
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ import copy
 from pathlib import Path
 
 from bot.infer import naming
-from bot.infer.direct_flatten import Flattener, Launch, with_names
-from bot.infer.direct_launch import Direct, kernel_hints, map_launch, param_names
-from bot.infer.direct_module import ReferenceModule
+from bot.infer.direct.flatten import Flattener, Launch, with_names
+from bot.infer.direct.launch import Direct, kernel_hints, map_launch, param_names
+from bot.infer.direct.module import ReferenceModule
 from bot.infer.facts import Facts
-from bot.infer.launch_ast import NotThisShape
-from bot.infer.reference import ModuleLoader, ReferenceOp, read_with, registered_function
+from bot.infer.launch.syntax import NotThisShape
+from bot.infer.reference.op import ModuleLoader, ReferenceOp, read_with, registered_function
 from bot.read.types import Entry, KernelSignature
 from bot.targets.types import Source, Target
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import copy
 
-from bot.infer.launch_ast import substitute
+from bot.infer.launch.syntax import substitute
 
 
 def is_ctx(stmt: ast.stmt) -> bool:

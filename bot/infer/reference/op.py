@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.infer.facts import Facts
-from bot.infer.launch_ast import NotThisShape
+from bot.infer.launch.syntax import NotThisShape
 from bot.infer.ops_py import render_signature, tensor_params
 from bot.targets.discover import cutile_registration
 from bot.targets.types import Discovery, Source, Target

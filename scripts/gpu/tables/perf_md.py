@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpu.table import NOTES, RENDERED_FROM, _origin, _shown, merge, ran_commit
+from gpu.tables.gpu_md import NOTES, RENDERED_FROM, _origin, _shown, merge, ran_commit
 
 TITLE = "# agent-d on a GPU: the perf stage (TileGym's stage E)"
 NO_DTYPE = "(not in the test id)"

@@ -1,7 +1,7 @@
 """The host contract's shape: ``contract.schema.json`` (JSON Schema, Draft 2020-12) and short messages
 for what it rejects.
 
-The schema describes the nested spelling (``contract_keys.nest`` makes it from dotted keys);
+The schema describes the nested spelling (``keys.nest`` makes it from dotted keys);
 ``problems`` lists each rejected value as ``<dotted path>: <what was expected>``, one per line.
 """
 
@@ -32,7 +32,7 @@ Path = tuple  # dict keys (str) and list indexes (int), outermost first
 
 @cache
 def schema() -> dict:
-    text = resources.files("bot.infer").joinpath("contract.schema.json").read_text(encoding="utf-8")
+    text = resources.files("bot.infer.contract").joinpath("contract.schema.json").read_text(encoding="utf-8")
     return json.loads(text)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from gpu.steps import Step, parse_verify
+from gpu.run.steps import Step, parse_verify
 
 GATE_SHARE, MARGIN_SHARE = 0.3, 0.05  # of the step's seconds: the correctness gate; left to write results
 

@@ -12,10 +12,10 @@ import ast
 from dataclasses import dataclass, field
 
 from bot.infer import by_position, naming
-from bot.infer.direct_autotune import CONFIGS_CALL, ConfigChoice
-from bot.infer.direct_flatten import Flattener, Launch
-from bot.infer.direct_statements import message_names, plain_assign
-from bot.infer.launch_ast import (
+from bot.infer.direct.autotune import CONFIGS_CALL, ConfigChoice
+from bot.infer.direct.flatten import Flattener, Launch
+from bot.infer.direct.statements import message_names, plain_assign
+from bot.infer.launch.syntax import (
     NotThisShape,
     bool_params,
     flag_check,

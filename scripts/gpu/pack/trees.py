@@ -23,7 +23,7 @@ import zipfile
 from pathlib import Path
 
 from gpu.bundle import MiB, carry_plan, write_bundle
-from gpu.porting import (
+from gpu.pack.porting import (
     CRATE,
     CUTILE_RS,
     REPO_ROOT,
@@ -288,7 +288,7 @@ def pack(
         commit, op_meta = _pack_trees(tilegym, work, stage, logs, ops, new or {}, cargo_target_dir)
     fault_meta = None
     if faults_dir is not None:
-        from gpu.pack_faults import pack_faults
+        from gpu.pack.faults import pack_faults
 
         fault_meta = pack_faults(faults_dir, stage, cargo_target_dir, logs, faults_tilegym)
     log("downloading cp312 wheels and building the agent-d wheel")
@@ -341,7 +341,7 @@ def _pack_trees(
     cargo_target_dir: Path,
 ) -> tuple[str, dict]:
     """The two TileGym trees, each op ported into tree B, both libraries built: (commit, per-op meta)."""
-    from bot.infer.contract import count_lines as contract_line_count
+    from bot.infer.contract.host_contract import count_lines as contract_line_count
 
     checkout = work / "checkout"
     log(f"exporting {tilegym}")

@@ -2,7 +2,7 @@
 or the ``host_launch_contract`` YAML block of stage B's ``reports/agent_b.md``.
 
 Every key is optional and overrides what any other source infers. The contract is checked against
-``contract.schema.json`` (``contract_keys`` nests dotted keys first, ``contract_schema`` words the
+``contract.schema.json`` (``keys`` nests dotted keys first, ``schema`` words the
 errors): an unknown key or a mistyped value is rejected with its dotted path, so a typo cannot
 silently fall back to a guess.
 """
@@ -15,8 +15,8 @@ from pathlib import Path
 import yaml
 
 from bot.errors import Blocked
-from bot.infer import contract_keys, contract_schema
-from bot.infer.contract_keys import LEAF_MAPPINGS
+from bot.infer.contract import keys, schema
+from bot.infer.contract.keys import LEAF_MAPPINGS
 from bot.infer.facts import Facts
 from bot.targets.types import Source, Target
 
@@ -66,8 +66,8 @@ def _load(text: str, where: str) -> dict:
         raise Blocked("host", f"{where}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(data, dict):
         raise Blocked("host", f"{where}: the contract must be a mapping")
-    nested, twice = contract_keys.nest(data)
-    lines = sorted(twice) + contract_schema.problems(nested)
+    nested, twice = keys.nest(data)
+    lines = sorted(twice) + schema.problems(nested)
     if lines:
         raise Blocked("host", "\n".join(f"{where}: {line}" for line in lines))
     nested.pop("contract_version", None)
@@ -87,7 +87,7 @@ def _flatten(data: dict, prefix: str = "") -> dict[str, object]:
 
 
 def _known(key: str) -> bool:
-    for pattern in contract_keys.known_keys():
+    for pattern in keys.known_keys():
         if pattern.endswith(".*") and key.startswith(pattern[:-1]) and len(key) > len(pattern) - 1:
             return True
         if key == pattern:

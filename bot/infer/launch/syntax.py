@@ -1,6 +1,6 @@
 """Pieces of TileGym's autotuned cuTile host code, read and rewritten with ``ast``.
 
-Used by both reference readers (``reference_launch``, ``reference_direct``) and their pieces:
+Used by both reference readers (``reference.launch``, ``reference.direct``) and their pieces:
 recognising calls and allocations, binding local names, substituting them into expressions, and
 rewriting the reference's expressions into the wrapper's (``cfg`` fields renamed to kernel.rs
 generics, ``ceil(x / y)`` to ``cdiv``, the SM query to TileGym's cached ``get_num_sm()``).

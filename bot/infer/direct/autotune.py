@@ -13,8 +13,8 @@ import ast
 import copy
 from dataclasses import dataclass
 
-from bot.infer.launch_ast import NotThisShape, is_call, substitute
-from bot.infer.launch_configs import generator_configs
+from bot.infer.launch.configs import generator_configs
+from bot.infer.launch.syntax import NotThisShape, is_call, substitute
 
 CONFIGS_CALL = "_autotune_configs"  # the wrapper's configs for this device (bot/emit/wrapper_py.py)
 DEVICE_CALL = "_device_capability"  # the wrapper's capability query (bot/emit/wrapper_py.py)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from bot.infer.contract_schema import Path, dotted, schema
+from bot.infer.contract.schema import Path, dotted, schema
 
 # Mappings that are values in their own right: their keys are names (entries, variables), not paths.
 LEAF_MAPPINGS = {"python.alloc", "python.tensors", "ffi.variants"}

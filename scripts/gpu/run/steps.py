@@ -1,5 +1,5 @@
 """A step of the GPU run (a command with its time limit) and the readers of its output, shared by
-the op tests (``device.py``) and the fault corpus (``run_faults.py``)."""
+the op tests (``run.device``) and the fault corpus (``run.faults``)."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ Anything outside that shape is not guessed: nothing is offered and ``facts.note_
 so the plan reports the facts as missing.
 
 This module reads the registered function (its prologue, the launch condition) and offers the
-facts; each variant is read by ``launch_search`` (a helper running ``exhaustive_search``) or
-``launch_fixed`` (bmm's branch with fixed sizes), against ``launch_variant``'s ``VariantReader``.
+facts; each variant is read by ``launch.search`` (a helper running ``exhaustive_search``) or
+``launch.fixed`` (bmm's branch with fixed sizes), against ``launch.variant``'s ``VariantReader``.
 """
 
 from __future__ import annotations
@@ -23,20 +23,20 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from bot.infer.direct_statements import raise_check
+from bot.infer.direct.statements import raise_check
 from bot.infer.facts import Facts
-from bot.infer.launch_ast import (
+from bot.infer.launch.fixed import fixed_variant
+from bot.infer.launch.search import passed_by_name, search_variant
+from bot.infer.launch.syntax import (
     NotThisShape,
     assert_step,
     is_allocation,
     is_call,
     none_default_step,
 )
-from bot.infer.launch_fixed import fixed_variant
-from bot.infer.launch_search import passed_by_name, search_variant
-from bot.infer.launch_variant import Variant, VariantReader
+from bot.infer.launch.variant import Variant, VariantReader
 from bot.infer.list_params import appended_list
-from bot.infer.reference import ReferenceOp, read_with, registered_function
+from bot.infer.reference.op import ReferenceOp, read_with, registered_function
 from bot.read.types import KernelSignature
 from bot.targets.types import Source, Target
 

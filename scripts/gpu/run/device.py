@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gpu import TREES
 from gpu.bundle import all_parts, load_manifest, reassemble, sha256_file
-from gpu.steps import Step, log, parse_pytest, parse_verify, run_step
+from gpu.run.steps import Step, log, parse_pytest, parse_verify, run_step
 
 STATE = Path("/tmp/agent-d-gpu")
 BENCH = Path(__file__).resolve().parent / "bench.py"
@@ -105,7 +105,7 @@ def cuda_env(root: Path) -> dict[str, str]:
 def overlay_bot(site: Path) -> str:
     """This working tree's ``bot`` over the installed wheel's (a fix made after the pack); returns the
     commit it says it is ($AGENT_D_CHECKOUT_COMMIT, set by whoever sends the tree)."""
-    checkout_bot = Path(__file__).resolve().parents[2] / "bot"
+    checkout_bot = Path(__file__).resolve().parents[3] / "bot"
     shutil.rmtree(site / "bot", ignore_errors=True)
     shutil.copytree(checkout_bot, site / "bot", ignore=shutil.ignore_patterns("__pycache__"))
     commit = os.environ.get("AGENT_D_CHECKOUT_COMMIT", "") or "unknown"
@@ -362,15 +362,15 @@ def run(
     missing = [m for m in ("cffi", "cuda.tile", "pytest", "pytest_timeout", "bot") if not info.get(m)]
     if missing:
         log(f"warning: not importable with the carried wheels: {', '.join(missing)}")
-    if stage == "faults":  # the fault corpus alone (scripts/gpu/run_faults.py)
-        from gpu.run_faults import run_faults
+    if stage == "faults":  # the fault corpus alone (scripts/gpu/run/faults.py)
+        from gpu.run.faults import run_faults
 
         results["stage"] = stage
         results["faults"] = run_faults(manifest, root, site, python, env, state, logs, faults_only)
         _write_out(results, out, logs, root, state)
         return 0
-    if stage == "perf":  # the perf stage of each generated op, one at a time (scripts/gpu/run_perf.py)
-        from gpu.run_perf import perf_steps
+    if stage == "perf":  # the perf stage of each generated op, one at a time (scripts/gpu/run/perf.py)
+        from gpu.run.perf import perf_steps
 
         steps = perf_steps(manifest, root, site, ops, python, logs, **(perf_options or {}))
     else:
@@ -413,7 +413,7 @@ def _record(step: Step, res: dict, results: dict, root: Path) -> None:
     # when this step finished: a later bench-only call carries these results, not their time
     res["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if step.kind == "perf":
-        from gpu.run_perf import record_perf
+        from gpu.run.perf import record_perf
 
         detail = record_perf(step, res, results)
         log(
@@ -522,10 +522,10 @@ def summary_text(results: dict) -> str:
                 f"{ht.get('hand_written', {}).get('us_per_call')} ratio {ht.get('ratio')}"
             )
     if results.get("faults"):
-        from gpu.run_faults import summary_lines
+        from gpu.run.faults import summary_lines
 
         lines += summary_lines(results["faults"])
-    from gpu.run_perf import summary_lines as perf_lines
+    from gpu.run.perf import summary_lines as perf_lines
 
     lines += perf_lines(results)
     return "\n".join(lines) + "\n"

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 CUTILE_RS = Path("src/tilegym/ops/cutile_rs")

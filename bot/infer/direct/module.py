@@ -7,8 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from bot.infer.launch_ast import bind, is_call, returning_body, substitute
-from bot.infer.reference import ModuleIndex, ModuleLoader, module_assignments
+from bot.infer.launch.syntax import bind, is_call, returning_body, substitute
+from bot.infer.reference.op import ModuleIndex, ModuleLoader, module_assignments
 
 MAX_INLINE = 4  # callee depth
 
