@@ -68,3 +68,15 @@ def test_pytest_runs_the_ids_in_that_order(tmp_path: Path):
         "test_op.py::test_perf[1-pytorch]",
         "test_op.py::test_perf[2-cutile_rs]",
     ]
+
+
+def test_the_session_timeout_s_line_says_the_run_ended_early():
+    """mla's H200 run: pytest-timeout ended the session, wrote the XML, and the cases after it were
+    named "not reported by pytest" instead of not reached."""
+    tail = (
+        "- generated xml file: /tmp/out/mla/perf_records.xml -\n"
+        "!!!!!!!!!!!!!!!!!!!!!! session-timeout: 91.0 sec exceeded !!!!!!!!!!!!!!!!!!!!!!\n"
+        "============= 1 failed, 4 passed, 2 warnings in 113.74s (0:01:53) ==============\n"
+    )
+    assert run.ended_at_session_timeout(tail)
+    assert not run.ended_at_session_timeout("session timeout: 91.0s\n== 5 passed in 3.0s ==\n")  # the header

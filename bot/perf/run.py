@@ -169,6 +169,15 @@ def collect(
     return ids, text
 
 
+_SESSION_TIMEOUT = re.compile(r"^!+ session-timeout: [0-9.]+ sec exceeded !+$", re.M)
+
+
+def ended_at_session_timeout(log_text: str) -> bool:
+    """pytest-timeout's ``--session-timeout`` ended the run (it says so in one line, then writes
+    the XML as for a run that finished)."""
+    return bool(_SESSION_TIMEOUT.search(log_text))
+
+
 def run(
     target: Target,
     command: list[str],

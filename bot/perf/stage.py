@@ -129,7 +129,8 @@ def _measure(job: Job, python: str, tools, options: PortOptions) -> PerfResult:
     if outcome.stopped:
         notes.append(f"pytest was stopped at the perf stage's deadline ({options.perf_timeout:.0f} s)")
     read = records.read(log_text, xml, files.paths)
-    cases = _with_unreached(read, chosen.ids, outcome.stopped or xml is None)
+    cut_short = outcome.stopped or xml is None or run.ended_at_session_timeout(log_text)
+    cases = _with_unreached(read, chosen.ids, cut_short)
     result = summarise(cases, command=testrun.shown(command), exit_code=outcome.code, notes=notes)
     if chosen.capped:
         result.reason += f" ({chosen.configs} of {chosen.collected} configs: stage E's cap)"
