@@ -153,6 +153,48 @@ def test_device_faults_are_the_kernels_when_the_launch_is_the_references():
         assert verdict.fix.startswith("host_contract.yaml: ffi hidden_size")
 
 
+SWEEP_LOG = """\
+============================= test session starts ==============================
+platform linux -- Python 3.12.3, pytest-9.1.1, pluggy-1.6.0 -- /usr/bin/python3
+rootdir: /repo
+plugins: timeout-2.5.0
+timeout: 60.0s
+collecting ... collected 328 items / 200 deselected / 128 selected
+
+tests/ops/test_bmm.py::Test_BMM_FWD::test_op[cutile_rs-True-4-128-256-511-torch.float16] FAILED [  0%]
+
+=================================== FAILURES ===================================
+__ Test_BMM_FWD.test_op[cutile_rs-True-4-128-256-511-torch.float16] __
+src/tilegym/backend/cutile_rs/autotuner.py:120: in _bench_config_cupti
+    out = kernel_fn(cfg)
+src/tilegym/ops/cutile_rs/bmm.py:191: in _launch
+    rc = lib.cutile_bmm(
+E   Failed: Timeout (>60.0s) from pytest-timeout.
+----------------------------- Captured stderr call -----------------------------
+[2026-12-04 11:05:37] [tilegym.backend.cutile_rs.autotuner] [INFO] cutile-rs autotune [bmm] key=(4, 128): benchmarking 18 configs (CUPTI) ...
+[2026-12-04 11:05:44] [tilegym.backend.cutile_rs.autotuner] [INFO]   [bmm] config 1/18: namespace(BM=64, BN=64) → 0.0167 ms ← best
+[2026-12-04 11:06:35] [tilegym.backend.cutile_rs.autotuner] [INFO]   [bmm] config 15/18: namespace(BM=256, BN=128) → 0.0395 ms
+!!!!!!!!!!!!!!!!!!!!!!!!!! stopping after 1 failures !!!!!!!!!!!!!!!!!!!!!!!!!!!
+=========== 1 failed, 200 deselected, 2 warnings in 64.52s (0:01:04) ===========
+"""
+
+
+def test_a_timeout_inside_the_autotune_sweep_names_the_sweep_not_a_hang():
+    """bmm on the H200 with autotuning on: its first case compiled 15 of the reference's 18 configs
+    before pytest-timeout's 60 s (pytest-timeout 2.5 words it "Timeout (>60.0s)")."""
+    result = to_test_result(SWEEP_LOG, command="pytest", exit_code=1, log_path="log", gpu=True)
+    (case,) = [c for c in result.cases if c.outcome == "failed"]
+    assert case.detail.endswith("autotune sweep: config 15 of 18 reached")
+    verdict = classify.classify(result, [], dry_run_identical=True)
+    assert (verdict.kind, verdict.klass) == (VerdictKind.FAIL, "host")
+    assert "ran out in the autotuner's sweep, at config 15 of 18" in verdict.reason
+    assert "python.configs" in verdict.fix
+    without_sweep = SWEEP_LOG.replace("config 1/18", "-").replace("config 15/18", "-")
+    hung = to_test_result(without_sweep, command="pytest", exit_code=1, log_path="log", gpu=True)
+    hang = classify.classify(hung, [], dry_run_identical=True)
+    assert hang.klass == "kernel" and hang.followup.startswith("kernel.rs: hang")  # today's wording too
+
+
 def test_the_output_the_wrapper_allocates_is_the_hosts():
     shape = _failed("AssertionError: output 0: shape (4, 64, 1024) != reference (4, 64, 512)")
     assert classify.classify(shape, []).klass == "host"

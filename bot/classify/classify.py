@@ -40,6 +40,9 @@ class _Launch:
 
 
 PER_TEST_TIMEOUT_S = 60.0  # the run's --timeout=60 (domain.md section 7)
+# pytest-timeout's words: "Timeout >60.0s" before 2.2, "Timeout (>60.0s) from pytest-timeout." since
+_TIMEOUT = re.compile(r"Failed: Timeout \(?>\d", re.I)
+_SWEEP = re.compile(r"autotune sweep: config (?P<k>\d+) of (?P<n>\d+) reached")
 
 _HOST_PATTERNS = (
     (re.compile(r"rc=-[2456]\b|returned error code -[2456]\b"), "the launcher rejected its arguments ({m})"),
@@ -63,7 +66,7 @@ _HOST_PATTERNS = (
 )
 # Faults the device shows after the ABI smoke passed: the kernel's, unless the launch is not the reference's.
 _DEVICE_PATTERNS = (
-    (re.compile(r"Failed: Timeout >\d", re.I), "hang"),  # pytest-timeout did interrupt it
+    (_TIMEOUT, "hang"),  # pytest-timeout did interrupt it
     (
         re.compile(r"illegal memory access|CUDA error 700|an illegal address|ILLEGAL_ADDRESS", re.I),
         "illegal memory access",
@@ -268,6 +271,9 @@ def _failure(
                     f"host_contract.yaml: {differences[0]}: launch as the reference does, or remove that key"
                 )
             return Verdict(VerdictKind.FAIL, "host", where + what.format(m=short), host_fix=fix)
+    sweep = _SWEEP.search(detail) if _TIMEOUT.search(message) else None
+    if sweep:
+        return _sweep_timeout(where, sweep.group("k"), sweep.group("n"))
     for pattern, what in _DEVICE_PATTERNS:
         if pattern.search(text) or (
             what == "illegal memory access" and any(pattern.search(p) for p in panics or [])
@@ -279,6 +285,21 @@ def _failure(
         what = "NaN outputs" if _NAN.search(text) else "numeric mismatch"
         return _device_fault(what, where, short, nodeid, panics or [], launch)
     return Verdict(VerdictKind.FAIL, "host", f"{where}{short}", host_fix="inspect the pytest log")
+
+
+def _sweep_timeout(where: str, reached: str, offered: str) -> Verdict:
+    """pytest-timeout ended a case inside the autotuner's first sweep of a shape: the time went to
+    compiling and timing the configs the wrapper offers, not to a hung kernel."""
+    return Verdict(
+        VerdictKind.FAIL,
+        "host",
+        f"{where}pytest-timeout's {PER_TEST_TIMEOUT_S:.0f} s ran out in the autotuner's sweep, at config "
+        f"{reached} of {offered}: the first call of a shape compiles and times every config the wrapper offers",
+        host_fix=(
+            "offer fewer autotune configs for this GPU (host_contract.yaml python.configs; TileGym's "
+            "hand-written ports keep one or two), or run the tests with TILEGYM_DISABLE_AUTOTUNE=1"
+        ),
+    )
 
 
 def _device_fault(

@@ -48,7 +48,12 @@ _LONE_WORD = re.compile(rf"^(?P<word>{_WORDS})(?:\s+\((?P<reason>.*)\))?(?:\s+\[
 # "E   AssertionError: ..." in a --tb=short section.
 _E_LINE = re.compile(r"^E\s{1,}(?P<text>\S.*)$")
 # Section titles inside FAILURES / ERRORS: "____ Test_X.test_op[a-b] ____", "____ ERROR at setup of t ____".
-_SECTION = re.compile(r"^_{3,} (?P<title>.+?) _{3,}$")
+# a failure's title line: pytest pads it with "_" to the terminal's width, down to one of each side
+# for a long test id (``_ Test_BMM_FWD.test_op[cutile_rs-...-torch.float16] _``)
+_SECTION = re.compile(r"^_+ (?P<title>\S.*?) _+$")
+# TileGym's autotuner logs each config it compiled and timed (``[bmm] config 15/18: namespace(...)``)
+_SWEEP = re.compile(r"\]\s+\[(?P<op>[\w.]+)\] config (?P<k>\d+)/(?P<n>\d+): ")
+SWEEP_LINE = "autotune sweep: config {k} of {n} reached"
 _BLOCK = re.compile(
     r"^={3,} (?P<name>FAILURES|ERRORS|short test summary info|warnings summary|PASSES)\b.*={3,}$"
 )
@@ -207,6 +212,11 @@ def _failure_line(found: Scan, line: str) -> None:
     e_line = _E_LINE.match(line)
     if e_line and found.section:
         found.e_lines[found.section].append(e_line.group("text").strip())
+        return
+    sweep = _SWEEP.search(line) if found.section else None
+    if sweep:  # the failed case's captured log: how far its autotune sweep got (the last line counts)
+        lines = [t for t in found.e_lines[found.section] if not t.startswith("autotune sweep: ")]
+        found.e_lines[found.section] = lines + [SWEEP_LINE.format(k=sweep.group("k"), n=sweep.group("n"))]
 
 
 def _short_summary_line(found: Scan, line: str) -> None:
