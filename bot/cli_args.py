@@ -44,12 +44,22 @@ def add_sandbox(p: argparse.ArgumentParser, default: bool) -> None:
 
 
 def positive_seconds(text: str) -> float:
+    return _parsed(text, float, "a number of seconds", lambda v: v > 0, "a positive number of seconds")
+
+
+def _count(text: str) -> int:
+    """A whole number of at least 0 (argparse's type for a count)."""
+    return _parsed(text, int, "a whole number", lambda v: v >= 0, "a whole number of at least 0")
+
+
+def _parsed(text: str, convert, what: str, fits, want: str):
+    """``convert(text)`` when it reads and ``fits``; else argparse's error saying what to give."""
     try:
-        value = float(text)
+        value = convert(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of seconds")
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if not fits(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: give {want}")
     return value
 
 
@@ -92,14 +102,3 @@ def perf_choice(given: bool | None, env: dict[str, str]) -> bool | None:
     if word not in _PERF_WORDS:
         raise UsageError(f"{PERF_ENV}={word!r}: give on, off or auto")
     return _PERF_WORDS[word]
-
-
-def _count(text: str) -> int:
-    """A whole number of at least 0 (argparse's type for a count)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is below 0")
-    return value
