@@ -85,23 +85,32 @@ class PyTestCase:
 
         first = got_list[0]
         if not failures and first.requires_grad and want_list[0].requires_grad:
-            if gradient is None:
-                grad = torch.ones_like(first)
-            elif callable(gradient):
-                grad = gradient(first)
-            else:
-                grad = gradient
-            first.backward(grad)
-            want_list[0].backward(grad)
-            for name, arg in kwargs.items():
-                if isinstance(arg, torch.Tensor) and arg.requires_grad:
-                    got_grad, want_grad = arg.grad, ref_kwargs[name].grad
-                    if got_grad is None or want_grad is None:
-                        failures.append(f"grad of {name}: missing on one side")
-                        continue
-                    msg = _compare(f"grad of {name}", got_grad, want_grad, rtol, atol, check_stride)
-                    if msg:
-                        failures.append(msg)
-                    arg.grad = None
-
+            failures += _grad_failures(
+                first, want_list[0], gradient, kwargs, ref_kwargs, rtol, atol, check_stride
+            )
         assert not failures, "\n".join(failures)
+
+
+def _grad_failures(got, want, gradient, kwargs, ref_kwargs, rtol, atol, check_stride):
+    """Back-propagate both outputs with ``gradient`` (a tensor, a callable of the output, or ones)
+    and compare the input gradients; one message per mismatch."""
+    if gradient is None:
+        grad = torch.ones_like(got)
+    elif callable(gradient):
+        grad = gradient(got)
+    else:
+        grad = gradient
+    got.backward(grad)
+    want.backward(grad)
+    failures = []
+    for name, arg in kwargs.items():
+        if isinstance(arg, torch.Tensor) and arg.requires_grad:
+            got_grad, want_grad = arg.grad, ref_kwargs[name].grad
+            if got_grad is None or want_grad is None:
+                failures.append(f"grad of {name}: missing on one side")
+                continue
+            msg = _compare(f"grad of {name}", got_grad, want_grad, rtol, atol, check_stride)
+            if msg:
+                failures.append(msg)
+            arg.grad = None
+    return failures
