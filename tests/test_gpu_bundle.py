@@ -216,3 +216,26 @@ def test_the_carried_wheels_hold_every_dependency_verify_imports():
             if req.marker is None or req.marker.evaluate(env):
                 todo.append(name(spec))
     assert {"jsonschema", "rpds-py", "cffi"} <= seen
+
+
+def test_the_agent_d_wheel_is_built_from_the_project_s_files_not_an_old_build(tmp_path):
+    """setuptools reuses a checkout's build/: after bot/infer's move the wheel held the old
+    bot/infer/contract.py beside the new contract/ package. The pack copies what git knows first."""
+    import subprocess
+
+    from gpu.pack.trees import project_files
+
+    repo = tmp_path / "repo"
+    (repo / "bot" / "infer").mkdir(parents=True)
+    (repo / ".gitignore").write_text("/build/\n__pycache__/\n")
+    (repo / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (repo / "bot" / "infer" / "facts.py").write_text("")
+    (repo / "build" / "lib" / "bot" / "infer").mkdir(parents=True)
+    (repo / "build" / "lib" / "bot" / "infer" / "contract.py").write_text("# a ghost\n")
+    (repo / "bot" / "__pycache__").mkdir()
+    (repo / "bot" / "__pycache__" / "x.pyc").write_bytes(b"")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "pyproject.toml", ".gitignore"], check=True)
+    (repo / "bot" / "new.py").write_text("")  # untracked, not ignored: a file of the working tree
+    files = sorted(project_files(repo))
+    assert files == [".gitignore", "bot/infer/facts.py", "bot/new.py", "pyproject.toml"]

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -75,6 +76,24 @@ CONTRACTS = REPO_ROOT / "tests" / "fixtures" / "contracts"
 
 
 # ------------------------------------------------------------------------------------ checkout
+
+
+def project_files(repo: Path) -> list[str]:
+    """The files git knows in ``repo``, tracked or untracked but not ignored (what a clean clone
+    plus the working tree's new files would hold)."""
+    out = sh(["git", "-C", str(repo), "ls-files", "-z", "-co", "--exclude-standard"], capture_output=True)
+    return [f for f in out.stdout.split("\0") if f and (repo / f).is_file()]
+
+
+def build_agent_d_wheel(repo: Path, wheels: Path) -> None:
+    """agent-d's wheel from a copy of the project's files: setuptools reuses the checkout's own
+    ``build/``, where modules moved or removed since an earlier build would ride along as ghosts."""
+    with tempfile.TemporaryDirectory(prefix="agent-d-wheel-") as tmp:
+        for rel in project_files(repo):
+            dest = Path(tmp) / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(repo / rel, dest)
+        sh([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), tmp])
 
 
 def copy_tree(src: Path, dest: Path) -> None:
@@ -297,7 +316,7 @@ def pack(
     wheels.mkdir()
     for spec in RUNTIME_WHEELS:
         shutil.copy2(wheel_for(spec, cache / "runtime-wheels"), wheels)
-    sh([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(REPO_ROOT)])
+    build_agent_d_wheel(REPO_ROOT, wheels)
     from bot.read.reader import reader_binary
 
     reader = stage / "reader" / "kernel-reader"
