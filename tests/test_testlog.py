@@ -377,3 +377,22 @@ def test_rs_skip_groups_carry_counts_and_reasons_without_the_skipped_prefix():
     assert [c.message for c in p.cases[2:]] == ["", "", ""]
     r = to_test_result(text, command="c", exit_code=0, log_path="")
     assert r.skip_groups == p.skip_groups
+
+
+def test_a_failed_case_s_autotune_sweep_is_detail_never_its_message():
+    """The captured log's ``[op] config k/N`` lines say how far the sweep got (the classifier reads
+    it for a timeout); the message stays pytest's own."""
+    log = (
+        "platform linux -- Python 3.12\nrootdir: /r\n"
+        "tests/ops/test_bmm.py::T::test_op[cutile_rs-1] FAILED [ 50%]\n\n"
+        "=================================== FAILURES ===================================\n"
+        "_ T.test_op[cutile_rs-1] _\n"
+        "----------------------------- Captured stderr call -----------------------------\n"
+        "[12:00:01] [autotuner] [INFO]   [bmm] config 2/18: namespace(BM=64) -> 0.1 ms\n"
+        "[12:00:05] [autotuner] [INFO]   [bmm] config 3/18: namespace(BM=128) -> 0.1 ms\n"
+        "=========================== short test summary info ============================\n"
+        "FAILED tests/ops/test_bmm.py::T::test_op[cutile_rs-1] - RuntimeError: boom\n"
+        "========================= 1 failed in 1.00s =========================\n"
+    )
+    (case,) = parse_log(log).cases
+    assert (case.message, case.detail) == ("RuntimeError: boom", "autotune sweep: config 3 of 18 reached")

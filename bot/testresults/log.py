@@ -31,7 +31,7 @@ from bot.build import compiler_output
 from bot.testing.types import Located, TestCase
 from bot.testresults import log_scan
 from bot.testresults.cases import Reading, head_line, tally
-from bot.testresults.log_scan import LogSummary, Scan
+from bot.testresults.log_scan import SWEEP_PREFIX, LogSummary, Scan
 
 _HEADER = re.compile(r"^(?:platform [a-z0-9]+ -- Python|rootdir:|plugins:)", re.MULTILINE)
 _CRASH = re.compile(
@@ -179,7 +179,8 @@ def _cases(found: Scan, crash: _Crash | None) -> list[TestCase]:
         case = TestCase(nodeid=nodeid, outcome=outcome[nodeid])
         if case.outcome in ("failed", "error"):
             e_lines = texts.get(head_line(nodeid), [])
-            message = e_lines[0] if e_lines else found.short_msg.get(nodeid, "")
+            said = [t for t in e_lines if not t.startswith(SWEEP_PREFIX)]  # the sweep line is detail only
+            message = said[0] if said else found.short_msg.get(nodeid, "")
             case.message = message or reason.get(nodeid, "")
             case.detail = " | ".join(e_lines)[:DETAIL_LIMIT] or crash_detail.get(nodeid, "")
         elif case.outcome in ("skipped", "xfailed", "xpassed"):

@@ -53,7 +53,8 @@ _E_LINE = re.compile(r"^E\s{1,}(?P<text>\S.*)$")
 _SECTION = re.compile(r"^_+ (?P<title>\S.*?) _+$")
 # TileGym's autotuner logs each config it compiled and timed (``[bmm] config 15/18: namespace(...)``)
 _SWEEP = re.compile(r"\]\s+\[(?P<op>[\w.]+)\] config (?P<k>\d+)/(?P<n>\d+): ")
-SWEEP_LINE = "autotune sweep: config {k} of {n} reached"
+SWEEP_PREFIX = "autotune sweep: "
+SWEEP_LINE = SWEEP_PREFIX + "config {k} of {n} reached"
 _BLOCK = re.compile(
     r"^={3,} (?P<name>FAILURES|ERRORS|short test summary info|warnings summary|PASSES)\b.*={3,}$"
 )
@@ -215,7 +216,7 @@ def _failure_line(found: Scan, line: str) -> None:
         return
     sweep = _SWEEP.search(line) if found.section else None
     if sweep:  # the failed case's captured log: how far its autotune sweep got (the last line counts)
-        lines = [t for t in found.e_lines[found.section] if not t.startswith("autotune sweep: ")]
+        lines = [t for t in found.e_lines[found.section] if not t.startswith(SWEEP_PREFIX)]
         found.e_lines[found.section] = lines + [SWEEP_LINE.format(k=sweep.group("k"), n=sweep.group("n"))]
 
 
