@@ -414,11 +414,7 @@ def route_backend_calls(text: str, routes: dict[str, str]) -> str:
                 body[node.lineno - first] = (
                     row[: node.col_offset] + routed + row[node.end_col_offset :]
                 ).decode()
-            head = lines[branch.lineno - 1]
-            indent = head[: len(head) - len(head.lstrip())]
-            if body and not body[-1].endswith(("\n", "\r")):
-                body[-1] += newline
-            inserts.append((last, [f'{indent}elif {arg} == "cutile-rs":{newline}', *body]))
+            inserts.append((last, _cutile_rs_branch(lines[branch.lineno - 1], arg, body, newline)))
     return _with_blocks(text, tree, lines, inserts, "tilegym")
 
 
@@ -453,12 +449,17 @@ def helper_backend_twins(text: str, functions: Iterable[str]) -> str:
                     continue  # a one-line branch: no lines of its own to copy
                 first, last = branch.test.end_lineno + 1, branch.body[-1].end_lineno
                 body = lines[first - 1 : last]
-                head = lines[branch.lineno - 1]
-                indent = head[: len(head) - len(head.lstrip())]
-                if body and not body[-1].endswith(("\n", "\r")):
-                    body[-1] += newline
-                inserts.append((last, [f'{indent}elif {arg} == "cutile-rs":{newline}', *body]))
+                inserts.append((last, _cutile_rs_branch(lines[branch.lineno - 1], arg, body, newline)))
     return _with_blocks(text, tree, lines, inserts, "")
+
+
+def _cutile_rs_branch(head: str, arg: str, body: list[str], newline: str) -> list[str]:
+    """``elif <arg> == "cutile-rs":`` at the indent of the ``if`` line ``head``, then ``body``'s
+    lines (the last one ended, so the lines after it stay their own)."""
+    indent = head[: len(head) - len(head.lstrip())]
+    if body and not body[-1].endswith(("\n", "\r")):
+        body = [*body[:-1], body[-1] + newline]
+    return [f'{indent}elif {arg} == "cutile-rs":{newline}', *body]
 
 
 def _current_backend_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
