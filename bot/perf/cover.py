@@ -54,16 +54,15 @@ def choose(ids: list[str], cap: int) -> Chosen:
         return Chosen([i for _, cases in groups for i in cases], len(groups), len(groups))
     values = _values([key for key, _ in groups])
     uncovered = set().union(*values)
+    tests = [key[:2] for key, _ in groups]  # each config's (file, test function)
     picked: list[int] = []
-    per_test: dict[tuple[str, str], int] = {}  # picks of each test so far: ties go to the least picked
     while uncovered and len(picked) < cap:
-        best = max(
+        best = max(  # most new values; then the test picked least so far; then the run's order
             range(len(groups)),
-            key=lambda i: (len(values[i] & uncovered), -per_test.get(groups[i][0][:2], 0), -i),
+            key=lambda i: (len(values[i] & uncovered), -sum(tests[p] == tests[i] for p in picked), -i),
         )
         picked.append(best)
         uncovered -= values[best]
-        per_test[groups[best][0][:2]] = per_test.get(groups[best][0][:2], 0) + 1
     for i in range(len(groups)):
         if len(picked) >= cap:
             break

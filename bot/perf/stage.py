@@ -110,11 +110,11 @@ def _measure(job: Job, python: str, tools, options: PortOptions) -> PerfResult:
     left = max(deadline - time.monotonic(), 60.0)  # the budget's limits end inside what is left
     command += run.budget_args(left, run.has_session_timeout(python))
     chosen = cover.choose(ids, options.perf_configs)
+    notes.append(chosen.note(options.perf_configs))
     job.run.echo(
         f"[agent-d]   perf: {len(chosen.ids)} case(s) of {', '.join(selection.functions)}, three backends; "
-        + chosen.note(options.perf_configs)
+        + notes[-1]
     )
-    notes.append(chosen.note(options.perf_configs))
     notes.append(
         f"the {len(chosen.ids)} case(s) ran config by config, as node ids in that order"
         + (
