@@ -19,6 +19,7 @@ from port_support import port_json
 from bot.cli import main
 from bot.demo import assemble_checkout
 from bot.pipeline import make_plan
+from bot.plan import sweep
 from bot.report.validator import exported_functions
 from bot.targets.types import Target
 
@@ -140,3 +141,8 @@ def test_bmm_and_attention_sink_need_no_contract(five):
     assert bmm.python.ffi_args["trans_a"] == "int(bool(transpose_a))"  # ops.py's default is None
     # an autotuned wrapper honours TileGym's switch: the first config only when it is off
     assert "    if is_autotune_disabled():\n        configs = configs[:1]\n" in wrapper_py.render(bmm)
+    # the reference's 18 sm_90 configs are more than a first call compiles inside pytest's 60 s
+    sm90 = next(g for g in bmm.python.configs if "(9, 0)" in g["when"])
+    assert len(sm90["configs"]) == sweep.SWEEP_LIMIT
+    assert "8 of the reference's 18 configs" in bmm.python.sources["python.configs"].detail
+    assert "# 8 of the reference's 18 configs (sweep limit 8" in wrapper_py.render(bmm)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 
 from bot.emit import cdef
+from bot.plan.sweep import NOTE_KEY
 from bot.plan.types import LaunchPlan, PyPlan, PyStep
 
 _HELPERS = ("bind_kernel_function_cffi", "check_rc", "make_tensor_desc")
@@ -261,7 +263,10 @@ def _public_function(plan: LaunchPlan) -> str:
 def _configs(py: PyPlan) -> list[str]:
     lines: list[str] = []
     for i, group in enumerate(py.configs):
-        lines += ["", f"# autotune configs, used when: {group['when']}", f"_CONFIGS_{i} = ["]
+        lines += ["", f"# autotune configs, used when: {group['when']}"]
+        if group.get(NOTE_KEY):  # the reference listed more than a first call can compile in time
+            lines += [f"# {line}" for line in textwrap.wrap(str(group[NOTE_KEY]), 96)]
+        lines += [f"_CONFIGS_{i} = ["]
         for cfg in group["configs"]:
             inner = ", ".join(f"{k}={v!r}" for k, v in cfg.items())
             lines.append(f"    SimpleNamespace({inner}),")

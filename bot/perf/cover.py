@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.cover import greedy_cover
 from bot.perf.run import ConfigKey, configs_in_turns
 
 
@@ -53,22 +54,11 @@ def choose(ids: list[str], cap: int) -> Chosen:
     if cap <= 0 or len(groups) <= cap:
         return Chosen([i for _, cases in groups for i in cases], len(groups), len(groups))
     values = _values([key for key, _ in groups])
-    uncovered = set().union(*values)
     tests = [key[:2] for key, _ in groups]  # each config's (file, test function)
-    picked: list[int] = []
-    while uncovered and len(picked) < cap:
-        best = max(  # most new values; then the test picked least so far; then the run's order
-            range(len(groups)),
-            key=lambda i: (len(values[i] & uncovered), -sum(tests[p] == tests[i] for p in picked), -i),
-        )
-        picked.append(best)
-        uncovered -= values[best]
-    for i in range(len(groups)):
-        if len(picked) >= cap:
-            break
-        if i not in picked:
-            picked.append(i)
-    ordered = sorted(picked)
+    # ties on new values: the test picked least so far
+    ordered, uncovered = greedy_cover(
+        values, cap, tiebreak=lambda i, picked: -sum(tests[p] == tests[i] for p in picked)
+    )
     left_out = tuple(sorted(_shown(v) for v in uncovered))
     return Chosen([i for n in ordered for i in groups[n][1]], len(ordered), len(groups), left_out)
 

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Generic, TypeVar
 
 from bot.infer.facts import Fact, Facts
+from bot.plan import sweep
 from bot.plan.types import TestWiring
 from bot.read.types import Entry, FileUse, KernelSignature
 from bot.targets.checkout import Checkout
@@ -188,7 +189,7 @@ def python_inputs(facts: Facts) -> PythonInputs:
         args=MappingProxyType(
             {name: Given(str(fact.value), fact.source) for name, fact in _valued(facts, "python.args")}
         ),
-        configs=Given(config_groups(facts.get("python.configs")), configs) if configs else None,
+        configs=Given(*sweep.fit(config_groups(facts.get("python.configs")), configs)) if configs else None,
         key=str(facts.get("python.key") or ""),
         result=_given(facts, "python.result", str),
         dtypes=_strings(facts, "python.dtypes"),

@@ -1,0 +1,82 @@
+"""How many autotune configs a generated wrapper sweeps when the cuTile reference chose them.
+
+cutile-rs compiles a kernel for each config on its first use, inside the first call of a shape:
+on the H200, bmm's sweep over the 18 configs its reference lists for sm_90 reached 15 of them in
+58 s (about 4 s each), and pytest-timeout ended the case at 60 s (domain.md section 7), a FAIL on
+first try. TileGym's own hand ports sweep 1 to 4 configs. So a config group read from the
+reference keeps at most ``SWEEP_LIMIT`` configs, chosen by a rule and said where it is written:
+
+- the reference's first config always (the one a wrapper launches with autotuning off);
+- then every value of every field at least once (``bot.cover``), then every pair of values of two
+  fields as far as the limit goes (so the sweep spreads over the grid), then the reference's order;
+- kept in the reference's order; a config listed twice is swept once.
+
+A porter who wants others writes ``python.configs`` in host_contract.yaml: the contract's list is
+the porter's choice and is swept whole.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+
+from bot.cover import greedy_cover
+from bot.targets.types import Source
+
+# at about 4 s a config on first use, 8 configs take about half of a case's 60 s
+SWEEP_LIMIT = 8
+NOTE_KEY = "note"  # a group's line for the wrapper's comment: what was kept of how many
+
+
+def fit(
+    groups: tuple[Mapping[str, object], ...], source: Source
+) -> tuple[tuple[Mapping[str, object], ...], Source]:
+    """``groups`` with repeats dropped and each group over the limit cut to it, and ``source``
+    saying which were changed; a contract's groups as written."""
+    if source.kind == "contract":
+        return groups, source
+    out: list[Mapping[str, object]] = []
+    said: list[str] = []
+    for group in groups:
+        listed = list(group["configs"])
+        configs = [c for i, c in enumerate(listed) if c not in listed[:i]]  # a repeat compiles nothing new
+        if len(configs) == len(listed) and len(configs) <= SWEEP_LIMIT:
+            out.append(group)
+            continue
+        kept, left_out = _kept(configs)
+        if len(kept) == len(configs):
+            note = f"the reference's {_count(listed, configs)}, each once"
+        else:
+            note = (
+                f"{len(kept)} of the reference's {_count(listed, configs)} (sweep limit {SWEEP_LIMIT}: each "
+                "is compiled on first use): its first, every field value once, then every pair of values, "
+                "then its order"
+            )
+        if left_out:
+            note += f"; values left out: {', '.join(left_out)}"
+        out.append({**group, "configs": [configs[i] for i in kept], NOTE_KEY: note})
+        said.append(f"when {group['when']}: {note}")
+    if not said:
+        return groups, source
+    detail = f"{source.detail}; " + "; ".join(said) + "; python.configs in host_contract.yaml sweeps others"
+    return tuple(out), Source(source.kind, detail)
+
+
+def _kept(configs: list[object]) -> tuple[list[int], list[str]]:
+    """The indices kept, and each field value no kept config names: the first config, a cover of
+    every field value, then of every pair of values of two fields (the sweep spread over the grid,
+    not bunched at its start), then the reference's order."""
+    fields = [
+        sorted((k, repr(v)) for k, v in cfg.items()) if isinstance(cfg, Mapping) else [] for cfg in configs
+    ]
+    singles = [frozenset(f) for f in fields]
+    pairs = [frozenset(itertools.combinations(f, 2)) for f in fields]
+    by_value, uncovered = greedy_cover(singles, SWEEP_LIMIT, first=(0,), fill=False)
+    kept, _ = greedy_cover(pairs, SWEEP_LIMIT, first=by_value)
+    return kept, [f"{k}={v}" for k, v in sorted(uncovered, key=lambda kv: (kv[0], len(kv[1]), kv[1]))]
+
+
+def _count(listed: list[object], distinct: list[object]) -> str:
+    if len(listed) == len(distinct):
+        return f"{len(listed)} configs"
+    return f"{len(distinct)} distinct configs ({len(listed)} listed)"
