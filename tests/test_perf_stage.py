@@ -121,15 +121,29 @@ def test_a_whole_perf_stage_on_tilegym_s_own_test_perf(tmp_path):
     assert job.run.stages[-1].name == "perf" and job.run.stages[-1].status == "ok"
 
 
-def test_a_cap_below_the_configs_measures_the_chosen_ones_and_says_so(tmp_path):
+def test_a_cap_below_the_configs_measures_the_chosen_ones_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEGYM_DISABLE_AUTOTUNE", "1")  # the runner's, for its correctness run
     job, said, repo = _measured(tmp_path, perf_configs=1)
     perf = job.result.perf
+    assert any(
+        n.startswith("TILEGYM_DISABLE_AUTOTUNE=1 held for the correctness run only") for n in perf.notes
+    )
     assert len(perf.cases) == 3 and len({c.config for c in perf.cases}) == 1  # one config, three backends
     assert perf.verdict == "DONE" and perf.reason.endswith("(1 of 2 configs: stage E's cap)")
     note = next(n for n in perf.notes if n.startswith("1 of 2 configs measured"))
     assert "values beyond the cap" in note  # one config cannot name both dtypes: said, not hidden
     md = (Path(perf.out_dir) / "reports" / "performance.md").read_text()
     assert note in md
+
+
+@pytest.mark.parametrize("value, said", [("1", True), ("on", True), ("0", False), ("", False)])
+def test_test_perf_always_tunes_and_says_so_where_the_runner_turned_tuning_off(value, said):
+    from bot.perf import run
+
+    # the perf pytest's environment is os.environ updated with this: the switch ends "0" (tuning on)
+    assert run.environment(Path("/out/op"))["TILEGYM_DISABLE_AUTOTUNE"] == "0"
+    assert bool(run.tuning_note({"TILEGYM_DISABLE_AUTOTUNE": value})) is said
+    assert run.tuning_note({}) == ""
 
 
 def test_a_test_perf_without_cutile_rs_is_wired_first(tmp_path):

@@ -121,6 +121,15 @@ def test_no_host_cause_without_evidence_and_the_contract_or_dry_run_otherwise():
     )
 
 
+def test_a_cut_sweep_is_a_possible_host_cause_said_last():
+    rs = _with_kernels(case(CUTILE_RS, "a", 1.3), ("k", 13.0))
+    cutile = _with_kernels(case(CUTILE, "a", 1.0), ("k", 10.0))
+    cut = "the wrapper tunes over fewer configs than the cuTile reference (8 of 18 when always; ...)"
+    assert host_cause([rs, cutile], [], [], cut) == cut
+    # measured or written evidence comes first
+    assert "host contract" in host_cause([rs, cutile], ["BLOCK_SIZE: 64 (reference 128)"], [], cut)
+
+
 def test_the_summary_fits_its_schema():
     import jsonschema
 

@@ -74,3 +74,18 @@ def test_only_the_long_group_of_several_changes():
     assert fitted[0] is groups[0]
     assert len(fitted[1]["configs"]) == sweep.SWEEP_LIMIT
     assert "when _device_capability()" not in source.detail
+
+
+def test_the_cut_groups_make_the_perf_stages_host_line_and_the_others_none():
+    grid = bmm_sm90_grid()
+    groups, _ = sweep.fit(
+        (
+            {"when": "_device_capability() == (9, 0)", "configs": grid},
+            {"when": "always", "configs": grid[:3] * 2},  # repeats dropped, nothing cut
+        ),
+        REFERENCE,
+    )
+    line = sweep.cut_line(list(groups))
+    assert "8 of 18 when _device_capability() == (9, 0)" in line
+    assert "always" not in line and "python.configs" in line
+    assert sweep.cut_line(list(groups[1:])) == ""

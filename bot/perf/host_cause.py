@@ -7,7 +7,9 @@ the kernel's author. Two kinds of evidence, both measured, neither guessed:
   ``Memset``, torch's copy, fill and elementwise kernels) than the same config's cuTile record:
   the wrapper copies or fills what the reference does not, and CUPTI counts it;
 - the porter's host contract launches the kernel otherwise than the cuTile reference (tile sizes,
-  grid; ``bot/classify/launch_diff.py``), or the launch dry run found a difference.
+  grid; ``bot/classify/launch_diff.py``), or the launch dry run found a difference;
+- the wrapper tunes over fewer configs than the reference (``bot/plan/sweep.py`` cut the list):
+  the reference's pick may be one the port never tries. Said as a possibility, last.
 
 A launch the dry run found equal to the reference's, and no extra copy, names no host cause; then,
 with the CUPTI records of both kernels, :func:`kernel_cause` says the gap is the kernel's own, with
@@ -26,8 +28,12 @@ _COPY_OR_FILL = re.compile(r"memcpy|memset|copy|fill|elementwise_kernel|cat_?arr
 NOTICEABLE = 0.05  # extra copy time, as a share of the cutile-rs call, that accounts for a gap
 
 
-def host_cause(cases: list[Case], launch_differences: list[str], dry_run_differences: list[str]) -> str:
-    """The host's part in a gap as one line; "" when the evidence names none."""
+def host_cause(
+    cases: list[Case], launch_differences: list[str], dry_run_differences: list[str], sweep_cut: str = ""
+) -> str:
+    """The host's part in a gap as one line; "" when the evidence names none. ``sweep_cut``: the
+    line :func:`bot.plan.sweep.cut_line` gives when the wrapper tunes over fewer configs than the
+    reference (the dry run compares first configs only, so it cannot clear the sweep)."""
     copies = _extra_copies(cases)
     if copies:
         return copies
@@ -35,7 +41,7 @@ def host_cause(cases: list[Case], launch_differences: list[str], dry_run_differe
         return f"the porter's host contract launches otherwise than the cuTile reference: {launch_differences[0]}"
     if dry_run_differences:
         return f"the launch differs from the cuTile reference's: {dry_run_differences[0]}"
-    return ""
+    return sweep_cut
 
 
 def _extra_copies(cases: list[Case]) -> str:

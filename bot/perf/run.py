@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
@@ -40,7 +41,10 @@ PRINT_RECORD = "--print-record"
 JUNIT_NAME = "perf_records.xml"
 FULL_LOG = Path("reports") / "agent_logs" / "perf_cutile_rs.full.txt"
 CASE_TIMEOUT_S = 600.0  # agent_e.md's --timeout
-ENV = {"CUPTI": "1", "MODE": "forward", "CUTILE_RS_AUTOBUILD": "0"}
+# stage E compares tuned with tuned: a cuTile reference may tune whatever TileGym's switch says
+# (bmm's exhaustive_search does), so the port must not run its first config only
+AUTOTUNE_SWITCH = "TILEGYM_DISABLE_AUTOTUNE"
+ENV = {"CUPTI": "1", "MODE": "forward", "CUTILE_RS_AUTOBUILD": "0", AUTOTUNE_SWITCH: "0"}
 
 
 @dataclass(frozen=True)
@@ -149,7 +153,8 @@ def has_session_timeout(python: str) -> bool:
 
 
 def environment(out_dir: Path, tools=None) -> dict[str, str]:
-    """What the perf pytest runs with, beside the inherited environment (as the correctness run)."""
+    """What the perf pytest runs with, beside the inherited environment (as the correctness run);
+    autotuning on even where the correctness run had it off."""
     env = {**ENV, "CUTILE_KERNEL_OUT_ROOT": str(out_dir.parent)}
     if tools is not None:
         env["CUDA_TOOLKIT_PATH"] = str(tools.cuda_toolkit_path)
@@ -193,3 +198,14 @@ def run(
     outcome = testrun.run(target, command, log, env, timeout, None, echo)
     xml = junit.read_text(encoding="utf-8", errors="replace") if junit.is_file() else None
     return outcome, log.read_text(encoding="utf-8", errors="replace"), xml
+
+
+def tuning_note(environ: Mapping[str, str]) -> str:
+    """What the perf stage says when the environment turns autotuning off for the correctness run."""
+    value = environ.get(AUTOTUNE_SWITCH, "").strip().lower()
+    if value not in ("1", "true", "yes", "on"):
+        return ""
+    return (
+        f"{AUTOTUNE_SWITCH}={environ[AUTOTUNE_SWITCH]} held for the correctness run only: test_perf ran "
+        "with autotuning on, as the cuTile reference may tune regardless, so both sides are tuned"
+    )

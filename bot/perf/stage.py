@@ -10,6 +10,7 @@ answer stage E's closing block (``<PERF_LOG>``, the validators' block, ``VERDICT
 
 from __future__ import annotations
 
+import os
 import time
 import traceback
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from bot.perf import cover, records, reports, run, validate
 from bot.perf.host_cause import host_cause, kernel_cause
 from bot.perf.result import CUTILE_RS, Case, PerfResult, not_run
 from bot.perf.summarise import summarise
+from bot.plan import sweep
 from bot.report import report
 from bot.testing import testrun
 from bot.testresults.cases import split_nodeid
@@ -102,6 +104,8 @@ def _measure(job: Job, python: str, tools, options: PortOptions) -> PerfResult:
         python, files.paths, selection, testrun.junit_arg(out_dir / run.JUNIT_NAME, target.repo)
     )
     env = run.environment(out_dir, tools)
+    if tuning := run.tuning_note(os.environ):
+        notes.append(tuning)
     ids, collected = run.collect(target, command, out_dir, env, options.perf_timeout * COLLECT_SHARE)
     if not any(records.split_backend(split_nodeid(i)[2])[0] == CUTILE_RS for i in ids):
         why = _last_line(collected) if not ids else f"{len(ids)} case(s), none of them cutile-rs"
@@ -137,7 +141,9 @@ def _measure(job: Job, python: str, tools, options: PortOptions) -> PerfResult:
     if result.verdict == "INVESTIGATE":
         dry = job.result.dry_run
         differences = [describe_row(r) for r in dry.differences] if dry else []
-        result.host_cause = host_cause(cases, job.result.launch_differences, differences)
+        plan = job.result.plan
+        sweep_cut = sweep.cut_line(plan.python.configs) if plan is not None else ""
+        result.host_cause = host_cause(cases, job.result.launch_differences, differences, sweep_cut)
         launch_equal = bool(dry and dry.identical and not job.result.launch_differences)
         result.kernel_cause = "" if result.host_cause else kernel_cause(cases, launch_equal)
     return result

@@ -26,6 +26,7 @@ from bot.targets.types import Source
 # at about 4 s a config on first use, 8 configs take about half of a case's 60 s
 SWEEP_LIMIT = 8
 NOTE_KEY = "note"  # a group's line for the wrapper's comment: what was kept of how many
+CUT_KEY = "cut_from"  # a cut group's count of distinct configs before the cut
 
 
 def fit(
@@ -54,7 +55,10 @@ def fit(
             )
         if left_out:
             note += f"; values left out: {', '.join(left_out)}"
-        out.append({**group, "configs": [configs[i] for i in kept], NOTE_KEY: note})
+        fitted = {**group, "configs": [configs[i] for i in kept], NOTE_KEY: note}
+        if len(kept) < len(configs):
+            fitted[CUT_KEY] = len(configs)
+        out.append(fitted)
         said.append(f"when {group['when']}: {note}")
     if not said:
         return groups, source
@@ -80,3 +84,16 @@ def _count(listed: list[object], distinct: list[object]) -> str:
     if len(listed) == len(distinct):
         return f"{len(listed)} configs"
     return f"{len(distinct)} distinct configs ({len(listed)} listed)"
+
+
+def cut_line(groups: list[Mapping[str, object]]) -> str:
+    """The host cause a cut sweep may be, for the perf stage: "" when no group was cut."""
+    cut = [g for g in groups if g.get(CUT_KEY)]
+    if not cut:
+        return ""
+    counts = ", ".join(f"{len(g['configs'])} of {g[CUT_KEY]} when {g['when']}" for g in cut)
+    return (
+        f"the wrapper tunes over fewer configs than the cuTile reference ({counts}; sweep limit "
+        f"{SWEEP_LIMIT}): the reference's tuned pick may be one left out; python.configs in "
+        "host_contract.yaml sweeps others"
+    )
