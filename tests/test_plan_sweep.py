@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from bot.plan import sweep
 from bot.targets.types import Source
 
@@ -89,3 +91,33 @@ def test_the_cut_groups_make_the_perf_stages_host_line_and_the_others_none():
     assert "8 of 18 when _device_capability() == (9, 0)" in line
     assert "always" not in line and "python.configs" in line
     assert sweep.cut_line(list(groups[1:])) == ""
+
+
+def test_on_a_known_gpu_only_the_groups_its_device_test_passes_are_named():
+    grid = bmm_sm90_grid()
+    groups, _ = sweep.fit(
+        (
+            {"when": "(static_persistent) and (_device_capability() in [(12, 0), (12, 1)])", "configs": grid},
+            {"when": "(static_persistent) and (_device_capability()[0] < 9)", "configs": grid},
+            {"when": "(static_persistent) and (_device_capability() == (9, 0))", "configs": grid},
+            {"when": "(static_persistent) and (not (_device_capability()[0] < 9))", "configs": grid},
+        ),
+        REFERENCE,
+    )
+    h200 = sweep.cut_line(list(groups), sweep.capability_of("NVIDIA H200 (sm_90)"))
+    assert "(9, 0)" in h200 and "not (_device_capability()[0] < 9)" in h200
+    assert "(12, 0)" not in h200 and "when (static_persistent) and (_device_capability()[0] < 9)" not in h200
+    a100 = sweep.cut_line(list(groups), sweep.capability_of("NVIDIA A100-SXM4-80GB (sm_80)"))
+    assert a100.count(" of 18 when ") == 1 and "(_device_capability()[0] < 9); sweep" in a100
+    # no device known, or a test it cannot read: every cut group is named
+    assert sweep.cut_line(list(groups)).count(" of 18 when ") == 4
+    odd = ({**groups[2], "when": "_device_capability() == SOME_NAME"},)
+    assert sweep.cut_line(list(odd), (8, 0)) != ""
+
+
+@pytest.mark.parametrize(
+    "device, capability",
+    [("NVIDIA H200 (sm_90)", (9, 0)), ("NVIDIA B200 (sm_100)", (10, 0)), ("x (sm_121)", (12, 1)), ("", None)],
+)
+def test_the_capability_is_read_from_the_probes_device_name(device, capability):
+    assert sweep.capability_of(device) == capability

@@ -59,20 +59,23 @@ def after_all_pass(
             for job in passed:
                 job.result.perf = not_run("off (--no-perf)")
         return
+    device = ""
     try:
-        on, why = decide(options.perf, interpreter())
+        probed = interpreter()
+        on, why = decide(options.perf, probed)
+        device = probed.device
     except Exception as exc:  # the probe already ran for the tests; a failure now stops only this stage
         on, why = False, f"off: the interpreter could not be probed ({type(exc).__name__}: {exc})"
     options.echo(f"[agent-d] perf: {why}")
     for job in passed:
-        job.result.perf = measure(job, python, tools, options) if on else not_run(why)
+        job.result.perf = measure(job, python, tools, options, device) if on else not_run(why)
 
 
-def measure(job: Job, python: str, tools, options: PortOptions) -> PerfResult:
+def measure(job: Job, python: str, tools, options: PortOptions, device: str = "") -> PerfResult:
     """One kernel's perf stage, its reports and its answer; an error of agent-d's own is a BLOCKED
     perf result with the traceback in the agent log, never a lost correctness verdict."""
     try:
-        result = job.run.stage("perf", lambda: _measure(job, python, tools, options), _line)
+        result = job.run.stage("perf", lambda: _measure(job, python, tools, options, device), _line)
     except Exception as exc:
         result = PerfResult(
             "BLOCKED", "MISSING_DATA", f"internal error in agent-d's perf stage: {type(exc).__name__}: {exc}"
@@ -85,7 +88,7 @@ def _line(result: PerfResult) -> str:
     return f"{result.verdict} ({result.severity}): {result.reason}"
 
 
-def _measure(job: Job, python: str, tools, options: PortOptions) -> PerfResult:
+def _measure(job: Job, python: str, tools, options: PortOptions, device: str) -> PerfResult:
     """Select, collect, run, read, judge: one kernel's perf cases (the reports are :func:`finish`'s)."""
     target, out_dir = job.target, job.out_dir
     assert job.found is not None
@@ -142,7 +145,9 @@ def _measure(job: Job, python: str, tools, options: PortOptions) -> PerfResult:
         dry = job.result.dry_run
         differences = [describe_row(r) for r in dry.differences] if dry else []
         plan = job.result.plan
-        sweep_cut = sweep.cut_line(plan.python.configs) if plan is not None else ""
+        # the groups this GPU may take ("NVIDIA H200 (sm_90)": sm_90's, not sm_100's)
+        capability = sweep.capability_of(device)
+        sweep_cut = sweep.cut_line(plan.python.configs, capability) if plan is not None else ""
         result.host_cause = host_cause(cases, job.result.launch_differences, differences, sweep_cut)
         launch_equal = bool(dry and dry.identical and not job.result.launch_differences)
         result.kernel_cause = "" if result.host_cause else kernel_cause(cases, launch_equal)

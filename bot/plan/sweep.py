@@ -17,10 +17,14 @@ the porter's choice and is swept whole.
 
 from __future__ import annotations
 
+import ast
 import itertools
+import operator
+import re
 from collections.abc import Mapping
 
 from bot.cover import greedy_cover
+from bot.infer.direct.autotune import DEVICE_CALL
 from bot.targets.types import Source
 
 # at about 4 s a config on first use, 8 configs take about half of a case's 60 s
@@ -86,9 +90,10 @@ def _count(listed: list[object], distinct: list[object]) -> str:
     return f"{len(distinct)} distinct configs ({len(listed)} listed)"
 
 
-def cut_line(groups: list[Mapping[str, object]]) -> str:
-    """The host cause a cut sweep may be, for the perf stage: "" when no group was cut."""
-    cut = [g for g in groups if g.get(CUT_KEY)]
+def cut_line(groups: list[Mapping[str, object]], capability: tuple[int, int] | None = None) -> str:
+    """The host cause a cut sweep may be, for the perf stage: "" when no group was cut. With the
+    GPU's ``capability``, only the groups whose device test it passes."""
+    cut = [g for g in groups if g.get(CUT_KEY) and _may_apply(str(g["when"]), capability)]
     if not cut:
         return ""
     counts = ", ".join(f"{len(g['configs'])} of {g[CUT_KEY]} when {g['when']}" for g in cut)
@@ -97,3 +102,69 @@ def cut_line(groups: list[Mapping[str, object]]) -> str:
         f"{SWEEP_LIMIT}): the reference's tuned pick may be one left out; python.configs in "
         "host_contract.yaml sweeps others"
     )
+
+
+def capability_of(device: str) -> tuple[int, int] | None:
+    """(9, 0) for "NVIDIA H200 (sm_90)", as the interpreter probe names the GPU; None without it."""
+    found = re.search(r"\bsm_(\d+)(\d)\b", device)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def _may_apply(when: str, capability: tuple[int, int] | None) -> bool:
+    """False only when a conjunct of ``when`` that reads nothing but the device capability is false
+    for ``capability``; read, never run (the condition comes from the checkout)."""
+    if capability is None or when in ("always", "else"):
+        return True
+    try:
+        tree = ast.parse(when, mode="eval").body
+    except SyntaxError:
+        return True
+    parts = tree.values if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.And) else [tree]
+    return all(_device_test(part, capability) is not False for part in parts)
+
+
+_COMPARE = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
+
+
+def _device_test(node: ast.expr, capability: tuple[int, int]) -> bool | None:
+    """``_device_capability() <op> literal`` (or its ``[i]``, or ``not`` of one) for this device;
+    None for anything else."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = _device_test(node.operand, capability)
+        return None if inner is None else not inner
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE):
+        return None
+    left = _capability_value(node.left, capability)
+    try:
+        right = ast.literal_eval(node.comparators[0])
+    except ValueError:
+        return None
+    if left is None:
+        return None
+    try:
+        return bool(_COMPARE[type(node.ops[0])](left, right))
+    except TypeError:
+        return None
+
+
+def _capability_value(node: ast.expr, capability: tuple[int, int]) -> object | None:
+    """The capability for ``_device_capability()``, a part of it for ``[0]``/``[1]``; else None."""
+    if _is_query(node):
+        return capability
+    if isinstance(node, ast.Subscript) and _is_query(node.value) and isinstance(node.slice, ast.Constant):
+        index = node.slice.value
+        return capability[index] if isinstance(index, int) and -2 <= index < 2 else None
+    return None
+
+
+def _is_query(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and getattr(node.func, "id", "") == DEVICE_CALL and not node.args
