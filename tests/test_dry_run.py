@@ -386,3 +386,59 @@ def test_a_tensor_of_other_bytes_is_paired_with_one_of_its_extent_not_an_unused_
     found = dry_compare.compare(plan, signature, cases)
     assert found.identical, [dry_result.describe_row(r) for r in found.differences]
     assert {r.reference for r in found.rows if r.param == "out_ptr"} == {"y: float16", "y: 131072"}
+
+
+# Ours, shaped as TileGym's test_moe: the fused MoE aligns the tokens per expert
+# (moe_align_block_size) and then runs the GEMM moe's kernel.rs ports.
+MOE_TEST = """
+import pytest
+import torch
+
+from tilegym import set_backend
+from tilegym.ops.moe_interface import fused_moe
+
+_backends = ["cutile"]
+
+
+@pytest.mark.parametrize("backend", _backends)
+def test_op(backend):
+    set_backend(backend)
+    torch.manual_seed(0)
+    tokens, hidden, inner, experts, top_k = 16, 128, 64, 4, 2
+    x = torch.randn(tokens, hidden, dtype=torch.float16, device="cuda")
+    w1 = torch.randn(experts, inner * 2, hidden, dtype=torch.float16, device="cuda")
+    w2 = torch.randn(experts, hidden, inner, dtype=torch.float16, device="cuda")
+    ids = torch.randint(0, experts, (tokens, top_k), dtype=torch.long, device="cuda")
+    weights = torch.softmax(torch.randn(tokens, top_k, device="cuda"), dim=-1).to(torch.float16)
+    fused_moe(x, w1, w2, weights, ids)
+"""
+
+
+@pytest.mark.slow
+def test_a_test_that_needs_another_ops_port_is_blocked_naming_that_op(
+    tmp_path, tilegym_wheel, python, cargo_target_dir
+):
+    """test_moe calls moe_align_block_size before the GEMM moe's kernel.rs ports: with moe alone
+    ported, TileGym's dispatcher has no cutile-rs moe_align_block_size. Neither the wrapper's fault
+    nor the kernel's: the verdict names the op to port."""
+    from checkout_support import checkout_with_kernels
+
+    kernels = Path(__file__).parent / "fixtures" / "tilegym_ops"
+    repo = checkout_with_kernels(tmp_path / "tg", tilegym_wheel, kernels, ["moe"])
+    (repo / "tests" / "ops" / "test_moe.py").write_text(MOE_TEST)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "a fused MoE test"], cwd=repo, check=True)
+    options = PortOptions(
+        repo=repo, kernel="moe", out_root=tmp_path / "out", python=python,
+        cargo_target_dir=cargo_target_dir, echo=lambda _: None,
+    )  # fmt: skip
+    (result,) = port(options)
+    verdict = result.verdict
+    assert (verdict.kind, verdict.klass) == (VerdictKind.BLOCKED, "host"), verdict
+    assert verdict.reason.startswith("the tests call moe_align_block_size, which no cutile-rs backend")
+    assert "src/tilegym/ops/cutile/moe_align_block.py" in verdict.reason
+    assert verdict.fix == (
+        "port moe_align_block too: add src/tilegym/ops/cutile_rs/moe_align_block_kernel/kernel.rs in "
+        "this pull request, or land its port first"
+    )
+    assert [s.name for s in result.stages][-1] == "dry run" and result.tests is None

@@ -144,6 +144,13 @@ def _registrations(repo: Path, files: _Files) -> list[_Registration]:
     return found
 
 
+def cutile_module_of(repo: Path, name: str) -> str:
+    """The reference module (relative to the repo) that registers ``name`` for the cuTile backend;
+    "" when none does."""
+    found = [r for r in _registrations(repo, _Files()) if r.name == name]
+    return found[0].rel.as_posix() if found else ""
+
+
 def cutile_registration(node: ast.expr) -> str | None:
     if not (isinstance(node, ast.Call) and _callee_name(node.func) == "register_impl"):
         return None

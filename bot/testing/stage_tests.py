@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bot import progress
 from bot.build import annotations
-from bot.classify import classify
+from bot.classify import classify, missing_op
 from bot.classify.types import Verdict, VerdictKind
 from bot.dryrun import run as dryrun
 from bot.errors import Blocked, Failed
@@ -69,7 +69,29 @@ def smoke_and_test(
         ),
         lambda v: v.kind.value,
     )
-    job.result.verdict = with_jit_places(target, verdict, tests)
+    job.result.verdict = with_jit_places(target, with_missing_op(job, verdict, tests), tests)
+
+
+def own_names(job: Job) -> set[str]:
+    """The names the op itself is dispatched by: its own, and what its wrapper registers."""
+    plan = job.result.plan
+    names = {job.target.op}
+    if plan is not None:
+        names |= {n for n in (plan.python.register_name, plan.python.inner_name) if n}
+    return names
+
+
+def with_missing_op(job: Job, verdict: Verdict, tests: TestResult) -> Verdict:
+    """A failure in TileGym's dispatcher for another op's name: said as that op's missing port."""
+    if verdict.kind is not VerdictKind.FAIL:
+        return verdict
+    text = "\n".join(c.message for c in tests.cases if c.outcome in ("failed", "error"))
+    missing = missing_op.find(text, own_names(job), job.target.repo)
+    if missing is None:
+        return verdict
+    return replace(
+        verdict, klass="host", reason=missing.reason(job.target.op), host_fix=missing.fix(), followup=""
+    )
 
 
 def with_jit_places(target: Target, verdict: Verdict, tests: TestResult) -> Verdict:
@@ -105,6 +127,10 @@ def launch_dry_run(job: Job, python: str, interp: testrun.Interpreter, test_file
         reports = job.out_dir / "reports"
         reports.mkdir(parents=True, exist_ok=True)
         (reports / dryrun.TABLE_NAME).write_text(dryrun.table(found, job.target.op), encoding="utf-8")
+        no_launch = " ".join(r.cutile_rs for r in found.differences if r.what == "launch")
+        missing = missing_op.find(no_launch, own_names(job), job.target.repo)
+        if missing is not None:  # the tests need another op's port: nothing to compare until it exists
+            raise Blocked("host", missing.reason(job.target.op), host_fix=missing.fix())
         if found.differences:  # before any GPU time: the host launches otherwise than the reference
             raise Failed(
                 "host", found.headline(), host_fix=dryrun.host_fix(found, job.result.launch_differences)
