@@ -37,8 +37,8 @@ def fit(
     groups: tuple[Mapping[str, object], ...], source: Source
 ) -> tuple[tuple[Mapping[str, object], ...], Source]:
     """``groups`` with repeats dropped and each group over the limit cut to it, and ``source``
-    saying which were changed; a contract's groups as written."""
-    if source.kind == "contract":
+    saying which were changed; groups from anywhere but the reference as written."""
+    if source.kind != "reference":  # the porter's list (the contract) is swept as written
         return groups, source
     out: list[Mapping[str, object]] = []
     said: list[str] = []
