@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from bot.emit.wiring import GUARD, WiringError, binds
+from bot.infer.launch.syntax import is_call, plain_assign
 from bot.targets.discover import tilegym_aliases, tilegym_path
 
 
@@ -467,12 +468,8 @@ def _current_backend_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[s
     out: list[str] = []
     for node in ast.walk(fn):
         if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, ast.Call)
-            and (getattr(node.value.func, "id", "") or getattr(node.value.func, "attr", ""))
-            == "get_current_backend"
+            plain_assign(node)
+            and is_call(node.value, "get_current_backend")
             and node.targets[0].id not in out
         ):
             out.append(node.targets[0].id)

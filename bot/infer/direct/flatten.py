@@ -30,7 +30,6 @@ from bot.infer.direct.statements import (
     inlinable_call,
     is_ctx,
     item_assignment,
-    plain_assign,
     post_branch,
     raise_check,
     raised,
@@ -47,6 +46,7 @@ from bot.infer.launch.syntax import (
     is_call,
     none_default_step,
     num_sms,
+    plain_assign,
     products,
     substitute,
 )

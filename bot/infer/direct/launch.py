@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from bot.infer import by_position, naming
 from bot.infer.direct.autotune import CONFIGS_CALL, ConfigChoice
 from bot.infer.direct.flatten import Flattener, Launch
-from bot.infer.direct.statements import message_names, plain_assign
+from bot.infer.direct.statements import message_names
 from bot.infer.launch.syntax import (
     NotThisShape,
     bool_params,
     flag_check,
     generic_twin,
+    plain_assign,
     substitute,
 )
 from bot.read.types import Entry, Param

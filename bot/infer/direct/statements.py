@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import copy
 
-from bot.infer.launch.syntax import substitute
+from bot.infer.launch.syntax import plain_assign, substitute
 
 
 def is_ctx(stmt: ast.stmt) -> bool:
@@ -32,11 +32,6 @@ def post_branch(stmt: ast.stmt, post: dict[str, ast.expr]) -> bool:
                 test=substitute(test, {}, post), body=substitute(s.value, {}, post), orelse=keep
             )
     return True
-
-
-def plain_assign(stmt: ast.stmt) -> bool:
-    """``name = value``: one target, a plain name."""
-    return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
 
 
 def same_names(target: ast.expr, value: ast.expr) -> bool:

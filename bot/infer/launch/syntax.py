@@ -25,6 +25,11 @@ def is_call(node: ast.AST, name: str) -> bool:
     )
 
 
+def plain_assign(stmt: ast.stmt) -> bool:
+    """``name = value``: one target, a plain name."""
+    return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+
+
 def is_allocation(value: ast.expr) -> bool:
     return (
         isinstance(value, ast.Call)

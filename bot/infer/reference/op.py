@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.infer.facts import Facts
-from bot.infer.launch.syntax import NotThisShape
+from bot.infer.launch.syntax import NotThisShape, plain_assign
 from bot.infer.ops_py import render_signature, tensor_params
 from bot.targets.discover import cutile_registration
 from bot.targets.types import Discovery, Source, Target
@@ -251,7 +251,7 @@ def _single_assignments(fn: ast.FunctionDef) -> dict[str, ast.expr]:
     """Names assigned exactly once in the function, with their value."""
     seen: dict[str, list[ast.expr]] = {}
     for node in ast.walk(fn):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        if plain_assign(node):
             seen.setdefault(node.targets[0].id, []).append(node.value)
     return {name: values[0] for name, values in seen.items() if len(values) == 1}
 
@@ -259,9 +259,7 @@ def _single_assignments(fn: ast.FunctionDef) -> dict[str, ast.expr]:
 def _output_allocation(fn: ast.FunctionDef) -> tuple[str, ast.Call] | None:
     for node in ast.walk(fn):
         if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
+            plain_assign(node)
             and isinstance(node.value, ast.Call)
             and isinstance(node.value.func, ast.Attribute)
             and node.value.func.attr in _ALLOCATORS
