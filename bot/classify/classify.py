@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from bot.classify.types import Verdict, VerdictKind
 from bot.testing.types import TestResult
+from bot.testresults.log_scan import SWEEP_READ
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,6 @@ class _Launch:
 PER_TEST_TIMEOUT_S = 60.0  # the run's --timeout=60 (domain.md section 7)
 # pytest-timeout's words: "Timeout >60.0s" before 2.2, "Timeout (>60.0s) from pytest-timeout." since
 _TIMEOUT = re.compile(r"Failed: Timeout \(?>\d", re.I)
-_SWEEP = re.compile(r"autotune sweep: config (?P<k>\d+) of (?P<n>\d+) reached")
 
 _HOST_PATTERNS = (
     (re.compile(r"rc=-[2456]\b|returned error code -[2456]\b"), "the launcher rejected its arguments ({m})"),
@@ -271,7 +271,7 @@ def _failure(
                     f"host_contract.yaml: {differences[0]}: launch as the reference does, or remove that key"
                 )
             return Verdict(VerdictKind.FAIL, "host", where + what.format(m=short), host_fix=fix)
-    sweep = _SWEEP.search(detail) if _TIMEOUT.search(message) else None
+    sweep = SWEEP_READ.search(detail) if _TIMEOUT.search(message) else None
     if sweep:
         return _sweep_timeout(where, sweep.group("k"), sweep.group("n"))
     for pattern, what in _DEVICE_PATTERNS:

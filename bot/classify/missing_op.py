@@ -49,12 +49,12 @@ class MissingOp:
         return f"port {self.op or self.name} too: add {folder} in this pull request, or land its port first"
 
 
-def find(text: str, own_names: set[str], repo: Path | None = None) -> MissingOp | None:
+def find(text: str, own_names: set[str], repo: Path) -> MissingOp | None:
     """The first dispatch name in ``text`` that has no cutile-rs backend and is not one of
     ``own_names`` (the op's own: a missing registration of its own is the host's wiring fault)."""
     for pattern in _WORDS:
         for match in pattern.finditer(text):
             name = match.group("name")
             if name not in own_names:
-                return MissingOp(name, cutile_module_of(repo, name) if repo is not None else "")
+                return MissingOp(name, cutile_module_of(repo, name))
     return None

@@ -55,6 +55,9 @@ _SECTION = re.compile(r"^_+ (?P<title>\S.*?) _+$")
 _SWEEP = re.compile(r"\]\s+\[(?P<op>[\w.]+)\] config (?P<k>\d+)/(?P<n>\d+): ")
 SWEEP_PREFIX = "autotune sweep: "
 SWEEP_LINE = SWEEP_PREFIX + "config {k} of {n} reached"
+SWEEP_READ = re.compile(
+    re.escape(SWEEP_PREFIX) + r"config (?P<k>\d+) of (?P<n>\d+) reached"
+)  # SWEEP_LINE, read back
 _BLOCK = re.compile(
     r"^={3,} (?P<name>FAILURES|ERRORS|short test summary info|warnings summary|PASSES)\b.*={3,}$"
 )
