@@ -37,6 +37,7 @@ def verify_once(bot_tree: Path, op: str, python: str, out: Path, root: Path, sit
             "--python", python, "--no-perf", "--json"]  # fmt: skip
     env = {**os.environ, **cuda_env(root), "PYTHONPATH": f"{bot_tree}{os.pathsep}{site}"}
     env["AGENT_D_READER"] = str(root / "payload" / "reader" / "kernel-reader")
+    _check_bot_tree(python, env, repo, bot_tree)
     start = time.monotonic()
     proc = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, timeout=600, check=False)
     wall = time.monotonic() - start
@@ -46,6 +47,15 @@ def verify_once(bot_tree: Path, op: str, python: str, out: Path, root: Path, sit
         raise SystemExit(f"verify printed no result (exit {proc.returncode}): {proc.stderr[-800:]}") from exc
     stages = {s["name"]: s["seconds"] for s in result["stages"]}
     return {"verdict": result["verdict"], "stages": stages, "wall": wall}
+
+
+def _check_bot_tree(python: str, env: dict, cwd: Path, bot_tree: Path) -> None:
+    """Stop unless ``bot`` imports from ``bot_tree``: else both sides would time the installed wheel."""
+    probe = [python, "-c", "import bot, pathlib; print(pathlib.Path(bot.__file__).resolve().parent.parent)"]
+    proc = subprocess.run(probe, cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False)
+    got = proc.stdout.strip()
+    if got != str(bot_tree):
+        raise SystemExit(f"bot imports from {got or proc.stderr[-400:]!r}, not from {bot_tree}")
 
 
 def main() -> int:
@@ -59,6 +69,7 @@ def main() -> int:
     ap.add_argument("--root", type=Path, default=Path("/tmp/agent-d-gpu/root"), help="the unpacked bundle")
     ap.add_argument("--site", type=Path, default=Path("/tmp/agent-d-gpu/site"), help="its installed wheels")
     args = ap.parse_args()
+    args.before, args.after = args.before.resolve(), args.after.resolve()  # verify runs in the TileGym tree
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     for i in range(args.rounds):
         for name in ("before", "after") if i % 2 == 0 else ("after", "before"):
