@@ -75,6 +75,11 @@ _DEVICE_PATTERNS = (
     (re.compile(r"Mismatched elements|not close|assert_close|Tensor-likes", re.I), "numeric mismatch"),
     (re.compile(r"rc=-3\b|kernel launch failed|JIT|tileiras|Failed to compile", re.I), "launch/JIT failure"),
 )
+# The wrapper's own refusal of a launch path of the reference that kernel.rs has no kernels for
+# (bot/infer/direct/flatten.py, Flattener._not_ported): the gap is in kernel.rs, not the host.
+_UNPORTED_PATH = re.compile(
+    r"the reference's launch through (?P<through>.+?) \(when (?P<when>.+?)\) is not ported"
+)
 _ENV_PATTERNS = (
     re.compile(r"tileiras.*(not found|No such file)|CUDA driver too old|no CUDA device|CUDA_HOME", re.I),
 )
@@ -262,6 +267,16 @@ def _failure(
                 f"{where}toolchain problem during the run: {short}",
                 runner_fix="check CUDA_HOME and the tile toolchain (tileiras, libnvvm, ptxas) of the runner",
             )
+    unported = _UNPORTED_PATH.search(message)
+    if unported:
+        return Verdict(
+            VerdictKind.FAIL,
+            "kernel",
+            f"{where}the test takes a launch path of the cuTile reference that kernel.rs does not port: "
+            f"{unported.group('through')} when {unported.group('when')}",
+            followup=f"add to kernel.rs the kernels the reference launches through {unported.group('through')}; "
+            "agent-d then ports that path too",
+        )
     for pattern, what in _HOST_PATTERNS:
         m = pattern.search(message)
         if m:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bot.infer.direct.autotune import (
@@ -28,7 +29,7 @@ from bot.infer.direct.statements import (
     if_chain,
     in_place_call,
     inlinable_call,
-    is_ctx,
+    is_dropped,
     item_assignment,
     post_branch,
     raise_check,
@@ -71,12 +72,18 @@ class Launch:
         return self.kernel.name if self.kernel is not None else ast.unparse(self.call.args[2])
 
 
+def entry_key(name: str) -> str:
+    """A kernel's name as kernel.rs entries and reference kernels are matched (``_x_kernel`` ~ ``x_kernel``)."""
+    return name.lstrip("_").lower()
+
+
 class Flattener:
     """The statements on the way to the launch, as wrapper steps, with callees inlined."""
 
-    def __init__(self, module: ReferenceModule, op: str, params: list[str]):
+    def __init__(self, module: ReferenceModule, op: str, params: list[str], entries: Iterable[str] = ()):
         self.module = self.root = module
         self.op = op
+        self.entries = {entry_key(e) for e in entries}  # kernel.rs's entries, to pick a launch path by
         self.bound = set(params)  # names with a value at this point of the wrapper
         self.kernel_vars: dict[str, ast.expr] = {}  # `kernel = _select(...)`: the tuned kernel object
         self.steps: list[dict[str, str]] = []
@@ -108,7 +115,7 @@ class Flattener:
         """(whether the block returned, what it returned); ``launched``: launches before the function."""
         returned: ast.expr | None = None
         for at, stmt in enumerate(body):
-            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) or is_ctx(stmt):
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) or is_dropped(stmt):
                 continue  # docstring, autograd bookkeeping
             after = len(self.launches) > launched
             if isinstance(stmt, ast.Return) and after:
@@ -138,6 +145,9 @@ class Flattener:
                 self._promote(stmt.value, post)
                 self._record(stmt.value)
                 continue
+            path = self._launch_path(stmt) if isinstance(stmt, ast.If) and not after else None
+            if path is not None:
+                stmt = path  # the branch that launches kernel.rs's kernels; the others now raise
             call = inlinable_call(stmt)
             if call is not None and self._reaches_launch(call):
                 done, value = self._inlined_statement(stmt, call, depth, post)
@@ -317,14 +327,7 @@ class Flattener:
         if isinstance(early, ast.Call) and self._reaches_launch(early):
             # `if use_autotune: return _tuned(...)`: another launch path of the op; the wrapper
             # ports the one after it and says so when a caller asks for the other
-            self.steps.append(
-                {
-                    "check": self.expr(stmt.test),
-                    "raise": "NotImplementedError",
-                    "message": f"cutile-rs {self.op}: the reference's launch through "
-                    f"{ast.unparse(early.func)}() (when {ast.unparse(stmt.test)}) is not ported",
-                }
-            )
+            self._not_ported(stmt.test, [early])
             return True
         if early is not None:
             self.steps.append({"return": self.expr(early), "when": self.expr(stmt.test)})
@@ -339,6 +342,52 @@ class Flattener:
             self._let(ast.Name(target, ast.Store()), ast.IfExp(test=stmt.test, body=yes, orelse=no))
             return True
         return self._guarded_block(stmt) or self._if_chain(stmt)
+
+    def _not_ported(self, test: ast.expr, calls: list[ast.Call]) -> None:
+        """A check raising NotImplementedError when ``test`` holds: a launch path not ported."""
+        through = " or ".join(f"{ast.unparse(c.func)}()" for c in calls)
+        self.steps.append(
+            {
+                "check": self.expr(test),
+                "raise": "NotImplementedError",
+                "message": f"cutile-rs {self.op}: the reference's launch through {through} "
+                f"(when {ast.unparse(test)}) is not ported",
+            }
+        )
+
+    def _launch_path(self, stmt: ast.If) -> ast.stmt | None:
+        """``if use_tma: _launch_tma(x, y) elif ...: else: _launch(x, y)``, each branch one call
+        that reaches a launch: the statement of the one branch whose kernels are all kernel.rs
+        entries, every other branch a NotImplementedError check in the chain's order. None when
+        not that shape, or when no single branch launches only what kernel.rs has."""
+        if not self.entries:
+            return None
+        branches = if_chain(stmt)
+        if len(branches) < 2 or branches[-1][0] is not None:
+            return None  # without an else some calls launch nothing here: not a choice of paths
+        calls: list[ast.Call] = []
+        for _, block in branches:
+            call = inlinable_call(block[0]) if len(block) == 1 else None
+            if call is None or not self._reaches_launch(call):
+                return None
+            calls.append(call)
+        ported = [i for i, call in enumerate(calls) if self._kernels_of(call) <= self.entries]
+        if len(ported) != 1:
+            return None
+        chosen = ported[0]
+        for (node, _), call in zip(branches[:chosen], calls[:chosen], strict=True):
+            assert node is not None  # only the last branch is the else
+            self._not_ported(node.test, [call])  # reached only when every earlier test failed
+        node = branches[chosen][0]
+        if node is not None and chosen + 1 < len(branches):
+            self._not_ported(ast.UnaryOp(op=ast.Not(), operand=node.test), calls[chosen + 1 :])
+        return branches[chosen][1][0]
+
+    def _kernels_of(self, call: ast.Call) -> set[str]:
+        target = self.module.resolve(call)
+        if target is None:
+            return set()
+        return {entry_key(k) for k in target[2].launched_kernels(target[0])}
 
     def _set_item(self, stmt: ast.stmt, name: str, index: ast.expr, item: ast.expr) -> None:
         """``name[index] = item`` on a list the steps built (``shape = list(x.shape)``)."""
@@ -381,8 +430,8 @@ class Flattener:
         """``if c: ... [else: ...]`` over plain assignments and asserts: each assignment keeps the
         name's value when its branch is not taken (``None`` for a name the branch introduces), each
         assert holds under its branch's condition."""
-        body = [s for s in stmt.body if not is_ctx(s)]
-        orelse = [s for s in stmt.orelse if not is_ctx(s)]
+        body = [s for s in stmt.body if not is_dropped(s)]
+        orelse = [s for s in stmt.orelse if not is_dropped(s)]
         if not body or not _simple(body) or not _simple(orelse):
             return False
         test = stmt.test

@@ -438,14 +438,43 @@ def _check_names(
     """Every name the wrapper evaluates must exist there: the wrapper's parameters, what a step
     binds, builtins and the wrapper's helpers. A module constant was inlined; a module function
     or global the generated wrapper does not have stops the reading, named."""
+    outside = list(tensors.values()) + [v for v, _ in values.values()] + [returned]
+    unknown = _unknown_names(flat, params, outside)
+    if unknown and len(flat.launches) == 1:
+        # steps nothing reads (the reference's tuning of a launch hint cutile-rs has no twin of:
+        # `hints = _cfg_hints(cfg)`) need not be read at all; with one launch, all readers are here
+        flat.steps[:] = _read_steps(flat.steps, outside)
+        unknown = _unknown_names(flat, params, outside)
+    if unknown:
+        raise NotThisShape(f"the wrapper would need {', '.join(unknown)} of the reference module")
+
+
+def _read_steps(steps: list[dict[str, str]], outside: list[str]) -> list[dict[str, str]]:
+    """``steps`` less each ``let`` whose names no later kept step, check or launch value reads."""
+    read = {n for text in outside if text for n in _names(text)}
+    kept: list[dict[str, str]] = []
+    for step in reversed(steps):
+        if "let" in step and not {n.strip() for n in step["let"].split(",")} & read:
+            continue
+        kept.append(step)
+        read |= {n for k in ("expr", "check", "return", "when") if k in step for n in _names(step[k])}
+        read |= set(message_names(step.get("message", "")))
+    return kept[::-1]
+
+
+def _names(text: str) -> set[str]:
+    return {n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)}
+
+
+def _unknown_names(flat: Flattener, params: list[str], outside: list[str]) -> list[str]:
     known = set(params) | _WRAPPER_NAMES | _BUILTINS | ({flat.config_var} if flat.config_var else set())
     texts: list[str] = []
     for step in flat.steps:
         texts += [step[k] for k in ("expr", "check", "return", "when") if k in step]
         if "let" in step:
             known |= {n.strip() for n in step["let"].split(",")}
-    texts += list(tensors.values()) + [v for v, _ in values.values()] + [returned]
-    unknown = sorted(
+    texts += outside
+    return sorted(
         {
             n.id
             for text in texts
@@ -455,5 +484,3 @@ def _check_names(
         }
         | {n for step in flat.steps for n in message_names(step.get("message", "")) if n not in known}
     )
-    if unknown:
-        raise NotThisShape(f"the wrapper would need {', '.join(unknown)} of the reference module")

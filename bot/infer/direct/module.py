@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from bot.infer.launch.syntax import bind, is_call, returning_body, substitute
+from bot.infer.launch.syntax import bind, is_call, plain_assign, returning_body, substitute
 from bot.infer.reference.op import ModuleIndex, ModuleLoader, module_assignments
 
 MAX_INLINE = 4  # callee depth
@@ -56,7 +56,12 @@ class ReferenceModule(ModuleIndex):
 
     def kernel_behind(self, value: ast.expr) -> ast.FunctionDef | None:
         """The one ``@ct.kernel`` module function a helper call hands back (a tuned copy of it), or
-        that ``_kernel.replace_hints(...)`` retunes."""
+        that ``_kernel.replace_hints(...)`` retunes; either side of ``tuned if hints else _kernel``
+        when both are that one kernel."""
+        if isinstance(value, ast.IfExp):
+            sides = [self.functions.get(s.id) if isinstance(s, ast.Name) and s.id in self.kernels
+                     else self.kernel_behind(s) for s in (value.body, value.orelse)]  # fmt: skip
+            return sides[0] if sides[0] is not None and sides[0] is sides[1] else None
         if not isinstance(value, ast.Call):
             return None
         func = value.func
@@ -110,6 +115,29 @@ class ReferenceModule(ModuleIndex):
                 if target is not None and target[0] is not fn:
                     count += target[2].launch_count(target[0], depth + 1)
         return count
+
+    def launched_kernels(self, fn: ast.FunctionDef, depth: int = 0) -> set[str]:
+        """The kernels ``fn`` launches, itself or through callees, each as written in its launch."""
+        names: set[str] = set()
+        for node in ast.walk(fn):
+            if is_launch(node):
+                names |= self._kernels_in(fn, node.args[2])
+            elif depth < MAX_INLINE and isinstance(node, ast.Call):
+                target = self.resolve(node)
+                if target is not None and target[0] is not fn:
+                    names |= target[2].launched_kernels(target[0], depth + 1)
+        return names
+
+    def _kernels_in(self, fn: ast.FunctionDef, kernel: ast.expr) -> set[str]:
+        """The module kernels a launch's kernel argument names, itself or through the values ``fn``
+        assigns it (``k = cached_replace_hints(_k, **hints) if hints else _k``); else its text."""
+        values = [kernel]
+        if isinstance(kernel, ast.Name) and kernel.id not in self.kernels:
+            values += [s.value for s in ast.walk(fn) if plain_assign(s) and s.targets[0].id == kernel.id]
+        named = {
+            n.id for v in values for n in ast.walk(v) if isinstance(n, ast.Name) and n.id in self.kernels
+        }
+        return named or {ast.unparse(kernel)}
 
     def pure_helper(self, call: ast.Call) -> ast.expr | None:
         """A module function made of single assignments (a tuple unpacked too), early returns under

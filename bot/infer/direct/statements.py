@@ -10,10 +10,15 @@ import copy
 from bot.infer.launch.syntax import plain_assign, substitute
 
 
-def is_ctx(stmt: ast.stmt) -> bool:
-    """``ctx.mark_dirty(x)``, ``ctx.p = p``: autograd bookkeeping the forward-only wrapper drops."""
+def is_dropped(stmt: ast.stmt) -> bool:
+    """A statement the forward-only wrapper drops, as it gives the launch nothing: autograd
+    bookkeeping (``ctx.mark_dirty(x)``, ``ctx.p = p``), a local ``import warnings`` and the
+    ``warnings.warn(...)`` it serves (a note to the caller; the value it guards is read apart)."""
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return True
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-        return ast.unparse(stmt.value.func).startswith("ctx.")
+        func = ast.unparse(stmt.value.func)
+        return func.startswith("ctx.") or func == "warnings.warn"
     if isinstance(stmt, ast.Assign):
         return all(ast.unparse(t).startswith("ctx.") for t in stmt.targets)
     return False
@@ -133,8 +138,8 @@ def if_chain(stmt: ast.If) -> list[tuple[ast.If | None, list[ast.stmt]]]:
     branches: list[tuple[ast.If | None, list[ast.stmt]]] = []
     node: ast.If | None = stmt
     while node is not None:
-        branches.append((node, [s for s in node.body if not is_ctx(s)]))
-        orelse = [s for s in node.orelse if not is_ctx(s)]
+        branches.append((node, [s for s in node.body if not is_dropped(s)]))
+        orelse = [s for s in node.orelse if not is_dropped(s)]
         if len(orelse) == 1 and isinstance(orelse[0], ast.If):
             node = orelse[0]
             continue
@@ -207,7 +212,7 @@ def _loaded(node: ast.expr) -> ast.expr:
 
 def early_return(stmt: ast.If) -> ast.expr | None:
     """``if cond: return x`` (autograd bookkeeping aside) with no else: the returned value."""
-    body = [s for s in stmt.body if not is_ctx(s)]
+    body = [s for s in stmt.body if not is_dropped(s)]
     if stmt.orelse or len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
         return None
     return body[0].value
@@ -217,7 +222,7 @@ def conditional_value(stmt: ast.If) -> tuple[str, ast.expr, ast.expr] | None:
     """``if c: a = x else: a = y`` (bookkeeping aside): (a, x, y)."""
 
     def single(body: list[ast.stmt]) -> tuple[str, ast.expr] | None:
-        body = [s for s in body if not is_ctx(s)]
+        body = [s for s in body if not is_dropped(s)]
         if len(body) == 1 and isinstance(body[0], ast.Assign) and isinstance(body[0].targets[0], ast.Name):
             return body[0].targets[0].id, body[0].value
         return None

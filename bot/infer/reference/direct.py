@@ -36,7 +36,7 @@ import copy
 from pathlib import Path
 
 from bot.infer import naming
-from bot.infer.direct.flatten import Flattener, Launch, with_names
+from bot.infer.direct.flatten import Flattener, Launch, entry_key, with_names
 from bot.infer.direct.launch import Direct, kernel_hints, map_launch, param_names
 from bot.infer.direct.module import ReferenceModule
 from bot.infer.facts import Facts
@@ -127,7 +127,7 @@ def read_tree(
     if len(signature.entries) != 1 and module.launch_count(fn) < 2:
         return None
     params = param_names(fn)
-    flat = Flattener(module, name, params)
+    flat = Flattener(module, name, params, [e.name for e in signature.entries])
     flat.result = flat.walk(fn, depth=0)
     if not flat.launches:
         raise NotThisShape(f"{fn.name}() reaches ct.launch only through a path the reader does not follow")
@@ -227,8 +227,8 @@ def _entries_of(launches: list[Launch], signature: KernelSignature) -> list[Entr
     ``x_kernel``); the one launch no entry is named like, when exactly one entry is named by no
     launch, runs that entry (a reference that renamed one stage: ``_stage4b_scatter_kernel`` beside
     kernel.rs's ``stage4_kernel``)."""
-    by_name = {e.name.lstrip("_").lower(): e for e in signature.entries}
-    found = [by_name.get(launch.kernel_name.lstrip("_").lower()) for launch in launches]
+    by_name = {entry_key(e.name): e for e in signature.entries}
+    found = [by_name.get(entry_key(launch.kernel_name)) for launch in launches]
     unnamed = [e for e in signature.entries if e not in found]
     for i, (launch, entry) in enumerate(zip(launches, found, strict=True)):
         if entry is not None:
