@@ -133,6 +133,22 @@ def test_a_runtime_scalar_of_the_reference_is_never_a_const_generic():
         _read(PLAIN[:3], ("u1",), ("G0", "G1", "G2"))
 
 
+def test_constants_kernel_rs_may_split_either_way_place_nothing():
+    # softmax's `_softmax_kernel(output, input, N_ROWS, TILE_SIZE, DIM_COLS)`, all constants, against
+    # kernel.rs's runtime n_rows, dim_cols and generic TILE_SIZE: here N, TILE and FAST are all
+    # integer constants and kernel.rs takes one runtime integer: any of the three may be it
+    source = REFERENCE.replace("N: int,", "N: ConstInt,")
+    with pytest.raises(NotThisShape, match="have no twin"):
+        _read(source=source)
+    # a float constant can only be the runtime f32: one split fits, and position places it
+    source = source.replace("scale: float,", "scale: ct.Constant[float],")
+    params = [*PLAIN[:2], Param("u2", "scalar", ty="f32")]
+    values = {k: v for k, (v, _) in _read(params, source=source, generics=("G0", "G1", "G2")).args.items()}
+    assert (
+        values["u2"] == "factor" and values["g0"] == "int(n_elements)" and values["g2"] == "int(bool(fast))"
+    )
+
+
 def test_a_reference_parameter_of_unknown_kind_places_nothing():
     source = REFERENCE.replace("N: int,", "N,")  # neither annotated nor used as an array
     with pytest.raises(NotThisShape, match="have no twin"):

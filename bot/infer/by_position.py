@@ -137,47 +137,59 @@ def align(
     functions: dict[str, ast.FunctionDef] | None = None,
 ) -> dict[str, str] | None:
     """Reference parameter -> kernel.rs parameter or const generic, for every reference parameter,
-    when the two kernels take the same parameters of the same kinds in the same order and agree
-    with ``named`` (the pairs names already made); None otherwise."""
+    when exactly one pairing keeps the reference's order and agrees with the kinds, with
+    ``named`` (the pairs names already made) and with which tensors are written; None otherwise.
+
+    kernel.rs lists its runtime parameters, then its const generics; the reference passes both in
+    one tuple. Its parameters split into those two runs, each in the reference's order: as written
+    when kernel.rs keeps that order, or with some of its constants made runtime scalars (dropout's
+    seed). When two splits fit (softmax's ``N_ROWS, TILE_SIZE, DIM_COLS`` against kernel.rs's
+    runtime ``n_rows, dim_cols`` and generic ``TILE_SIZE``, names gone) position says nothing."""
     refs = [a.arg for a in kernel.args.args]
     consts = {a.arg for a in kernel.args.args if _is_constant(a.annotation)}
-    # as written, else its runtime parameters then its constants, the order kernel.rs must keep
-    # (`H: int` between `TILE_KPE` and `TILE_M` is kernel.rs's runtime `h` before its generics)
-    split = [r for r in refs if r not in consts] + [r for r in refs if r in consts]
-    for order in [refs] + ([split] if split != refs else []):
-        pairs = _align_in(order, consts, kernel, entry, named, functions)
-        if pairs is not None:
-            return pairs
-    return None
-
-
-def _align_in(
-    refs: list[str],
-    consts: set[str],
-    kernel: ast.FunctionDef,
-    entry: Entry,
-    named: dict[str, str],
-    functions: dict[str, ast.FunctionDef] | None,
-) -> dict[str, str] | None:
-    """``align`` with the reference's parameters taken in the order ``refs``."""
     places = kernel_rs_places(entry)
+    runtime = [p for p in places if not p[2]]
+    generics = [p for p in places if p[2]]
     if len(refs) != len(places):
         return None
     kinds = reference_kinds(kernel, functions)
-    taken = set(named.values())
-    pairs: dict[str, str] = {}
-    for ref, (name, kind, generic) in zip(refs, places, strict=True):
-        if not kind or kinds[ref] != kind or (generic and ref not in consts):
-            return None
-        if ref in named:
-            if named[ref] != name:
-                return None
-        elif name in taken:
-            return None
-        pairs[ref] = name
     writes = {ref for ref, use in array_uses(kernel, functions).items() if use == "write"}
-    if {pairs[r] for r in writes} != set(entry.outputs):
+    taken = set(named.values())
+
+    def fits(ref: str, place: tuple[str, str, bool]) -> bool:
+        name, kind, generic = place
+        if not kind or kinds[ref] != kind or (generic and ref not in consts):
+            return False
+        if kind == "tensor" and (ref in writes) != (name in entry.outputs):
+            return False
+        return named[ref] == name if ref in named else name not in taken
+
+    # ways[i][j]: pairings of refs[i:] when j runtime places are used (capped at 2: enough to
+    # tell one from many)
+    n, r = len(refs), len(runtime)
+    ways = [[0] * (r + 1) for _ in range(n + 1)]
+    ways[n][r] = 1
+    for i in range(n - 1, -1, -1):
+        for j in range(min(i, r), -1, -1):
+            g = i - j
+            if g > len(generics):
+                continue
+            total = 0
+            if j < r and fits(refs[i], runtime[j]):
+                total += ways[i + 1][j + 1]
+            if g < len(generics) and fits(refs[i], generics[g]):
+                total += ways[i + 1][j]
+            ways[i][j] = min(total, 2)
+    if ways[0][0] != 1:
         return None
+    pairs: dict[str, str] = {}
+    j = 0
+    for i, ref in enumerate(refs):
+        if j < r and fits(ref, runtime[j]) and ways[i + 1][j + 1]:
+            pairs[ref] = runtime[j][0]
+            j += 1
+        else:
+            pairs[ref] = generics[i - j][0]
     return pairs
 
 
