@@ -208,3 +208,19 @@ def test_a_step_the_launch_reads_that_needs_a_module_function_still_stops_the_re
     )
     with pytest.raises(NotThisShape, match="would need _cfg_hints of the reference module"):
         reference_direct.read_tree(ast.parse(source), "rows", _signature("rows_kernel"))
+
+
+def test_the_dry_run_sets_a_refused_path_aside_and_still_names_a_wrapper_that_launched_nothing():
+    from bot.dryrun import compare as dry_compare
+    from bot.dryrun.result import DryRun
+
+    reading = reference_direct.read_tree(ast.parse(PATHS), "rows", _signature("rows_kernel"))
+    refused = "E   NotImplementedError: " + _checks(reading)[1][1]
+    run = DryRun("compared")
+    assert dry_compare._port_side(run, None, None, "test_op[use_tma]", [], refused, 1) is None
+    assert run.rows == [] and run.cases == []
+    assert run.skipped == ["test_op[use_tma]: " + " ".join(refused.split())]
+    # any other error before the C call is the wrapper's: a difference, with the error as its value
+    other = "E   TypeError: rows() got an unexpected keyword argument 'use_tma'"
+    assert dry_compare._port_side(run, None, None, "test_op[kw]", [], other, 1) is None
+    assert run.cases == ["test_op[kw]"] and run.differences[0].cutile_rs == f"no launch: {other}"

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 from bot.classify.types import Verdict, VerdictKind
+from bot.infer.direct.flatten import UNPORTED_PATH
 from bot.testing.types import TestResult
 from bot.testresults.log_scan import SWEEP_READ
 
@@ -74,11 +75,6 @@ _DEVICE_PATTERNS = (
     (re.compile(r"Greatest (absolute|relative) difference: nan\b|\bnan\b.*not close", re.I), "NaN outputs"),
     (re.compile(r"Mismatched elements|not close|assert_close|Tensor-likes", re.I), "numeric mismatch"),
     (re.compile(r"rc=-3\b|kernel launch failed|JIT|tileiras|Failed to compile", re.I), "launch/JIT failure"),
-)
-# The wrapper's own refusal of a launch path of the reference that kernel.rs has no kernels for
-# (bot/infer/direct/flatten.py, Flattener._not_ported): the gap is in kernel.rs, not the host.
-_UNPORTED_PATH = re.compile(
-    r"the reference's launch through (?P<through>.+?) \(when (?P<when>.+?)\) is not ported"
 )
 _ENV_PATTERNS = (
     re.compile(r"tileiras.*(not found|No such file)|CUDA driver too old|no CUDA device|CUDA_HOME", re.I),
@@ -267,7 +263,7 @@ def _failure(
                 f"{where}toolchain problem during the run: {short}",
                 runner_fix="check CUDA_HOME and the tile toolchain (tileiras, libnvvm, ptxas) of the runner",
             )
-    unported = _UNPORTED_PATH.search(message)
+    unported = UNPORTED_PATH.search(message)  # the wrapper refuses a path kernel.rs lacks
     if unported:
         return Verdict(
             VerdictKind.FAIL,

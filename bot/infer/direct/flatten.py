@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -70,6 +71,13 @@ class Launch:
     def kernel_name(self) -> str:
         """The launched kernel's name; as written in the call when it is not a module function."""
         return self.kernel.name if self.kernel is not None else ast.unparse(self.call.args[2])
+
+
+# Reads the message of a check `_not_ported` writes, wherever it surfaces (a test's failure, the
+# dry run's port side): the path's call(s) and the condition that takes it.
+UNPORTED_PATH = re.compile(
+    r"the reference's launch through (?P<through>.+?) \(when (?P<when>.+?)\) is not ported"
+)
 
 
 def entry_key(name: str) -> str:
