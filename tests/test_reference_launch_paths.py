@@ -117,14 +117,18 @@ def test_the_ported_else_path_is_followed_and_each_other_path_refused_in_order()
     assert not any("warn" in str(s) for s in reading.steps)
 
 
-def test_a_ported_path_in_the_middle_refuses_the_earlier_ones_and_everything_after_it():
+def test_a_ported_path_in_the_middle_refuses_the_earlier_ones_and_each_one_after_it():
     reading = reference_direct.read_tree(ast.parse(PATHS), "rows", _signature("rows_kernel_wide"))
     assert _checks(reading) == [
         (
+            "not use_wide and use_tma",
+            "cutile-rs rows: the reference's launch through _launch_tma() "
+            "(when not use_wide and use_tma) is not ported",
+        ),
+        (
             "not use_wide",
-            "cutile-rs rows: the reference's launch through _launch_tma() or _launch_rows() "
-            "(when not use_wide) is not ported",
-        )
+            "cutile-rs rows: the reference's launch through _launch_rows() (when not use_wide) is not ported",
+        ),
     ]
 
 
@@ -224,3 +228,80 @@ def test_the_dry_run_sets_a_refused_path_aside_and_still_names_a_wrapper_that_la
     other = "E   TypeError: rows() got an unexpected keyword argument 'use_tma'"
     assert dry_compare._port_side(run, None, None, "test_op[kw]", [], other, 1) is None
     assert run.cases == ["test_op[kw]"] and run.differences[0].cutile_rs == f"no launch: {other}"
+
+
+# rms_norm's shape: a mode chosen by a nested default, then one branch per mode, each launching
+# its kernel inline, and an else that raises.
+MODES = """
+import cuda.tile as ct
+import torch
+from tilegym.backend import register_impl
+
+
+@ct.kernel
+def _norm_kernel_persistent(x, out, TILE):
+    pass
+
+
+@ct.kernel
+def _norm_kernel_gather(x, out, N, TILE):
+    pass
+
+
+@register_impl("norm", backend="cutile")
+def norm(x, mode=None):
+    y = torch.empty_like(x)
+    M, N = x.shape
+    if mode is None:
+        if M > 64:
+            mode = "persistent"
+        else:
+            mode = "gather"
+    if mode == "persistent":
+        TILE = 16
+        ct.launch(torch.cuda.current_stream(), (64,), _norm_kernel_persistent, (x, y, TILE))
+    elif mode == "gather":
+        if N > 4096:
+            raise NotImplementedError("too wide")
+        TILE = 1024
+        ct.launch(torch.cuda.current_stream(), (M,), _norm_kernel_gather, (x, y, N, TILE))
+    else:
+        raise ValueError(f"Unknown mode {mode}")
+    return y
+"""
+
+
+def _gather_signature() -> KernelSignature:
+    entry = Entry(
+        name="norm_kernel_gather",
+        unsafe=True,
+        public=True,
+        attr_args={},
+        generics=(Generic("E", "type"), Generic("TILE", "const", "i32")),
+        params=(Param("x", "tensor", "E", 2), Param("out", "tensor", "E", 2), Param("n", "scalar", ty="i32")),
+        outputs=("out",),
+        output_evidence={},
+        block=BlockUse(1, False),
+    )
+    return KernelSignature("norm_module", (entry,))
+
+
+def test_a_mode_chain_of_inline_launches_follows_the_ported_mode_after_its_nested_default():
+    reading = reference_direct.read_tree(ast.parse(MODES), "norm", _gather_signature())
+    lets = [(s["let"], s["expr"]) for s in reading.steps if "let" in s]
+    # the default is decided once per test, before either side assigns the mode it reads
+    assert ("_branch_21", "mode is None") in lets and ("_branch_22", "_branch_21 and M > 64") in lets
+    assert ("mode", "'persistent' if _branch_22 else mode") in lets
+    assert ("mode", "'gather' if _branch_21 and (not _branch_22) else mode") in lets
+    checks = [(s["check"], s["raise"]) for s in reading.steps if "check" in s]
+    assert checks == [
+        ("mode == 'persistent'", "NotImplementedError"),  # the path kernel.rs does not port
+        ("not mode == 'gather'", "ValueError"),  # the reference's own else, after the chosen branch
+        ("N > 4096", "NotImplementedError"),  # the chosen branch's own check
+    ]
+    messages = [s["message"] for s in reading.steps if "check" in s]
+    assert messages[0] == (
+        "cutile-rs norm: the reference's launch through _norm_kernel_persistent (when mode == 'persistent') is not ported"
+    )
+    assert reading.tensors == {"x": "x", "out": "y"} and reading.args["n"][0] == "N"
+    assert reading.args["num_programs"][0] == "M"

@@ -154,8 +154,11 @@ class Flattener:
                 self._record(stmt.value)
                 continue
             path = self._launch_path(stmt) if isinstance(stmt, ast.If) and not after else None
-            if path is not None:
-                stmt = path  # the branch that launches kernel.rs's kernels; the others now raise
+            if path is not None:  # the branch that launches kernel.rs's kernels; the others now raise
+                done, value = self._block(path, depth, launched, post)
+                if done:
+                    return True, value
+                continue
             call = inlinable_call(stmt)
             if call is not None and self._reaches_launch(call):
                 done, value = self._inlined_statement(stmt, call, depth, post)
@@ -335,7 +338,7 @@ class Flattener:
         if isinstance(early, ast.Call) and self._reaches_launch(early):
             # `if use_autotune: return _tuned(...)`: another launch path of the op; the wrapper
             # ports the one after it and says so when a caller asks for the other
-            self._not_ported(stmt.test, [early])
+            self._not_ported(stmt.test, f"{ast.unparse(early.func)}()")
             return True
         if early is not None:
             self.steps.append({"return": self.expr(early), "when": self.expr(stmt.test)})
@@ -351,9 +354,8 @@ class Flattener:
             return True
         return self._guarded_block(stmt) or self._if_chain(stmt)
 
-    def _not_ported(self, test: ast.expr, calls: list[ast.Call]) -> None:
+    def _not_ported(self, test: ast.expr, through: str) -> None:
         """A check raising NotImplementedError when ``test`` holds: a launch path not ported."""
-        through = " or ".join(f"{ast.unparse(c.func)}()" for c in calls)
         self.steps.append(
             {
                 "check": self.expr(test),
@@ -363,33 +365,64 @@ class Flattener:
             }
         )
 
-    def _launch_path(self, stmt: ast.If) -> ast.stmt | None:
-        """``if use_tma: _launch_tma(x, y) elif ...: else: _launch(x, y)``, each branch one call
-        that reaches a launch: the statement of the one branch whose kernels are all kernel.rs
-        entries, every other branch a NotImplementedError check in the chain's order. None when
-        not that shape, or when no single branch launches only what kernel.rs has."""
+    def _launch_path(self, stmt: ast.If) -> list[ast.stmt] | None:
+        """``if use_tma: _launch_tma(x, y) elif ...: else: _launch(x, y)`` (or ``if mode == "a":
+        ... ct.launch(..) elif ...: else: raise ValueError(..)``): each branch launches or raises.
+        The block of the one branch whose kernels are all kernel.rs entries; every other branch a
+        check in the chain's order, NotImplementedError for a launch path, its own error for a
+        raise. None when not that shape, or when no single branch launches only what kernel.rs has."""
         if not self.entries:
             return None
         branches = if_chain(stmt)
         if len(branches) < 2 or branches[-1][0] is not None:
             return None  # without an else some calls launch nothing here: not a choice of paths
-        calls: list[ast.Call] = []
+        paths: list[
+            tuple[str, set[str]] | None
+        ] = []  # per branch: (how it launches, its kernels); None: raises
         for _, block in branches:
-            call = inlinable_call(block[0]) if len(block) == 1 else None
-            if call is None or not self._reaches_launch(call):
+            if raised(block) is not None:
+                paths.append(None)
+                continue
+            launches = self._block_launches(block)
+            if launches is None:
                 return None
-            calls.append(call)
-        ported = [i for i, call in enumerate(calls) if self._kernels_of(call) <= self.entries]
+            paths.append(launches)
+        ported = [i for i, path in enumerate(paths) if path is not None and path[1] <= self.entries]
         if len(ported) != 1:
             return None
         chosen = ported[0]
-        for (node, _), call in zip(branches[:chosen], calls[:chosen], strict=True):
-            assert node is not None  # only the last branch is the else
-            self._not_ported(node.test, [call])  # reached only when every earlier test failed
-        node = branches[chosen][0]
-        if node is not None and chosen + 1 < len(branches):
-            self._not_ported(ast.UnaryOp(op=ast.Not(), operand=node.test), calls[chosen + 1 :])
-        return branches[chosen][1][0]
+        taken = branches[chosen][0]
+        for i, ((node, block), path) in enumerate(zip(branches, paths, strict=True)):
+            if i == chosen:
+                continue
+            if i < chosen:  # reached only when every earlier test failed
+                assert node is not None  # only the last branch is the else
+                test: ast.expr = node.test
+            else:  # after the chosen branch: only when its test failed
+                assert taken is not None
+                not_taken = ast.UnaryOp(op=ast.Not(), operand=taken.test)
+                test = not_taken if node is None else ast.BoolOp(op=ast.And(), values=[not_taken, node.test])
+            if path is None:
+                error, message = raised(block)
+                self.steps.append({"check": self.expr(test), "raise": error, "message": message})
+            else:
+                self._not_ported(test, path[0])
+        return branches[chosen][1]
+
+    def _block_launches(self, block: list[ast.stmt]) -> tuple[str, set[str]] | None:
+        """How ``block`` launches (``_launch_tma()``, or the kernel it launches itself) and the keys
+        of the kernels it launches; None when it launches nothing."""
+        through: list[str] = []
+        kernels: set[str] = set()
+        for node in (n for s in block for n in ast.walk(s)):
+            if is_launch(node):
+                kernel = ast.unparse(node.args[2])
+                through.append(kernel)
+                kernels.add(entry_key(kernel))
+            elif isinstance(node, ast.Call) and self._reaches_launch(node):
+                through.append(f"{ast.unparse(node.func)}()")
+                kernels |= self._kernels_of(node)
+        return (" and ".join(through), kernels) if through else None
 
     def _kernels_of(self, call: ast.Call) -> set[str]:
         target = self.module.resolve(call)
@@ -443,7 +476,8 @@ class Flattener:
         if not body or not _simple(body) or not _simple(orelse):
             return False
         test = stmt.test
-        if sum(isinstance(s, (ast.Assign, ast.If)) for s in body + orelse) > 1:
+        nested_else = any(isinstance(n, ast.If) and n.orelse for s in body + orelse for n in ast.walk(s))
+        if nested_else or sum(isinstance(s, (ast.Assign, ast.If)) for s in body + orelse) > 1:
             # the branch is decided once: a later assignment must not see an earlier one's effect
             flag = ast.Name(f"_branch_{stmt.lineno}", ast.Store())
             self._let(flag, stmt.test)
@@ -461,8 +495,17 @@ class Flattener:
                 error = raised(s.body)
                 if error is not None:  # `if bad: raise E(..)` inside: the same check, under both
                     self.steps.append({"check": self.expr(both), "raise": error[0], "message": error[1]})
-                    continue
-                self._branch(s.body, both)
+                elif s.orelse:  # decided once, before either side assigns what the test reads
+                    flag = f"_branch_{s.lineno}"
+                    self._let(ast.Name(flag, ast.Store()), both)
+                    both = ast.Name(flag, ast.Load())
+                    self._branch(s.body, both)
+                else:
+                    self._branch(s.body, both)
+                if s.orelse:
+                    taken = both if error is None else s.test
+                    other = ast.BoolOp(op=ast.And(), values=[test, ast.UnaryOp(op=ast.Not(), operand=taken)])
+                    self._branch(s.orelse, other)
                 continue
             if isinstance(s, ast.Assert):
                 self.steps.append(assert_step(s, condition, self.op))
@@ -560,7 +603,7 @@ def _simple(block: list[ast.stmt]) -> bool:
     return all(
         (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name))
         or isinstance(s, ast.Assert)
-        or (isinstance(s, ast.If) and not s.orelse and (_simple(s.body) or raised(s.body) is not None))
+        or (isinstance(s, ast.If) and (_simple(s.body) or raised(s.body) is not None) and _simple(s.orelse))
         for s in block
     )
 
