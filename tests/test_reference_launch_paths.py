@@ -71,23 +71,29 @@ def rows(x, use_tma=False, **kwargs):
 """
 
 
-def _signature(entry_name: str) -> KernelSignature:
+ROWS_PARAMS = (
+    Param("output", "tensor", "E", 2),
+    Param("input", "tensor", "E", 2),
+    Param("n_rows", "scalar", ty="i32"),
+)
+
+
+def _signature(
+    entry_name: str, params: tuple[Param, ...] = ROWS_PARAMS, outputs=("output",)
+) -> KernelSignature:
+    """kernel.rs of one entry: an element type, a TILE generic and ``params``."""
     entry = Entry(
         name=entry_name,
         unsafe=True,
         public=True,
         attr_args={},
         generics=(Generic("E", "type"), Generic("TILE", "const", "i32")),
-        params=(
-            Param("output", "tensor", "E", 2),
-            Param("input", "tensor", "E", 2),
-            Param("n_rows", "scalar", ty="i32"),
-        ),
-        outputs=("output",),
+        params=params,
+        outputs=outputs,
         output_evidence={},
         block=BlockUse(1, False),
     )
-    return KernelSignature("rows_module", (entry,))
+    return KernelSignature(f"{entry_name}_module", (entry,))
 
 
 def _checks(reading) -> list[tuple[str, str]]:
@@ -271,23 +277,13 @@ def norm(x, mode=None):
 """
 
 
-def _gather_signature() -> KernelSignature:
-    entry = Entry(
-        name="norm_kernel_gather",
-        unsafe=True,
-        public=True,
-        attr_args={},
-        generics=(Generic("E", "type"), Generic("TILE", "const", "i32")),
-        params=(Param("x", "tensor", "E", 2), Param("out", "tensor", "E", 2), Param("n", "scalar", ty="i32")),
-        outputs=("out",),
-        output_evidence={},
-        block=BlockUse(1, False),
-    )
-    return KernelSignature("norm_module", (entry,))
+NORM_PARAMS = (Param("x", "tensor", "E", 2), Param("out", "tensor", "E", 2), Param("n", "scalar", ty="i32"))
 
 
 def test_a_mode_chain_of_inline_launches_follows_the_ported_mode_after_its_nested_default():
-    reading = reference_direct.read_tree(ast.parse(MODES), "norm", _gather_signature())
+    reading = reference_direct.read_tree(
+        ast.parse(MODES), "norm", _signature("norm_kernel_gather", NORM_PARAMS, ("out",))
+    )
     lets = [(s["let"], s["expr"]) for s in reading.steps if "let" in s]
     # the default is decided once per test, before either side assigns the mode it reads
     assert ("_branch_21", "mode is None") in lets and ("_branch_22", "_branch_21 and M > 64") in lets
