@@ -352,6 +352,27 @@ def test_a_helper_modules_kernel_the_reference_launches_is_the_ops_own(silu_chec
     assert elsewhere.status == "not compared" and "did not launch" in elsewhere.why
 
 
+def test_a_case_the_test_file_skips_is_said_so_not_a_reference_that_did_not_launch(monkeypatch):
+    import types
+
+    from bot.dryrun import plugin
+
+    nodeid = "tests/ops/test_rms_norm.py::Test_RMSNorm::test_op[cutile-None-256-18432-torch.float16]"
+    monkeypatch.setitem(
+        plugin.RECORDS, nodeid, {"backend": "cutile", "case": "x", "launches": [], "error": ""}
+    )
+    reason = ("tests/ops/test_rms_norm.py", 72, "Skipped: Skipping static_persistent test for large n")
+    plugin.pytest_runtest_logreport(
+        types.SimpleNamespace(nodeid=nodeid, failed=False, skipped=True, longrepr=reason)
+    )
+    assert plugin.RECORDS[nodeid]["error"] == "the test skips it: Skipping static_persistent test for large n"
+    twin = nodeid.replace("[cutile-", "[cutile_rs-")
+    cases = {nodeid: plugin.RECORDS[nodeid], twin: {**plugin.RECORDS[nodeid], "backend": "cutile-rs"}}
+    found = dry_compare.compare(None, None, cases, "")
+    assert found.status == "not compared" and found.cases == []
+    assert "did not launch on the CPU (the test skips it: Skipping static_persistent" in found.why
+
+
 def test_the_plugin_names_the_tilegym_modules_on_a_launchs_stack():
     import types
 

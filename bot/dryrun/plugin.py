@@ -416,6 +416,11 @@ def pytest_runtest_logreport(report):
         text = str(report.longrepr).strip().splitlines()
         errors = [x for x in text if x.startswith("E ")]
         record["error"] = (errors[0] if errors else (text[-1] if text else "failed"))[:300]
+    elif record is not None and report.skipped and not record["error"]:
+        # the test file's own skip: why neither side launched, in its words
+        longrepr = report.longrepr
+        reason = str(longrepr[-1] if isinstance(longrepr, tuple) else longrepr).removeprefix("Skipped: ")
+        record["error"] = f"the test skips it: {reason}"[:300]
 
 
 def pytest_sessionfinish(session, exitstatus):
