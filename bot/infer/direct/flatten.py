@@ -376,9 +376,8 @@ class Flattener:
         branches = if_chain(stmt)
         if len(branches) < 2 or branches[-1][0] is not None:
             return None  # without an else some calls launch nothing here: not a choice of paths
-        paths: list[
-            tuple[str, set[str]] | None
-        ] = []  # per branch: (how it launches, its kernels); None: raises
+        # per branch: (how it launches, the keys of its kernels); None for a branch that raises
+        paths: list[tuple[str, set[str]] | None] = []
         for _, block in branches:
             if raised(block) is not None:
                 paths.append(None)
