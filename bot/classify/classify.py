@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from bot.classify.types import Verdict, VerdictKind
-from bot.infer.direct.flatten import UNPORTED_PATH
+from bot.infer.direct.paths import UNPORTED_PATH
 from bot.testing.types import TestResult
 from bot.testresults.log_scan import SWEEP_READ
 

@@ -30,7 +30,7 @@ import math
 
 from bot.dryrun.port_side import EvalError, PortLaunch, port_launches
 from bot.dryrun.result import DryRun, Row
-from bot.infer.direct.flatten import UNPORTED_PATH
+from bot.infer.direct.paths import UNPORTED_PATH
 from bot.plan.types import LaunchPlan
 from bot.read.types import KernelSignature
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import copy
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -22,6 +21,7 @@ from bot.infer.direct.autotune import (
     untuned_branch,
 )
 from bot.infer.direct.module import MAX_INLINE, ReferenceModule, is_launch
+from bot.infer.direct.paths import entry_key, launch_path, not_ported
 from bot.infer.direct.statements import (
     conditional_value,
     early_return,
@@ -71,18 +71,6 @@ class Launch:
     def kernel_name(self) -> str:
         """The launched kernel's name; as written in the call when it is not a module function."""
         return self.kernel.name if self.kernel is not None else ast.unparse(self.call.args[2])
-
-
-# Reads the message of a check `_not_ported` writes, wherever it surfaces (a test's failure, the
-# dry run's port side): the path's call(s) and the condition that takes it.
-UNPORTED_PATH = re.compile(
-    r"the reference's launch through (?P<through>.+?) \(when (?P<when>.+?)\) is not ported"
-)
-
-
-def entry_key(name: str) -> str:
-    """A kernel's name as kernel.rs entries and reference kernels are matched (``_x_kernel`` ~ ``x_kernel``)."""
-    return name.lstrip("_").lower()
 
 
 class Flattener:
@@ -360,74 +348,20 @@ class Flattener:
             {
                 "check": self.expr(test),
                 "raise": "NotImplementedError",
-                "message": f"cutile-rs {self.op}: the reference's launch through {through} "
-                f"(when {ast.unparse(test)}) is not ported",
+                "message": not_ported(self.op, through, test),
             }
         )
 
     def _launch_path(self, stmt: ast.If) -> list[ast.stmt] | None:
-        """``if use_tma: _launch_tma(x, y) elif ...: else: _launch(x, y)`` (or ``if mode == "a":
-        ... ct.launch(..) elif ...: else: raise ValueError(..)``): each branch launches or raises.
-        The block of the one branch whose kernels are all kernel.rs entries; every other branch a
-        check in the chain's order, NotImplementedError for a launch path, its own error for a
-        raise. None when not that shape, or when no single branch launches only what kernel.rs has."""
-        if not self.entries:
+        """The block of the branch that launches kernel.rs's kernels (``paths.launch_path``), each
+        other branch's refusal a check step before it; None when ``stmt`` is no choice of paths."""
+        found = launch_path(stmt, self.entries, self.module, self.op)
+        if found is None:
             return None
-        branches = if_chain(stmt)
-        if len(branches) < 2 or branches[-1][0] is not None:
-            return None  # without an else some calls launch nothing here: not a choice of paths
-        # per branch: (how it launches, the keys of its kernels); None for a branch that raises
-        paths: list[tuple[str, set[str]] | None] = []
-        for _, block in branches:
-            if raised(block) is not None:
-                paths.append(None)
-                continue
-            launches = self._block_launches(block)
-            if launches is None:
-                return None
-            paths.append(launches)
-        ported = [i for i, path in enumerate(paths) if path is not None and path[1] <= self.entries]
-        if len(ported) != 1:
-            return None
-        chosen = ported[0]
-        taken = branches[chosen][0]
-        for i, ((node, block), path) in enumerate(zip(branches, paths, strict=True)):
-            if i == chosen:
-                continue
-            if i < chosen:  # reached only when every earlier test failed
-                assert node is not None  # only the last branch is the else
-                test: ast.expr = node.test
-            else:  # after the chosen branch: only when its test failed
-                assert taken is not None
-                not_taken = ast.UnaryOp(op=ast.Not(), operand=taken.test)
-                test = not_taken if node is None else ast.BoolOp(op=ast.And(), values=[not_taken, node.test])
-            if path is None:
-                error, message = raised(block)
-                self.steps.append({"check": self.expr(test), "raise": error, "message": message})
-            else:
-                self._not_ported(test, path[0])
-        return branches[chosen][1]
-
-    def _block_launches(self, block: list[ast.stmt]) -> tuple[str, set[str]] | None:
-        """How ``block`` launches (``_launch_tma()``, or the kernel it launches itself) and the keys
-        of the kernels it launches; None when it launches nothing."""
-        through: list[str] = []
-        kernels: set[str] = set()
-        for node in (n for s in block for n in ast.walk(s)):
-            if is_launch(node):
-                kernel = ast.unparse(node.args[2])
-                through.append(kernel)
-                kernels.add(entry_key(kernel))
-            elif isinstance(node, ast.Call) and self._reaches_launch(node):
-                through.append(f"{ast.unparse(node.func)}()")
-                kernels |= self._kernels_of(node)
-        return (" and ".join(through), kernels) if through else None
-
-    def _kernels_of(self, call: ast.Call) -> set[str]:
-        target = self.module.resolve(call)
-        if target is None:
-            return set()
-        return {entry_key(k) for k in target[2].launched_kernels(target[0])}
+        block, refusals = found
+        for test, error, message in refusals:
+            self.steps.append({"check": self.expr(test), "raise": error, "message": message})
+        return block
 
     def _set_item(self, stmt: ast.stmt, name: str, index: ast.expr, item: ast.expr) -> None:
         """``name[index] = item`` on a list the steps built (``shape = list(x.shape)``)."""

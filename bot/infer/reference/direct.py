@@ -36,9 +36,10 @@ import copy
 from pathlib import Path
 
 from bot.infer import naming
-from bot.infer.direct.flatten import Flattener, Launch, entry_key, with_names
+from bot.infer.direct.flatten import Flattener, Launch, with_names
 from bot.infer.direct.launch import Direct, kernel_hints, map_launch, param_names
 from bot.infer.direct.module import ReferenceModule
+from bot.infer.direct.paths import entry_key
 from bot.infer.facts import Facts
 from bot.infer.launch.syntax import NotThisShape
 from bot.infer.reference.op import ModuleLoader, ReferenceOp, read_with, registered_function
