@@ -22,7 +22,8 @@ import re
 import sys
 import types
 
-RECORDS: dict[str, dict] = {}  # nodeid -> {"backend", "case", "launches", "error"}
+RECORDS: dict[str, dict] = {}
+_SEARCH: list = []  # the dry run's exhaustive search (first config, nothing launched), for both sides  # nodeid -> {"backend", "case", "launches", "error"}
 _CURRENT: list[str] = []
 _CUTILE_RS = re.compile(r"^cutile[-_]rs$")
 _CALL_PREFIX = "cutile_"
@@ -274,6 +275,7 @@ def _patch_cuda_tile() -> None:
         return types.SimpleNamespace(best=best, results=[best])
 
     ct.launch = launch
+    _SEARCH[:] = [exhaustive_search]
     try:
         import cuda.tile.tune as tune
 
@@ -306,7 +308,7 @@ class _RecordingLib:
 def _patch_wrappers() -> None:
     """Every imported cutile-rs wrapper calls the recorder instead of its library."""
     lib = _RecordingLib()
-    ffi = types.SimpleNamespace()
+    ffi = types.SimpleNamespace(NULL=None)  # a descriptor a launch does not pass
 
     def bind(_kernel, _cdef):
         return ffi, lib
@@ -315,7 +317,8 @@ def _patch_wrappers() -> None:
         return describe(tensor)
 
     def autotune_launch(kernel_fn, configs, key=None, kernel_name="", **_):
-        return types.SimpleNamespace(output=kernel_fn(configs[0]), config=configs[0])
+        first = configs[0]
+        return types.SimpleNamespace(output=kernel_fn(first), config=first, best_config=first)
 
     for name, module in list(sys.modules.items()):
         if name.startswith("tilegym.ops.cutile_rs.") and hasattr(module, "_FFI_CDEF"):
@@ -324,6 +327,9 @@ def _patch_wrappers() -> None:
             module.check_rc = lambda rc, name: None
             if hasattr(module, "autotune_launch"):
                 module.autotune_launch = autotune_launch
+            if _SEARCH and hasattr(module, "_exhaustive_search"):
+                # a carried wrapper's search, as the reference's: the first config, no tuning launch
+                module._exhaustive_search = _SEARCH[0]
 
 
 # --------------------------------------------------------------------------------- pytest hooks

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.emit import cdef, ffi_rs, testfile_wiring, wiring, wrapper_py
+from bot.emit import carried_py, cdef, ffi_rs, testfile_wiring, wiring, wrapper_py
 from bot.emit.types import GeneratedFile, GeneratedFiles
-from bot.errors import Blocked, Failed
+from bot.errors import Blocked, Failed, OwnBug
 from bot.plan.types import LaunchPlan
 from bot.targets.checkout import Checkout
 from bot.targets.types import Target
@@ -15,11 +15,21 @@ SELECTOR = Path("src/tilegym/backend/selector.py")
 OPS_INIT = Path("src/tilegym/ops/__init__.py")
 
 
+def _wrapper(target: Target, plan: LaunchPlan) -> str:
+    """The wrapper: the reference's host code carried over (``plan.carry``), or rendered from the plan."""
+    if plan.carry is None:
+        return wrapper_py.render(plan)
+    try:
+        return carried_py.render(plan, (target.repo / plan.carry.reference).read_text(encoding="utf-8"))
+    except carried_py.CarryError as exc:
+        raise OwnBug(f"the carried wrapper could not be rendered: {exc}") from None
+
+
 def generate(target: Target, plan: LaunchPlan, checkout: Checkout) -> GeneratedFiles:
     repo = target.repo
     rel = lambda p: str(p.relative_to(repo))  # noqa: E731
     ffi_text = ffi_rs.render(plan, has_rc_module=checkout.has_rc_module)
-    wrapper_text = wrapper_py.render(plan)
+    wrapper_text = _wrapper(target, plan)
     problems = cdef.cross_check(ffi_text, cdef.render(plan.ffi))
     if problems:
         raise Failed("host", "ffi.rs and _FFI_CDEF disagree: " + "; ".join(problems))

@@ -118,7 +118,7 @@ def read_signature(target: Target):
         raise Blocked("env", f"the kernel reader is unavailable: {exc}") from None
 
 
-def make_plan(target: Target, out_dir: Path):
+def make_plan(target: Target, out_dir: Path, carry_always: bool = False):
     """Signature, checkout facts and sources merged into the launch plan (what ``agent-d plan`` shows).
 
     Returns ``(plan, facts, checkout)``; raises ``StageStop`` like the pipeline's stages.
@@ -127,7 +127,7 @@ def make_plan(target: Target, out_dir: Path):
     co = checkout.inspect(target, found)
     signature = read_signature(target)
     facts = gather_facts(target, found, out_dir, signature)
-    return build_plan(target, signature, facts, co), facts, co
+    return build_plan(target, signature, facts, co, carry_always), facts, co
 
 
 def generate_only(repo: Path, op: str) -> str:

@@ -7,9 +7,12 @@ becomes a precise question (``MissingFact``), never a crash in an emitter.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 from bot.errors import Failed
 from bot.infer.facts import Facts
-from bot.plan import closure, launch
+from bot.plan import carry, closure, launch
 from bot.plan.inputs import read_inputs
 from bot.plan.types import LaunchPlan, MissingFact
 from bot.read.types import Entry, KernelSignature
@@ -17,7 +20,11 @@ from bot.targets.checkout import Checkout
 from bot.targets.types import Target
 
 
-def build_plan(target: Target, signature: KernelSignature, facts: Facts, checkout: Checkout) -> LaunchPlan:
+def build_plan(
+    target: Target, signature: KernelSignature, facts: Facts, checkout: Checkout, carry_always: bool = False
+) -> LaunchPlan:
+    """``carry_always``: the wrapper is the reference's host code carried over even where the plan's
+    own wrapper half is complete (by default only where it is not; the migration's switch)."""
     if not signature.entries:
         raise Failed(
             "kernel",
@@ -45,7 +52,44 @@ def build_plan(target: Target, signature: KernelSignature, facts: Facts, checkou
     plan.more_tests = list(inputs.tests[1:])
     plan.missing += _unbound(plan, inputs.tried.get("python.tensors", ()))
     closure.drop_unread_lets(plan)  # a reference's own `grid = ...` the FFI computes: an unused local
+    if carry_always or (plan.missing and all(carry.answers(m.key) for m in plan.missing)):
+        # what the wrapper half could not distil, the reference's host code says as code
+        carried = carry_into(target, signature, facts, inputs, plan)
+        if carried is not None:
+            return carried
     return plan
+
+
+def carry_into(
+    target: Target, signature: KernelSignature, facts: Facts, inputs, plan: LaunchPlan
+) -> LaunchPlan | None:
+    """The plan whose wrapper is the reference's host code carried over (``plan.carry``), or None
+    when the reference cannot be carried (why is added to the first wrapper question of ``plan``)."""
+    where = facts.get("reference.module")
+    if not isinstance(where, dict):
+        return None
+    rel = str(where["path"])
+    try:
+        text = (target.repo / rel).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    parts = Path(rel).with_suffix("").parts
+    module = ".".join(parts[1:] if parts[0] == "src" else parts)
+    carried_plan = launch.plan(replace(inputs, carried=True))
+    carried_plan.more_tests = list(inputs.tests[1:])
+    found = carry.plan(text, rel, module, str(where["name"]), signature, carried_plan.ffi)
+    if found.plan is None:
+        asked = [m for m in plan.missing if carry.answers(m.key)]
+        if asked:
+            asked[0].tried += [
+                f"carrying the reference's host code over: {t}" for m in found.missing for t in m.tried
+            ]
+        return None
+    carried_plan.carry = found.plan
+    carried_plan.missing = [m for m in carried_plan.missing if not carry.answers(m.key)] + found.missing
+    if carried_plan.missing and not plan.missing:
+        return None  # carry_always: a carried plan that still asks gives way to a complete one
+    return carried_plan
 
 
 def _unbound(plan: LaunchPlan, tried: tuple[str, ...]) -> list[MissingFact]:

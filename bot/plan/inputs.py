@@ -96,6 +96,9 @@ class PlanInputs:
     python: PythonInputs
     contract_lines: int
     tried: Mapping[str, tuple[str, ...]]  # key -> what was tried for it and why it gave nothing
+    # the wrapper is the reference's host code carried over (plan.carry): each of its launches is
+    # one C call of the entry it names, on the grid it passes
+    carried: bool = False
 
     def primary_test(self) -> TestWiring:
         """The primary test file's wiring (an empty one when no test reaches the op)."""

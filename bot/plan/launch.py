@@ -63,14 +63,15 @@ def plan(inputs: PlanInputs) -> LaunchPlan:
 
 def _ffi_half(inputs: PlanInputs, missing: common.Missing) -> tuple[FfiPlan, bool]:
     """The C side of the plan, and whether it launches a row kernel (one block per row)."""
-    order = _sequence(list(inputs.entries), inputs.ffi.sequence, missing)
+    order = None if inputs.carried else _sequence(list(inputs.entries), inputs.ffi.sequence, missing)
     entries = order if order is not None else list(inputs.entries)
-    rows = row_layout(entries, inputs.python.tensors)
+    # carried host code launches each kernel on the grid it computes, with its own descriptors
+    rows = not inputs.carried and row_layout(entries, inputs.python.tensors)
     kernel = descriptors.describe(entries, rows, inputs.ffi, missing)
     if order is not None:
         selector, when_of = None, {e.name: "always" for e in entries}
     else:
-        selector, when_of = _variant_selection(entries, inputs.ffi, missing)
+        selector, when_of = _variant_selection(entries, inputs.ffi, missing, inputs.carried)
     scalars = _Scalars()
     out = next(t for t in kernel.tensors if t.role == "output")
     if rows:
@@ -187,10 +188,18 @@ def _sequence(entries: list[Entry], named: Given | None, missing: common.Missing
     return [by_name[str(n)] for n in named.value]
 
 
-def _variant_selection(entries: list[Entry], ffi: FfiInputs, missing: common.Missing):
+def _variant_selection(entries: list[Entry], ffi: FfiInputs, missing: common.Missing, carried: bool = False):
     """(selector C scalar or None, entry -> its ``when`` condition)."""
     if len(entries) == 1:
         return None, {entries[0].name: "always"}
+    if carried and ffi.variants is None:
+        # each launch of the carried code names its kernel, so the wrapper names the entry
+        src = Source(
+            "reference", "each ct.launch of the carried host code names its kernel: selector `entry`"
+        )
+        return CScalar("entry", "i32", "selector", "", src), {
+            e.name: f"entry == {i}" for i, e in enumerate(entries)
+        }
     if ffi.variants is not None:
         when = ffi.variants.value
         selector = (

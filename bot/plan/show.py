@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from bot.emit.ffi_rs import c_declaration
-from bot.plan.types import FfiPlan, LaunchPlan, PyPlan
+from bot.plan.types import CarryPlan, FfiPlan, LaunchPlan, PyPlan
 
 
 def render_plan(plan: LaunchPlan) -> str:
-    out = [f"launch plan for {plan.op}", "", *_ffi_lines(plan.ffi), "", *_python_lines(plan.python), ""]
+    wrapper = _carry_lines(plan.carry) if plan.carry is not None else _python_lines(plan.python)
+    out = [f"launch plan for {plan.op}", "", *_ffi_lines(plan.ffi), "", *wrapper, ""]
     for wired in [plan.tests, *plan.more_tests]:
         where = f"  [{wired.source}]" if wired.source else ""
         out.append(
@@ -20,6 +21,24 @@ def render_plan(plan: LaunchPlan) -> str:
             out.append(f"  {m.key}: {m.question}")
             out += [f"    tried: {t}" for t in m.tried]
     return "\n".join(out)
+
+
+def _carry_lines(carry: CarryPlan) -> list[str]:
+    """The carried-over wrapper: whose code it is, and each launched kernel's way to kernel.rs."""
+    out = [
+        "Python wrapper: the reference's host code, carried over",
+        f"  @register_impl({carry.register_name!r}) {carry.function}()  [{carry.source}]",
+        f"  carried with it: {', '.join(carry.carried) or '(nothing)'}",
+    ]
+    for kernel in carry.kernels:
+        if not kernel.entry:
+            out.append(
+                f"  {kernel.name}: not ported, its launch raises NotImplementedError  [{kernel.source}]"
+            )
+            continue
+        out.append(f"  {kernel.name}({', '.join(kernel.params)}) -> {kernel.entry}  [{kernel.source}]")
+        out += [f"    {a.c_param:<14} = {a.expr}  [{a.source}]" for a in kernel.args]
+    return out
 
 
 def _ffi_lines(ffi: FfiPlan) -> list[str]:

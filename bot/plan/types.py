@@ -147,6 +147,44 @@ class PyPlan:
 
 
 @dataclass
+class CarriedArg:
+    """One C argument of a carried launcher: its value over the cuTile kernel's parameters, the
+    launch's ``grid`` and the kernel's ``hints``."""
+
+    c_param: str
+    expr: str
+    source: Source
+
+
+@dataclass
+class CarriedKernel:
+    """A cuTile kernel the carried host code launches, and how its launch reaches kernel.rs."""
+
+    name: str  # the reference's @ct.kernel function
+    entry: str  # the kernel.rs entry that ports it; "" when none does (its launch raises, naming it)
+    params: list[str]  # its parameters in order: the launch's arguments unpack into them
+    args: list[CarriedArg]  # one per C parameter before device_id, raw_stream (ported kernels only)
+    hints: dict[str, int]  # literal hints of its decorator (``@ct.kernel(occupancy=2)``)
+    dtype_tensor: str  # the parameter whose dtype the FFI dispatches on ("" when fixed)
+    source: Source
+    site_values: list[str] = field(default_factory=list)  # locals each of its launches passes along
+
+
+@dataclass
+class CarryPlan:
+    """The wrapper as the reference's host code carried over, each launch rewritten: only what
+    crosses the launch boundary is planned here; the rest is the reference's own code."""
+
+    reference: str  # the reference module, relative to the repository
+    module: str  # its dotted name, for its relative imports
+    function: str  # the function registered for the cuTile backend
+    register_name: str  # the name it registers (the wrapper registers it for cutile-rs)
+    carried: list[str]  # the module names carried over
+    kernels: list[CarriedKernel]
+    source: Source
+
+
+@dataclass
 class TestWiring:
     __test__ = False  # not a pytest test class
     file: str  # relative to the repo
@@ -172,6 +210,9 @@ class LaunchPlan:
     missing: list[MissingFact] = field(default_factory=list)
     contract_lines: int = 0  # lines of the porter-written contract this plan used
     more_tests: list[TestWiring] = field(default_factory=list)  # other files whose tests call the op
+    # set: the wrapper is the reference's host code carried over (``python`` then holds only the
+    # registration and signature; its launch fields are unused)
+    carry: CarryPlan | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

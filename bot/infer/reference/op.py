@@ -75,6 +75,12 @@ def gather(target: Target, facts: Facts, ref: ReferenceOp) -> None:
     if tree is None:
         facts.note_tried("python.out_cols", f"{rel} ({ref.problem})")
         return
+    # where the carried-over wrapper's host code comes from (plan.carry)
+    facts.offer(
+        "reference.module",
+        {"path": rel.as_posix(), "name": ref.name},
+        Source("reference", f"{rel.as_posix()} registers {ref.name!r} for the cuTile backend"),
+    )
     index = ModuleIndex(tree)
     fn = registered_function(tree, ref.name)
     if fn is None:

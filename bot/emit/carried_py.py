@@ -1,0 +1,323 @@
+"""Render the carried-over wrapper: the reference's host code, each cuTile name rewritten to its
+cutile-rs counterpart, each ``@ct.kernel`` replaced by a kernel object whose launcher calls the
+kernel.rs entry that ports it (``plan.carry``).
+
+The carried statements are the reference's own, in its order; only names change: a cuTile name
+by the table (``infer.model.known``), the registration's backend, and a kernel's definition. The
+launchers are rendered from the plan alone. ruff formats the text afterwards (``bot.apply``).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from bot.emit import carried_runtime as runtime
+from bot.emit import cdef
+from bot.infer.model import known
+from bot.infer.model.semantic import Binding, ModuleModel
+from bot.plan.carry import launch_sites, qualified_uses
+from bot.plan.types import CarriedKernel, CarryPlan, LaunchPlan
+from bot.targets.discover import cutile_registration
+
+_HELPERS = "from tilegym.backend.cutile_rs.utils import bind_kernel_function_cffi, check_rc, make_tensor_desc"
+LAUNCH_PARAMS = ("_grid", "_args", "_hints", "_stream", "_site")
+
+
+class CarryError(Exception):
+    """The reference cannot be rendered as the plan says (agent-d's own bug)."""
+
+
+def render(plan: LaunchPlan, reference_text: str) -> str:
+    carry = plan.carry
+    assert carry is not None
+    model = ModuleModel.build(reference_text, carry.module, carry.reference)
+    found = model.binding(carry.function)
+    if found is None or not isinstance(found.stmt, ast.FunctionDef):
+        raise CarryError(f"{carry.reference}: {carry.function}() is no longer a module function")
+    root = found.stmt
+    names = [carry.function, *carry.carried]
+    used_runtime: set[str] = set()
+    imports: list[str] = []
+    body: list[str] = []
+    kernels = {k.name: k for k in carry.kernels}
+    emitted: set[int] = set()
+    site_values = {
+        id(site.call): kernels[site.kernel].site_values
+        for site in launch_sites(model, names)
+        if site.direct and site.kernel in kernels and kernels[site.kernel].site_values
+    }
+    for binding in _in_source_order(model, names):
+        if id(binding.stmt) in emitted and binding.kind != "import":
+            continue
+        emitted.add(id(binding.stmt))
+        if binding.kind == "import":
+            line = _import_line(binding)
+            if line:
+                imports.append(line)
+        elif binding.kind == "kernel":
+            body.append(_kernel_object(kernels[binding.name]))
+        else:
+            stmt = _rewritten(model, binding.stmt, used_runtime, imports)
+            _pass_site_values(stmt, site_values)
+            if binding.stmt is root:
+                _register(stmt, carry.register_name)
+            else:
+                _unregister(stmt)
+            body.append(ast.unparse(stmt))
+    lines = _head(plan, carry, imports, used_runtime)
+    lines += _constants(plan)
+    lines += [runtime.KERNEL.rstrip("\n")]
+    for piece in sorted(used_runtime & set(runtime.PIECES)):
+        lines += [runtime.PIECES[piece].rstrip("\n")]
+    lines += [_ffi_call(plan)]
+    for kernel in carry.kernels:
+        if kernel.entry:
+            lines.append(_launcher(plan, kernel))
+    lines += body
+    return "\n\n\n".join(part.strip("\n") for part in lines if part.strip()) + "\n"
+
+
+def _in_source_order(model: ModuleModel, names: list[str]) -> list[Binding]:
+    bindings = [b for n in names for b in model.bindings.get(n, [])]
+    return sorted(bindings, key=lambda b: (b.stmt.lineno, b.stmt.col_offset, b.name))
+
+
+def _import_line(binding: Binding) -> str:
+    use = known.resolve(binding.qualified)
+    if use.kind == "import":
+        module, name = use.text.split(":")
+        return f"from {module} import {name}" + (f" as {binding.name}" if binding.name != name else "")
+    if use.kind != "keep" or _cutile_module(binding.qualified):
+        return ""  # rewritten where read
+    alias = binding.alias
+    assert alias is not None
+    if isinstance(binding.stmt, ast.Import):
+        return f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
+    module, _, name = binding.qualified.rpartition(".")
+    return f"from {module} import {name}" + (f" as {binding.name}" if binding.name != name else "")
+
+
+def _cutile_module(qualified: str) -> bool:
+    return qualified == known.CUDA_TILE or qualified.startswith(known.CUDA_TILE + ".")
+
+
+def _rewritten(model: ModuleModel, stmt: ast.stmt, used: set[str], imports: list[str]) -> ast.stmt:
+    """``stmt`` with each cuTile name replaced (in place: the model is this render's own)."""
+    replace: dict[int, ast.expr] = {}
+    for text, _line, node in qualified_uses(model, stmt):
+        use = known.resolve(text)
+        if use.kind == "runtime":
+            used.add(use.text)
+            replace[id(node)] = ast.Name(use.text, ast.Load())
+        elif use.kind == "torch":
+            replace[id(node)] = ast.parse(use.text, mode="eval").body
+        elif use.kind == "import":
+            module, name = use.text.split(":")
+            imports.append(f"from {module} import {name}")
+            replace[id(node)] = ast.Name(name, ast.Load())
+        elif use.kind == "refuse":
+            raise CarryError(f"line {node.lineno}: {use.text}")
+
+    for owner in ast.walk(stmt):
+        # an annotation that names a cuTile type documents what the wrapper no longer imports
+        if isinstance(owner, ast.arg) and _names_cutile(model, owner.annotation):
+            owner.annotation = None
+        elif isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)) and _names_cutile(
+            model, owner.returns
+        ):
+            owner.returns = None
+
+    class Swap(ast.NodeTransformer):
+        def visit(self, node):
+            if id(node) in replace:
+                return ast.copy_location(replace[id(node)], node)
+            return super().visit(node)
+
+    return Swap().visit(stmt)
+
+
+def _pass_site_values(stmt: ast.stmt, site_values: dict[int, list[str]]) -> None:
+    """``ct.launch(s, g, k, args)`` -> ``_launch(s, g, k, args, n_elements=n_elements)`` where the
+    plan takes kernel.rs's ``n_elements`` from the launch's own local."""
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Call) and id(node) in site_values:
+            node.keywords += [ast.keyword(name, ast.Name(name, ast.Load())) for name in site_values[id(node)]]
+
+
+def _names_cutile(model: ModuleModel, annotation: ast.expr | None) -> bool:
+    if annotation is None:
+        return False
+    for node in ast.walk(annotation):
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            text = model.qualified(node, module_scope=True)
+            if (
+                text == known.CUDA_TILE
+                or text.startswith(known.CUDA_TILE + ".")
+                or text.startswith(known.CUTILE_BACKEND + ".")
+            ):
+                binding = model.binding(_base(node))
+                if binding is not None and binding.kind == "import":
+                    return True
+    return False
+
+
+def _base(node: ast.expr) -> str:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _register(fn: ast.stmt, name: str) -> None:
+    assert isinstance(fn, ast.FunctionDef)
+    kept = [d for d in fn.decorator_list if cutile_registration(d) is None]
+    deco = ast.parse(f'register_impl("{name}", backend="cutile-rs")', mode="eval").body
+    fn.decorator_list = [deco, *kept]
+
+
+def _unregister(stmt: ast.stmt) -> None:
+    """A carried helper that registers another op for the cuTile backend registers nothing here."""
+    if isinstance(stmt, ast.FunctionDef):
+        stmt.decorator_list = [d for d in stmt.decorator_list if cutile_registration(d) is None]
+
+
+def _head(plan: LaunchPlan, carry: CarryPlan, imports: list[str], used: set[str]) -> list[str]:
+    doc = (
+        f'"""cutile-rs {plan.op}: host wrapper generated by agent-d (forward only).\n\n'
+        f"The host code below is {carry.reference}'s, carried over; each cuTile kernel it launches\n"
+        "is launched through kernel.rs instead. Do not edit: change the kernel, the reference or the\n"
+        "host contract and run `agent-d port` again; `agent-d plan` lists where every value comes from.\n"
+        '"""'
+    )
+    wanted = set(imports) | {"import torch", "from tilegym.backend import register_impl", _HELPERS}
+    switch = False
+    for piece in sorted(used):
+        for line in runtime.NEEDS.get(piece, []):
+            if line == "AUTOTUNE_SWITCH":
+                switch = True
+            else:
+                wanted.add(line)
+    lines = [doc, "\n".join(sorted(wanted, key=_import_order))]
+    if switch:
+        lines.append(runtime.AUTOTUNE_SWITCH.strip("\n"))
+    return lines
+
+
+def _import_order(line: str) -> tuple[int, str]:
+    module = line.split()[1]
+    top = module.split(".")[0]
+    group = 0 if top in _STDLIB else (2 if top == "tilegym" else 1)
+    return group, line
+
+
+_STDLIB = {
+    "math",
+    "types",
+    "functools",
+    "operator",
+    "contextlib",
+    "typing",
+    "dataclasses",
+    "collections",
+    "warnings",
+    "itertools",
+    "logging",
+    "os",
+    "re",
+    "enum",
+}
+
+
+def _constants(plan: LaunchPlan) -> list[str]:
+    ffi = plan.ffi
+    dtypes = ", ".join(f"torch.{d}" for d in plan.python.dtypes) + (
+        "," if len(plan.python.dtypes) == 1 else ""
+    )
+    return [
+        "\n".join(
+            [
+                f'_KERNEL = "{plan.op}"',
+                f'_FFI_NAME = "{ffi.symbol}"',
+                "# The C declaration of the launcher in ffi.rs; agent-d checks the two agree before building.",
+                '_FFI_CDEF = """',
+                cdef.render(ffi).rstrip("\n"),
+                '"""',
+                f"_DTYPES = ({dtypes})",
+                "# num_cta_in_cga / occupancy value that leaves the compiler default.",
+                "_AUTO_COMPILE_OPTION = -1",
+            ]
+        )
+    ]
+
+
+def _ffi_call(plan: LaunchPlan) -> str:
+    ffi = plan.ffi
+    tensors = [t.name for t in ffi.tensors]
+    scalars = [s.name for s in ffi.scalars]
+    casts = {s.name: ("float" if s.ctype == "f32" else "int") for s in ffi.scalars}
+    options = {s.name for s in ffi.scalars if s.role == "compile_option"}
+    lines = [
+        f"def {runtime.FFI_CALL}({', '.join(tensors + scalars + ['stream'])}):",
+        f'    """Pack descriptors and call {ffi.symbol} on the stream given (the device\'s current one if none)."""',
+        "    ffi, lib = bind_kernel_function_cffi(_KERNEL, _FFI_CDEF)",
+        f"    device = next(t for t in ({', '.join(tensors)},) if t is not None).device",
+        "    device_id = device.index if device.index is not None else torch.cuda.current_device()",
+        "    raw_stream = getattr(stream, 'cuda_stream', None)",
+        "    if raw_stream is None:",
+        "        raw_stream = torch.cuda.current_stream(device=device).cuda_stream",
+    ]
+    for t in tensors:
+        lines.append(f"    {t}_desc = make_tensor_desc(ffi, {t}) if {t} is not None else ffi.NULL")
+    call = [f"{t}_desc" for t in tensors]
+    for s in scalars:
+        if s in options:
+            call.append(f"_AUTO_COMPILE_OPTION if {s} is None else int({s})")
+        else:
+            call.append(f"{casts[s]}({s})")
+    call += ["int(device_id)", "int(raw_stream)"]
+    lines.append(f"    rc = lib.{ffi.symbol}({', '.join(call)})")
+    lines.append("    check_rc(rc, _FFI_NAME)")
+    return "\n".join(lines)
+
+
+def launcher_name(kernel: CarriedKernel) -> str:
+    return f"_launch_{kernel.name.lstrip('_')}"
+
+
+def _launcher(plan: LaunchPlan, kernel: CarriedKernel) -> str:
+    grid, args, hints, stream, site = LAUNCH_PARAMS
+    clash = set(kernel.params) & set(LAUNCH_PARAMS)
+    if clash:
+        raise CarryError(f"{kernel.name}'s parameters {sorted(clash)} clash with the launcher's own")
+    exprs = {a.c_param: _launch_expr(a.expr) for a in kernel.args}
+    ordered = [t.name for t in plan.ffi.tensors] + [s.name for s in plan.ffi.scalars]
+    unpack = ", ".join(kernel.params) + ("," if len(kernel.params) == 1 else "")
+    lines = [
+        f"def {launcher_name(kernel)}({grid}, {args}, {hints}, {stream}, {site}):",
+        f'    """The reference\'s {kernel.name}, launched as kernel.rs\'s {kernel.entry}."""',
+        f"    {unpack} = {args}",
+    ]
+    if kernel.dtype_tensor and plan.ffi.dtype_generic:
+        t = kernel.dtype_tensor
+        lines += [
+            f"    if {t}.dtype not in _DTYPES:",
+            f'        raise NotImplementedError(f"cutile-rs {plan.op}: {kernel.entry} takes '
+            f'{{_DTYPES}}, not {{{t}.dtype}}")',
+        ]
+    call = ", ".join(exprs[name] for name in ordered)
+    lines.append(f"    {runtime.FFI_CALL}({call}, {stream})")
+    return "\n".join(lines)
+
+
+def _launch_expr(expr: str) -> str:
+    """A planned value over ``grid``, ``hints`` and ``site`` as the launcher names them."""
+    tree = ast.parse(expr, mode="eval")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in ("grid", "hints", "site"):
+            node.id = "_" + node.id
+    return ast.unparse(tree)
+
+
+def _kernel_object(kernel: CarriedKernel) -> str:
+    launcher = launcher_name(kernel) if kernel.entry else "None"
+    hints = f", {kernel.hints!r}" if kernel.hints else ""
+    return f'{kernel.name} = {runtime.KERNEL_CLASS}("{kernel.name}", {launcher}{hints})'

@@ -1,0 +1,98 @@
+"""The carried-over wrapper's own runtime: cuTile's host API as the cutile-rs port provides it.
+
+Each piece is emitted only when the carried code reads it (``infer.model.known`` names them). A
+kernel object stands for each ``@ct.kernel`` the code launches, so the reference's own spellings
+(a kernel held in a local, chosen by a conditional expression, retuned with ``replace_hints``,
+cached in a dict) all work as written: they are values, not shapes to recognise.
+"""
+
+from __future__ import annotations
+
+KERNEL_CLASS = "_RsKernel"
+LAUNCH = "_launch"
+FFI_CALL = "_ffi_call"
+
+KERNEL = f'''
+class {KERNEL_CLASS}:
+    """A cuTile kernel of the reference as this port launches it: the launcher of the kernel.rs
+    entry that ports it (None: kernel.rs ports no entry for it) and the hints it is compiled with."""
+
+    def __init__(self, name, launcher, hints=None):
+        self.name = name
+        self.launcher = launcher
+        self.hints = dict(hints or {{}})
+
+    def replace_hints(self, **hints):
+        return {KERNEL_CLASS}(self.name, self.launcher, {{**self.hints, **hints}})
+
+
+def {LAUNCH}(stream, grid, kernel, args, **site):
+    """The reference's ct.launch: the kernel's entry launched on the grid with its arguments
+    (``site``: the launch's own locals that kernel.rs takes beside them)."""
+    if kernel.launcher is None:
+        raise NotImplementedError(
+            f"cutile-rs {{_KERNEL}}: the reference's launch through {{kernel.name}} (when it is reached) is not ported"
+        )
+    grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
+    kernel.launcher(grid + (1,) * (3 - len(grid)), tuple(args), kernel.hints, stream, site)
+'''
+
+PIECES = {
+    "_cdiv": """
+def _cdiv(a, b):
+    return -(-a // b)
+""",
+    "_compiler_timeout": '''
+def _compiler_timeout(*_args, **_kwargs):
+    """cutile-rs compiles on first launch, with no timeout to set."""
+    return contextlib.nullcontext()
+''',
+    "_replace_hints": """
+def _replace_hints(kernel, **hints):
+    return kernel.replace_hints(**hints)
+""",
+    "_exhaustive_search": f'''
+def _exhaustive_search(search_space, stream, grid_fn, kernel, args_fn, hints_fn=None, **_options):
+    """cuTile's exhaustive search as the cutile-rs autotuner runs it: every config launched and
+    timed, the fastest returned as ``result.best.config``."""
+    configs = list(search_space)
+    if not configs:
+        raise ValueError(f"cutile-rs {{_KERNEL}}: an empty autotune search space for {{kernel.name}}")
+    if is_autotune_disabled():
+        configs = configs[:1]
+
+    def run(cfg):
+        tuned = kernel.replace_hints(**hints_fn(cfg)) if hints_fn is not None else kernel
+        {LAUNCH}(stream, grid_fn(cfg), tuned, args_fn(cfg))
+
+    key = (tuple(_tuning_key(a) for a in args_fn(configs[0])), tuple(repr(c) for c in configs))
+    tuned = autotune_launch(kernel_fn=run, configs=configs, key=key, kernel_name=kernel.name)
+    return SimpleNamespace(best=SimpleNamespace(config=tuned.best_config))
+
+
+def _tuning_key(value):
+    if isinstance(value, torch.Tensor):
+        return (tuple(value.shape), tuple(value.stride()), str(value.dtype))
+    return repr(value)
+''',
+}
+
+# what each piece needs imported
+NEEDS = {
+    "_compiler_timeout": ["import contextlib"],
+    "_exhaustive_search": [
+        "from types import SimpleNamespace",
+        "from tilegym.backend.cutile_rs.autotuner import autotune_launch",
+        "AUTOTUNE_SWITCH",
+    ],
+}
+
+# TileGym's one public switch (TILEGYM_DISABLE_AUTOTUNE=1); a checkout older than it tunes
+AUTOTUNE_SWITCH = """
+try:
+    from tilegym.autotune import is_autotune_disabled
+except ImportError:
+
+    def is_autotune_disabled():
+        return False
+"""

@@ -1,0 +1,328 @@
+"""The carried-over wrapper's plan: the reference's host code is the wrapper's program.
+
+The function the reference registers for the cuTile backend, and every module name it reaches
+(helpers, autograd Functions, config generators, caches, imports), are carried over as code; only
+what crosses the launch boundary is planned here: which kernel.rs entry ports each ``@ct.kernel``
+the code launches, and each C argument's value over that kernel's parameters
+(``carry_args``). Which names are carried is the module's semantic model's answer
+(``infer.model.semantic``): the names the code reads in the module's scope, not a reading of
+how it is spelled. A cuTile name with no counterpart in the table (``infer.model.known``) is
+refused by name and line.
+"""
+
+from __future__ import annotations
+
+import ast
+import symtable
+from dataclasses import dataclass, field
+
+from bot.infer.direct.paths import entry_key
+from bot.infer.model import known
+from bot.infer.model.semantic import Binding, ModelError, ModuleModel
+from bot.plan import carry_args
+from bot.plan.types import CarriedKernel, CarryPlan, FfiPlan, MissingFact
+from bot.read.types import Entry, KernelSignature
+from bot.targets.discover import cutile_registration
+from bot.targets.types import Source
+
+# what carried host code says by running: the wrapper's values, and which entry each launch takes
+_ANSWERED = ("python.", "ffi.variants", "ffi.sequence", "ffi.selector", "ffi.dispatch_key")
+
+
+def answers(key: str) -> bool:
+    """Whether a question of the plan is one the carried host code answers."""
+    return key.startswith(_ANSWERED)
+
+
+@dataclass
+class Carried:
+    plan: CarryPlan | None
+    missing: list[MissingFact] = field(default_factory=list)  # C arguments nothing values
+    refused: str = ""  # why the reference cannot be carried over (no plan)
+
+
+def plan(
+    text: str, rel: str, module: str, register_name: str, signature: KernelSignature, ffi: FfiPlan
+) -> Carried:
+    """The carried wrapper for the reference ``text`` (the module at ``rel``), or what stops it."""
+    try:
+        model = ModuleModel.build(text, module, rel)
+    except ModelError as exc:
+        return _refused(str(exc))
+    root = registered(model, register_name)
+    if root is None:
+        return _refused(f"{rel}: no module function registers {register_name!r} for the cuTile backend")
+    names = reached(model, root.name)
+    refusals = foreign_names(model, names)
+    if refusals:
+        return _refused(f"{rel}: " + "; ".join(refusals[:4]))
+    kernels = [n for n in names if model.binding(n).kind == "kernel"]
+    if not kernels:
+        return _refused(f"{rel}: {root.name}() reaches no @ct.kernel function it launches")
+    sites = launch_sites(model, names)
+    passed = passed_names(sites)
+    pairs = entries_of(model, kernels, signature.entries)
+    carried: list[CarriedKernel] = []
+    missing: list[MissingFact] = []
+    for name in kernels:
+        kernel = model.binding(name).stmt
+        assert isinstance(kernel, ast.FunctionDef)
+        entry = pairs.get(name)
+        if entry is None:
+            src = Source(
+                "reference", f"{rel}:{kernel.lineno} {name}: no kernel.rs entry ports it; launching it raises"
+            )
+            carried.append(CarriedKernel(name, "", param_list(kernel), [], {}, "", src))
+            continue
+        by_index = passed.get(name, {})
+        by_param = {p: by_index.get(str(i), {}) for i, p in enumerate(param_list(kernel))}
+        mapped = carry_args.map_kernel(model, kernel, entry, ffi, rel, by_param, site_locals(sites, name))
+        missing += mapped.missing
+        src = Source(
+            "reference", f"{rel}:{kernel.lineno} {name} -> kernel.rs entry {entry.name} ({pairs.how})"
+        )
+        carried.append(
+            CarriedKernel(
+                name,
+                entry.name,
+                param_list(kernel),
+                mapped.args,
+                mapped.hints,
+                mapped.dtype_tensor,
+                src,
+                site_values=mapped.site_values,
+            )
+        )
+    if not any(k.entry for k in carried):
+        return _refused(
+            f"{rel}: none of the kernels {root.name}() launches ({', '.join(kernels)}) is a kernel.rs entry "
+            f"({', '.join(e.name for e in signature.entries)})"
+        )
+    where = Source(
+        "reference", f"{rel}:{root.lineno} {root.name}() and the {len(names) - 1} module names it reaches"
+    )
+    own_name = registration_name(model, root) or register_name
+    carry = CarryPlan(rel, module, root.name, own_name, [n for n in names if n != root.name], carried, where)
+    return Carried(carry, missing)
+
+
+def _refused(why: str) -> Carried:
+    return Carried(None, refused=why)
+
+
+def registered(model: ModuleModel, name: str) -> ast.FunctionDef | None:
+    """The module function registered for the cuTile backend under ``name`` (or its getter
+    ``get_<name>``), by decorator or by the call ``register_impl(...)(fn)``."""
+    wanted = (name, f"get_{name}")
+    for stmt in model.tree.body:
+        if isinstance(stmt, ast.FunctionDef) and any(
+            cutile_registration(d) in wanted for d in stmt.decorator_list
+        ):
+            return stmt
+    for node in ast.walk(model.tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Call) and node.args:
+            if cutile_registration(node.func) in wanted and isinstance(node.args[0], ast.Name):
+                binding = model.binding(node.args[0].id)
+                if binding is not None and isinstance(binding.stmt, ast.FunctionDef):
+                    return binding.stmt
+    return None
+
+
+def registration_name(model: ModuleModel, fn: ast.FunctionDef) -> str:
+    """The name ``fn`` is registered under for the cuTile backend (``get_swiglu`` for a getter)."""
+    for deco in fn.decorator_list:
+        if (name := cutile_registration(deco)) is not None:
+            return name
+    for node in ast.walk(model.tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Call) and node.args:
+            if isinstance(node.args[0], ast.Name) and node.args[0].id == fn.name:
+                if (name := cutile_registration(node.func)) is not None:
+                    return name
+    return ""
+
+
+def reached(model: ModuleModel, root: str) -> list[str]:
+    """``root`` and every module name it reads, transitively, in the module's order of binding."""
+    seen: set[str] = set()
+    todo = [root]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in model.bindings:
+            continue  # a builtin, or a name the module never binds
+        seen.add(name)
+        for binding in model.bindings[name]:
+            if binding.kind in ("import", "kernel"):
+                continue  # an import is resolved by name; a kernel is replaced, never run
+            todo += sorted(model.module_names_read(binding.stmt) - seen)
+    return sorted(seen, key=lambda n: _first_line(model.bindings[n]))
+
+
+def _first_line(bindings: list[Binding]) -> tuple[int, int]:
+    return bindings[0].stmt.lineno, bindings[0].stmt.col_offset
+
+
+def foreign_names(model: ModuleModel, names: list[str]) -> list[str]:
+    """Why the carried code cannot run without the cuTile backend: each cuTile or cuTile-backend
+    name it reads that the table has no counterpart for, with its line. (An import is judged where
+    its name is read: ``import cuda.tile as ct`` is only the base of ``ct.launch``.)"""
+    found: list[str] = []
+    for name in names:
+        for binding in model.bindings[name]:
+            if binding.kind in ("kernel", "import"):
+                continue
+            for text, line, _node in qualified_uses(model, binding.stmt):
+                use = known.resolve(text)
+                if use.kind == "refuse":
+                    found.append(f"line {line}: {use.text}")
+    return list(dict.fromkeys(found))
+
+
+def qualified_uses(model: ModuleModel, stmt: ast.stmt) -> list[tuple[str, int, ast.expr]]:
+    """(qualified name, line, node) of each outermost name or attribute chain ``stmt`` reads that resolves
+    to an import of the cuTile world (``ct.cdiv`` -> ``cuda.tile.cdiv``)."""
+    out: list[tuple[str, int, ast.expr]] = []
+    inner = {id(sub) for annotation in annotations(stmt) for sub in ast.walk(annotation)}
+    for node, scope in model.walk(stmt):
+        if id(node) in inner or not isinstance(node, (ast.Name, ast.Attribute)):
+            continue
+        if not isinstance(node.ctx, ast.Load):
+            continue
+        text = model.qualified(node, scope)
+        if not text or not _cutile_world(text) or not _imported(model, node):
+            continue
+        out.append((text, node.lineno, node))
+        inner.update(id(sub) for sub in ast.walk(node))
+    return out
+
+
+@dataclass
+class Site:
+    """One launch in the carried code: ``ct.launch`` or the exhaustive search's."""
+
+    kernel: str  # the module kernel named at the site; "" when the kernel is a value computed there
+    call: ast.Call
+    scope: symtable.SymbolTable
+    args: ast.expr | None  # the arguments as written (a lambda's body for the search)
+    direct: bool  # ct.launch itself
+
+
+def launch_sites(model: ModuleModel, names: list[str]) -> list[Site]:
+    sites: list[Site] = []
+    for name in names:
+        for binding in model.bindings[name]:
+            if binding.kind in ("import", "kernel"):
+                continue
+            for node, scope in model.walk(binding.stmt):
+                if not isinstance(node, ast.Call):
+                    continue
+                what = model.qualified(node.func, scope)
+                if what == "cuda.tile.launch" and len(node.args) >= 4:
+                    kernel, args, direct = node.args[2], node.args[3], True
+                elif what == "cuda.tile.tune.exhaustive_search" and len(node.args) >= 5:
+                    kernel, args, direct = node.args[3], node.args[4], False
+                else:
+                    continue
+                if isinstance(args, ast.Lambda):
+                    args = args.body
+                target = None
+                if isinstance(kernel, ast.Name) and model.is_module_name(kernel.id, scope):
+                    target = model.binding(kernel.id)
+                named = target.name if target is not None and target.kind == "kernel" else ""
+                sites.append(Site(named, node, scope, args, direct))
+    return sites
+
+
+def passed_names(sites: list[Site]) -> dict[str, dict[str, dict[str, int]]]:
+    """kernel -> parameter -> {name a launch hands it: line}, from the sites whose kernel is named
+    there and whose arguments are a tuple written there."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for site in sites:
+        if not site.kernel or not isinstance(site.args, ast.Tuple):
+            continue
+        for index, arg in enumerate(site.args.elts):
+            if isinstance(arg, ast.Name):
+                by_param = out.setdefault(site.kernel, {}).setdefault(str(index), {})
+                by_param.setdefault(arg.id, site.call.lineno)
+    return out
+
+
+def site_locals(sites: list[Site], kernel: str) -> dict[str, int]:
+    """The locals every ``ct.launch`` of ``kernel`` has in its scope (name -> the first site's line):
+    a kernel.rs scalar the kernel's parameters do not give can be the reference's own local of its
+    name, passed from the site. None when any launch's kernel is a computed value (it could be
+    this one) or the kernel is launched only through the search."""
+    if any(not s.kernel for s in sites):
+        return {}
+    own = [s for s in sites if s.kernel == kernel]
+    if not own or not all(s.direct for s in own):
+        return {}
+    common: set[str] | None = None
+    for site in own:
+        if site.scope.get_type() != "function":
+            return {}
+        names = {sym.get_name() for sym in site.scope.get_symbols() if sym.is_local() and sym.is_assigned()}
+        common = names if common is None else common & names
+    return dict.fromkeys(sorted(common or ()), own[0].call.lineno)
+
+
+def annotations(stmt: ast.stmt) -> list[ast.expr]:
+    """The parameter and return annotations of the functions in ``stmt``: they document, they do
+    not run (the carried code drops those that name cuTile types, ``compute_type: ct.DType``)."""
+    found: list[ast.expr] = []
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            found.append(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+            found.append(node.returns)
+    return found
+
+
+def _imported(model: ModuleModel, node: ast.expr) -> bool:
+    """Whether the chain's base name is bound by an import (not one of the module's own names)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    binding = model.binding(node.id) if isinstance(node, ast.Name) else None
+    return binding is not None and binding.kind == "import"
+
+
+def _cutile_world(qualified: str) -> bool:
+    return any(
+        qualified == root or qualified.startswith(root + ".")
+        for root in (known.CUDA_TILE, known.CUTILE_BACKEND)
+    )
+
+
+class _Pairs(dict):
+    how = ""
+
+
+def entries_of(model: ModuleModel, kernels: list[str], entries: list[Entry]) -> _Pairs:
+    """Each launched kernel's kernel.rs entry: by name (``_x_kernel`` ~ ``x_kernel``); an entry no
+    name pairs goes to the one unpaired kernel whose parameters all pair with the entry's."""
+    pairs = _Pairs()
+    by_key = {entry_key(e.name): e for e in entries}
+    for name in kernels:
+        if entry_key(name) in by_key:
+            pairs[name] = by_key[entry_key(name)]
+    hows = ["the same name"] if pairs else []
+    for entry in entries:
+        if entry in pairs.values():
+            continue
+        fits = [k for k in kernels if k not in pairs and _pairs_fully(model, k, entry)]
+        if len(fits) == 1:
+            pairs[fits[0]] = entry
+            hows.append(f"{entry.name}: the one kernel whose parameters all pair with it")
+    pairs.how = "; ".join(hows)
+    return pairs
+
+
+def _pairs_fully(model: ModuleModel, name: str, entry: Entry) -> bool:
+    kernel = model.binding(name).stmt
+    assert isinstance(kernel, ast.FunctionDef)
+    pairs, _how = carry_args.pair_params(model, kernel, entry)
+    wanted = {p.name for p in entry.params} | {g.name for g in entry.generics if g.kind == "const"}
+    return wanted <= set(pairs.values())
+
+
+def param_list(kernel: ast.FunctionDef) -> list[str]:
+    return [a.arg for a in kernel.args.posonlyargs + kernel.args.args]

@@ -1,0 +1,338 @@
+"""The carried-over wrapper (issue 32): the reference's host code is the wrapper's program.
+
+The semantic model answers what a name is bound to in its scope (``infer.model.semantic``); the
+carry plan pairs each launched ``@ct.kernel`` with its kernel.rs entry and values each C argument
+over the kernel's parameters (``plan.carry``, ``plan.carry_args``); the emitter carries the code
+over with cuTile's names rewritten (``emit.carried_py``). References and kernels written here.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from bot.emit import carried_py
+from bot.infer.model.semantic import ModuleModel
+from bot.plan import carry
+from bot.plan.types import (
+    CScalar,
+    CTensor,
+    FfiPlan,
+    LaunchPlan,
+    PyPlan,
+    TestWiring,
+    Variant,
+)
+from bot.read.types import BlockUse, Entry, Generic, KernelSignature, Param
+from bot.targets.types import Source
+
+MODULE = "tilegym.ops.cutile.scale"
+REL = "src/tilegym/ops/cutile/scale.py"
+SRC = Source("test", "")
+
+REFERENCE = """
+import cuda.tile as tile
+import torch
+from cuda.tile import launch as go
+from tilegym.backend import register_impl
+
+from .utils import next_power_of_2
+
+_CACHE = {}
+
+
+@tile.kernel(occupancy=2)
+def _scale_kernel(X, Y, n, TILE: tile.Constant[int]):
+    pass
+
+
+@tile.kernel
+def _unused_kernel(X):
+    pass
+
+
+def _grid_of(n, tile_size):
+    return [tile.cdiv(n, tile_size)]
+
+
+def _run(x, y):
+    n = x.numel()
+    TILE = next_power_of_2(min(n, 1024))
+    kernel = _CACHE.get(TILE) or _scale_kernel
+    args = (x, y, n, TILE)
+    go(torch.cuda.current_stream(), tuple(_grid_of(n, TILE)), kernel, args)
+
+
+@register_impl("scale", backend="cutile")
+def scale(x):
+    y = torch.empty_like(x)
+    if x.numel() == 0:
+        return y
+    _run(x, y)
+    return y
+"""
+
+
+def _entry(*extra: Param) -> Entry:
+    return Entry(
+        name="scale_kernel",
+        unsafe=False,
+        public=True,
+        attr_args={},
+        generics=(Generic("E", "type"), Generic("TILE", "const", "i32")),
+        params=(
+            Param("x", "tensor", "E", 1),
+            Param("y", "tensor", "E", 1),
+            Param("n", "scalar", ty="i32"),
+            *extra,
+        ),
+        outputs=("y",),
+        output_evidence={},
+        block=BlockUse(1, False, "bid(0)"),
+    )
+
+
+def _ffi(entry: Entry) -> FfiPlan:
+    return FfiPlan(
+        symbol="cutile_scale",
+        module="scale_module",
+        style="macros",
+        tensors=[
+            CTensor("y", "y_d", "y", "tensor", "E", "output", 1, SRC),
+            CTensor("x", "x_d", "x", "tensor", "E", "input", 1, SRC),
+        ],
+        dtype_from="x",
+        dtype_generic="E",
+        dtypes=["f32", "f16"],
+        scalars=[
+            CScalar("n", "i32", "runtime_scalar", "n", SRC),
+            CScalar("tile", "i32", "generic", "TILE", SRC),
+            CScalar("num_programs", "i32", "grid", "", SRC),
+            CScalar("num_cta_in_cga", "i32", "compile_option", "", SRC),
+            CScalar("occupancy", "i32", "compile_option", "", SRC),
+        ],
+        derived=[],
+        variants=[Variant("always", entry.name, ["dtype", "tile"], [], ["num_programs", "1", "1"], "", SRC)],
+    )
+
+
+def _signature(entry: Entry) -> KernelSignature:
+    return KernelSignature(module="scale_module", entries=(entry,))
+
+
+def _plan() -> carry.Carried:
+    entry = _entry()
+    return carry.plan(REFERENCE, REL, MODULE, "scale", _signature(entry), _ffi(entry))
+
+
+# ------------------------------------------------------------------------------ the semantic model
+
+
+def test_the_model_resolves_imports_by_what_they_bind_not_how_they_are_spelled():
+    model = ModuleModel.build(REFERENCE, MODULE)
+    run = model.binding("_run").stmt
+    uses = {text for text, _line, _node in carry.qualified_uses(model, run)}
+    assert uses == {"cuda.tile.launch", "tilegym.ops.cutile.utils.next_power_of_2"}  # `go(...)`
+    grid = model.binding("_grid_of").stmt
+    assert {t for t, _l, _n in carry.qualified_uses(model, grid)} == {"cuda.tile.cdiv"}
+    assert model.binding("next_power_of_2").qualified == "tilegym.ops.cutile.utils.next_power_of_2"
+    assert model.binding("_scale_kernel").kind == "kernel"  # `@tile.kernel(occupancy=2)`
+
+
+def test_a_local_that_shadows_a_module_name_is_not_the_module_name():
+    source = """
+import cuda.tile as ct
+
+def helper(ct):
+    return ct.cdiv(1, 2)
+
+def other():
+    return ct.cdiv(1, 2)
+"""
+    model = ModuleModel.build(source, "m")
+    assert carry.qualified_uses(model, model.binding("helper").stmt) == []
+    assert [t for t, _l, _n in carry.qualified_uses(model, model.binding("other").stmt)] == ["cuda.tile.cdiv"]
+
+
+def test_names_read_by_nested_functions_lambdas_and_comprehensions_are_reached():
+    source = """
+import math
+A = 1
+B = 2
+C = 3
+D = 4
+
+def f(xs):
+    def inner():
+        return A
+    g = lambda: B
+    return [C + x for x in xs if D], inner(), g()
+
+def unused():
+    return math.pi
+"""
+    model = ModuleModel.build(source, "m")
+    assert carry.reached(model, "f") == ["A", "B", "C", "D", "f"]
+
+
+# ------------------------------------------------------------------------------ the carry plan
+
+
+def test_the_plan_carries_what_the_registered_function_reaches_and_pairs_its_kernel():
+    found = _plan()
+    assert found.missing == []
+    plan = found.plan
+    assert plan is not None
+    assert plan.function == "scale" and plan.register_name == "scale"
+    assert plan.carried == [
+        "tile",
+        "torch",
+        "go",
+        "register_impl",
+        "next_power_of_2",
+        "_CACHE",
+        "_scale_kernel",
+        "_grid_of",
+        "_run",
+    ]
+    (kernel,) = plan.kernels  # _unused_kernel is not reached
+    assert kernel.entry == "scale_kernel"
+    assert kernel.hints == {"occupancy": 2}
+    args = {a.c_param: a.expr for a in kernel.args}
+    assert args == {
+        "y": "Y",
+        "x": "X",
+        "n": "int(n)",
+        "tile": "int(TILE)",
+        "num_programs": "grid[0]",
+        "num_cta_in_cga": "hints.get('num_ctas')",
+        "occupancy": "hints.get('occupancy')",
+    }
+    sources = {a.c_param: a.source.detail for a in kernel.args}
+    assert "parameter TILE -> generic `TILE`" in sources["tile"]
+    assert kernel.dtype_tensor == "X"
+
+
+def test_a_cutile_host_call_with_no_counterpart_is_refused_by_name_and_line():
+    source = REFERENCE.replace("n = x.numel()", "n = tile.num_tiles(x)")
+    entry = _entry()
+    found = carry.plan(source, REL, MODULE, "scale", _signature(entry), _ffi(entry))
+    assert found.plan is None
+    assert "`cuda.tile.num_tiles` is cuTile host API with no cutile-rs counterpart" in found.refused
+    assert "line 27" in found.refused
+
+
+def test_a_helper_of_another_cutile_backend_module_is_refused_not_imported():
+    source = REFERENCE.replace(
+        "from .utils import next_power_of_2",
+        "from .utils import next_power_of_2\nfrom .softmax import softmax",
+    ).replace("    _run(x, y)\n", "    _run(softmax(x), y)\n")
+    entry = _entry()
+    found = carry.plan(source, REL, MODULE, "scale", _signature(entry), _ffi(entry))
+    assert found.plan is None
+    assert "`tilegym.ops.cutile.softmax.softmax` belongs to the cuTile backend" in found.refused
+
+
+def test_a_kernel_rs_scalar_nothing_pairs_is_asked_for_with_the_kernel_named():
+    entry = _entry(Param("scale", "scalar", ty="f32"))
+    ffi = _ffi(entry)
+    ffi.scalars.insert(1, CScalar("scale", "f32", "runtime_scalar", "scale", SRC))
+    found = carry.plan(REFERENCE, REL, MODULE, "scale", _signature(entry), ffi)
+    (missing,) = found.missing
+    assert missing.key == "python.args.scale"
+    assert "when the reference launches _scale_kernel" in missing.question
+
+
+# ------------------------------------------------------------------------------ the carried wrapper
+
+
+def _rendered() -> str:
+    found = _plan()
+    entry = _entry()
+    py = PyPlan(
+        "scale", "direct", "x", "", ["float32", "float16"], [], {}, "direct", [], "", {}, "", {}, {}, "", ""
+    )
+    plan = LaunchPlan("scale", _ffi(entry), py, TestWiring("", "", None), carry=found.plan)
+    return carried_py.render(plan, REFERENCE)
+
+
+def test_the_wrapper_is_the_reference_code_with_each_cutile_name_rewritten():
+    text = _rendered()
+    tree = ast.parse(text)
+    imported = {
+        (getattr(n, "module", "") or "") + ":" + a.name
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in n.names
+    }
+    assert not any(i.startswith("cuda") or ":cuda" in i or "ops.cutile." in i for i in imported), imported
+    assert "tilegym.backend.cutile_rs.utils:next_power_of_2" in imported
+    # the reference's own spellings are kept: the args tuple, the grid helper, the kernel cache
+    assert "args = (x, y, n, TILE)" in text
+    assert "_launch(torch.cuda.current_stream(), tuple(_grid_of(n, TILE)), kernel, args)" in text
+    assert "return [_cdiv(n, tile_size)]" in text
+    assert "_scale_kernel = _RsKernel(\"_scale_kernel\", _launch_scale_kernel, {'occupancy': 2})" in text
+    (registered,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "scale"]
+    assert [ast.unparse(d) for d in registered.decorator_list] == [
+        "register_impl('scale', backend='cutile-rs')"
+    ]
+    assert "_unused_kernel" not in text
+    functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert {"scale", "_run", "_grid_of", "_launch", "_ffi_call", "_launch_scale_kernel", "_cdiv"} <= functions
+
+
+def test_the_carried_wrapper_is_clean_for_pyflakes(tmp_path):
+    from bot.emit.soundness import lint_python
+
+    assert lint_python(_rendered(), "scale.py") == []
+
+
+def test_an_unported_kernel_launch_raises_in_the_words_the_classifier_reads():
+    from bot.infer.direct.paths import UNPORTED_PATH
+
+    text = _rendered()
+    message = "cutile-rs scale: the reference's launch through _other (when it is reached) is not ported"
+    assert "the reference's launch through {kernel.name} (when it is reached) is not ported" in text
+    assert UNPORTED_PATH.search(message).group("through") == "_other"
+
+
+@pytest.mark.parametrize("clash", ["_grid", "_args"])
+def test_a_kernel_parameter_named_like_the_launchers_own_is_agent_ds_error(clash):
+    source = REFERENCE.replace("def _scale_kernel(X, Y, n,", f"def _scale_kernel(X, Y, {clash},").replace(
+        "args = (x, y, n, TILE)", "args = (x, y, n, TILE)"
+    )
+    entry = _entry()
+    found = carry.plan(source, REL, MODULE, "scale", _signature(entry), _ffi(entry))
+    py = PyPlan("scale", "direct", "x", "", ["float32"], [], {}, "direct", [], "", {}, "", {}, {}, "", "")
+    plan = LaunchPlan("scale", _ffi(entry), py, TestWiring("", "", None), carry=found.plan)
+    with pytest.raises(carried_py.CarryError, match="clash with the launcher's own"):
+        carried_py.render(plan, source)
+
+
+def test_a_carried_plan_as_json_is_what_the_plan_schema_describes():
+    import json
+    from pathlib import Path
+
+    from jsonschema import Draft202012Validator
+
+    schema = json.loads((Path(__file__).parent.parent / "docs" / "plan-json.schema.json").read_text())
+    entry = _entry()
+    py = PyPlan("scale", "direct", "x", "", ["float32"], [], {}, "direct", [], "", {}, "", {}, {}, "", "")
+    plan = LaunchPlan("scale", _ffi(entry), py, TestWiring("", "", None), carry=_plan().plan)
+    document = [{"op": "scale", "status": "planned", "stop": None, "plan": plan.to_dict()}]
+    assert list(Draft202012Validator(schema).iter_errors(document)) == []
+    document[0]["plan"]["carry"]["kernels"][0]["hints"] = {"occupancy": "two"}
+    assert not Draft202012Validator(schema).is_valid(document)
+
+
+def test_an_annotation_naming_a_cutile_type_is_dropped_not_refused():
+    source = REFERENCE.replace("def _run(x, y):", "def _run(x, y, dtype: tile.DType = None) -> tile.DType:")
+    entry = _entry()
+    found = carry.plan(source, REL, MODULE, "scale", _signature(entry), _ffi(entry))
+    assert found.missing == [] and found.plan is not None
+    py = PyPlan("scale", "direct", "x", "", ["float32"], [], {}, "direct", [], "", {}, "", {}, {}, "", "")
+    plan = LaunchPlan("scale", _ffi(entry), py, TestWiring("", "", None), carry=found.plan)
+    text = carried_py.render(plan, source)
+    assert "def _run(x, y, dtype=None):" in text
+    assert "tile." not in text

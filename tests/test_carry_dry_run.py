@@ -1,0 +1,86 @@
+"""The carried-over wrapper launched on a CPU beside its reference (the launch dry run): the wheel
+ops' references carried over as code, and a re-spelled reference the plan's own wrapper half
+cannot read, carried instead of asking for facts it states.
+
+Needs the dry run's interpreter (torch and cuda.tile, ``scripts/setup.sh --test``), as
+tests/test_dry_run.py does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from checkout_support import torch_python
+
+from bot.apply import apply
+from bot.demo import assemble_checkout
+from bot.dryrun import result as dry_result
+from bot.dryrun import run as dry
+from bot.emit import generate, soundness
+from bot.pipeline import make_plan
+from bot.read.reader import read_kernel
+from bot.targets.discover import discover
+from bot.targets.types import Target
+from bot.testing.testrun import read_test_files
+
+pytestmark = pytest.mark.slow
+CARRIED_OPS = ["matmul", "bmm", "swiglu", "attention_sink"]
+
+# matmul's reference with its persistent path called through a local bound by a conditional
+# expression: the plan's own wrapper half cannot follow that call
+RESPELLED = [
+    (
+        "    stream = torch.cuda.current_stream()\n    if static_persistent:",
+        "    stream = torch.cuda.current_stream()\n"
+        "    run = _cutile_autotune_static_persistent_matmul if static_persistent else None\n"
+        "    if static_persistent:",
+    ),
+    (
+        "        _cutile_autotune_static_persistent_matmul(stream, a, b, c, M, N, K, trans_a, trans_b)",
+        "        run(stream, a, b, c, M, N, K, trans_a, trans_b)",
+    ),
+]
+
+
+def _port_and_dry_run(repo: Path, op: str, out: Path, carry_always: bool):
+    target = Target(repo, op)
+    plan, _facts, co = make_plan(target, out / "plan", carry_always=carry_always)
+    assert not plan.missing, (op, plan.missing)
+    files = apply.formatted(generate.generate(target, plan, co), repo)
+    soundness.check_files(files, repo)
+    apply.apply(files, repo)
+    out.mkdir(parents=True, exist_ok=True)
+    tests = read_test_files(repo, discover(target).test_sites)
+    found = dry.dry_run(target, plan, read_kernel(target.kernel_rs), torch_python(), tests, out)
+    return plan, found
+
+
+def test_the_wheel_references_carried_over_launch_as_the_references_do(tmp_path, tilegym_wheel):
+    torch_python()  # skips (or fails under CI) before the checkout is built
+    repo = assemble_checkout(tmp_path / "tg", tilegym_wheel, CARRIED_OPS, CARRIED_OPS).repo
+    for op in CARRIED_OPS:
+        plan, found = _port_and_dry_run(repo, op, tmp_path / "out" / op, carry_always=True)
+        assert plan.carry is not None, op
+        assert found.status == "compared", (op, found.why)
+        assert found.identical, (op, [dry_result.describe_row(r) for r in found.differences])
+        assert len(found.cases) == dry.CASES, op
+        wrapper = (repo / "src/tilegym/ops/cutile_rs" / f"{op}.py").read_text(encoding="utf-8")
+        assert "cuda.tile" not in wrapper and "ops.cutile." not in wrapper, op
+
+
+def test_a_reference_the_plan_cannot_read_is_carried_and_launches_as_it_does(tmp_path, tilegym_wheel):
+    torch_python()
+    repo = assemble_checkout(tmp_path / "tg", tilegym_wheel, ["matmul"], ["matmul"]).repo
+    reference = repo / "src/tilegym/ops/cutile/matmul.py"
+    text = reference.read_text(encoding="utf-8")
+    for old, new in RESPELLED:
+        assert old in text
+        text = text.replace(old, new, 1)
+    reference.write_text(text, encoding="utf-8")
+    plan, found = _port_and_dry_run(repo, "matmul", tmp_path / "out", carry_always=False)
+    assert plan.carry is not None and plan.contract_lines == 0
+    assert found.status == "compared" and found.identical, [
+        dry_result.describe_row(r) for r in found.differences
+    ]
+    assert len(found.cases) == dry.CASES
