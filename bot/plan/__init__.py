@@ -64,7 +64,8 @@ def carry_into(
     target: Target, signature: KernelSignature, facts: Facts, inputs, plan: LaunchPlan
 ) -> LaunchPlan | None:
     """The plan whose wrapper is the reference's host code carried over (``plan.carry``), or None
-    when the reference cannot be carried (why is added to the first wrapper question of ``plan``)."""
+    when the reference cannot be carried, or carrying it leaves a question (why is added to the
+    first wrapper question of ``plan``)."""
     where = facts.get("reference.module")
     if not isinstance(where, dict):
         return None
@@ -78,17 +79,15 @@ def carry_into(
     carried_plan = launch.plan(replace(inputs, carried=True))
     carried_plan.more_tests = list(inputs.tests[1:])
     found = carry.plan(text, rel, module, str(where["name"]), signature, carried_plan.ffi)
-    if found.plan is None:
+    carried_plan.missing = [m for m in carried_plan.missing if not carry.answers(m.key)] + found.missing
+    if found.plan is None or carried_plan.missing:
+        # the plan's own questions stay: they are the contract keys a porter can answer
+        why = found.refused or "it asks " + "; ".join(f"{m.key} ({m.question})" for m in carried_plan.missing)
         asked = [m for m in plan.missing if carry.answers(m.key)]
         if asked:
-            asked[0].tried += [
-                f"carrying the reference's host code over: {t}" for m in found.missing for t in m.tried
-            ]
+            asked[0].tried.append(f"carrying the reference's host code over: {why}")
         return None
     carried_plan.carry = found.plan
-    carried_plan.missing = [m for m in carried_plan.missing if not carry.answers(m.key)] + found.missing
-    if carried_plan.missing and not plan.missing:
-        return None  # carry_always: a carried plan that still asks gives way to a complete one
     return carried_plan
 
 

@@ -61,7 +61,7 @@ def plan(
         return _refused(f"{rel}: {root.name}() reaches no @ct.kernel function it launches")
     sites = launch_sites(model, names)
     passed = passed_names(sites)
-    pairs = entries_of(model, kernels, signature.entries)
+    pairs = entries_of(model, kernels, signature.entries, {d.name for d in ffi.derived})
     carried: list[CarriedKernel] = []
     missing: list[MissingFact] = []
     for name in kernels:
@@ -296,7 +296,12 @@ class _Pairs(dict):
     how = ""
 
 
-def entries_of(model: ModuleModel, kernels: list[str], entries: list[Entry]) -> _Pairs:
+def entries_of(
+    model: ModuleModel,
+    kernels: list[str],
+    entries: list[Entry],
+    derived: set[str] | frozenset[str] = frozenset(),
+) -> _Pairs:
     """Each launched kernel's kernel.rs entry: by name (``_x_kernel`` ~ ``x_kernel``); an entry no
     name pairs goes to the one unpaired kernel whose parameters all pair with the entry's."""
     pairs = _Pairs()
@@ -308,7 +313,7 @@ def entries_of(model: ModuleModel, kernels: list[str], entries: list[Entry]) -> 
     for entry in entries:
         if entry in pairs.values():
             continue
-        fits = [k for k in kernels if k not in pairs and _pairs_fully(model, k, entry)]
+        fits = [k for k in kernels if k not in pairs and _pairs_fully(model, k, entry, derived)]
         if len(fits) == 1:
             pairs[fits[0]] = entry
             hows.append(f"{entry.name}: the one kernel whose parameters all pair with it")
@@ -316,11 +321,14 @@ def entries_of(model: ModuleModel, kernels: list[str], entries: list[Entry]) -> 
     return pairs
 
 
-def _pairs_fully(model: ModuleModel, name: str, entry: Entry) -> bool:
+def _pairs_fully(model: ModuleModel, name: str, entry: Entry, derived: set[str] | frozenset[str]) -> bool:
+    """Whether every parameter and const generic of ``entry`` (but those the FFI derives from
+    descriptors) pairs with one of the kernel's."""
     kernel = model.binding(name).stmt
     assert isinstance(kernel, ast.FunctionDef)
-    pairs, _how = carry_args.pair_params(model, kernel, entry)
+    pairs, _how = carry_args.pair_params(model, kernel, entry, derived=derived)
     wanted = {p.name for p in entry.params} | {g.name for g in entry.generics if g.kind == "const"}
+    wanted -= set(derived)
     return wanted <= set(pairs.values())
 
 

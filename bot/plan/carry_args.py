@@ -47,7 +47,7 @@ def map_kernel(
 ) -> Mapped:
     """``passed``: per parameter, the names the carried code's launches hand it (name -> line);
     ``site_locals``: the locals every launch site of the kernel has (name -> line)."""
-    pairs, how = pair_params(model, kernel, entry, passed)
+    pairs, how = pair_params(model, kernel, entry, passed, {d.name for d in ffi.derived})
     of_place = {place: ref for ref, place in pairs.items()}
     variant = next(v for v in ffi.variants if v.entry == entry.name)
     own = {p.name for p in entry.params}
@@ -156,7 +156,11 @@ def selector_value(name: str, variant: Variant, variants: list[Variant]) -> int 
 
 
 def pair_params(
-    model: ModuleModel, kernel: ast.FunctionDef, entry: Entry, passed: dict[str, dict[str, int]] | None = None
+    model: ModuleModel,
+    kernel: ast.FunctionDef,
+    entry: Entry,
+    passed: dict[str, dict[str, int]] | None = None,
+    derived: set[str] | frozenset[str] = frozenset(),
 ) -> tuple[dict[str, str], dict[str, str]]:
     """(cuTile parameter -> kernel.rs parameter or const generic, parameter -> how, when not by its
     own name). A parameter its own name leaves unpaired is paired through the one name the
@@ -197,7 +201,55 @@ def pair_params(
             single = by_position.single_tensor(kernel, entry, functions)
             if single is not None and single[0] not in pairs and single[1] not in pairs.values():
                 pairs[single[0]], how[single[0]] = single[1], f" ({by_position.SINGLE})"
+        _by_role(kernel, entry, functions, pairs, how)
+        _one_left(kernel, entry, functions, derived, pairs, how)
     return pairs, how
+
+
+def _by_role(
+    kernel: ast.FunctionDef, entry: Entry, functions, pairs: dict[str, str], how: dict[str, str]
+) -> None:
+    """The tensors names leave: the one each kernel writes with each other, the one each only
+    reads with each other (``input, output`` ~ ``in_ptr, out_ptr``)."""
+    kinds = by_position.reference_kinds(kernel, functions)
+    uses = by_position.array_uses(kernel, functions)
+    refs = [r for r, kind in kinds.items() if kind == "tensor" and r not in pairs]
+    rs = [p.name for p in entry.params if p.kind in ("tensor", "ptr") and p.name not in pairs.values()]
+    for written in (True, False):
+        mine = [r for r in refs if (uses.get(r) == "write") == written]
+        theirs = [p for p in rs if (p in entry.outputs) == written]
+        if len(mine) == 1 and len(theirs) == 1:
+            role = "written" if written else "read"
+            pairs[mine[0]], how[mine[0]] = (
+                theirs[0],
+                f" (the one tensor each kernel has {role} that no name pairs)",
+            )
+
+
+def _one_left(
+    kernel: ast.FunctionDef,
+    entry: Entry,
+    functions,
+    derived: set[str],
+    pairs: dict[str, str],
+    how: dict[str, str],
+) -> None:
+    """The one scalar parameter each side has left when everything else is paired (kernel.rs's
+    values the FFI derives from descriptors aside), of the same kind: no order to guess."""
+    kinds = by_position.reference_kinds(kernel, functions)
+    refs = [r for r, kind in kinds.items() if r not in pairs]
+    places = [
+        (name, kind)
+        for name, kind, _generic in by_position.kernel_rs_places(entry)
+        if name not in pairs.values() and name not in derived and kind != "tensor"
+    ]
+    if (
+        len(refs) == 1
+        and len(places) == 1
+        and kinds[refs[0]] in ("int", "float")
+        and places[0][1] == kinds[refs[0]]
+    ):
+        pairs[refs[0]], how[refs[0]] = places[0][0], " (the one parameter each kernel has left)"
 
 
 def _by_name(entry: Entry):
