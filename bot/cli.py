@@ -121,10 +121,20 @@ def _add_port(sub) -> None:
         "kernel), generate ffi.rs, the wrapper and the wiring, build, test, report, validate.",
     )
     _common(p)
+    _carry(p)
     _reports_and_interpreter(p)
     p.add_argument("--cargo-target-dir", type=Path, help="reuse compiled dependencies across checkouts")
     _test_run(p)
     p.set_defaults(func=cmd_port)
+
+
+def _carry(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--carry",
+        action="store_true",
+        help="write the wrapper as the cuTile reference's host code carried over wherever it can be "
+        "(by default only where the plan's own wrapper half cannot say a value; docs/carry.md)",
+    )
 
 
 def _add_verify(sub) -> None:
@@ -179,6 +189,7 @@ def _add_plan(sub) -> None:
         "with the source of every value. Writes nothing into the checkout.",
     )
     _common(p)
+    _carry(p)
     p.add_argument(
         "--json", action="store_true", help="print one JSON document on stdout (docs/plan-json.schema.json)"
     )
@@ -243,6 +254,7 @@ def _options(args, **extra) -> PortOptions:
         python=getattr(args, "python", ""),
         cargo_target_dir=getattr(args, "cargo_target_dir", None),
         sandbox=getattr(args, "sandbox", False),
+        carry=getattr(args, "carry", False),
         **extra,
     )
 
@@ -315,7 +327,9 @@ def cmd_plan(args) -> int:
     documents: list[dict] = []
     for target in find_targets(args.repo.resolve(), args.kernel, args.base):
         try:
-            plan, _facts, _co = make_plan(target, PortOptions(repo=target.repo).out_dir(target.op))
+            plan, _facts, _co = make_plan(
+                target, PortOptions(repo=target.repo).out_dir(target.op), carry_always=args.carry
+            )
         except StageStop as stop:
             status = max(status, EXIT_CODES[VerdictKind(stop.kind)])
             stopped = {"kind": stop.kind, "class": stop.klass, "reason": stop.reason}

@@ -45,6 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     s.add_argument("--new-ops", nargs="*", help="only these of --new-kernels (default: all of them)")
     s.add_argument(
+        "--carry",
+        action="store_true",
+        help="port tree B with `agent-d port --carry`: each wrapper carries its reference's host code over",
+    )
+    s.add_argument(
         "--faults",
         type=Path,
         help="the fault corpus (tests/fixtures/faults): each case's tree built from the tilegym wheel and "
@@ -163,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             new,
             args.faults.resolve() if args.faults else None,
             args.faults_tilegym.resolve() if args.faults_tilegym else None,
+            args.carry,
         )
         return 0
     if args.cmd == "run":

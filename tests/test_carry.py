@@ -254,7 +254,7 @@ def _rendered() -> str:
         "scale", "direct", "x", "", ["float32", "float16"], [], {}, "direct", [], "", {}, "", {}, {}, "", ""
     )
     plan = LaunchPlan("scale", _ffi(entry), py, TestWiring("", "", None), carry=found.plan)
-    return carried_py.render(plan, REFERENCE)
+    return carried_py.render(plan, lambda _path: REFERENCE)
 
 
 def test_the_wrapper_is_the_reference_code_with_each_cutile_name_rewritten():
@@ -270,16 +270,16 @@ def test_the_wrapper_is_the_reference_code_with_each_cutile_name_rewritten():
     assert "tilegym.backend.cutile_rs.utils:next_power_of_2" in imported
     # the reference's own spellings are kept: the args tuple, the grid helper, the kernel cache
     assert "args = (x, y, n, TILE)" in text
-    assert "_launch(torch.cuda.current_stream(), tuple(_grid_of(n, TILE)), kernel, args)" in text
-    assert "return [_cdiv(n, tile_size)]" in text
-    assert "_scale_kernel = _RsKernel(\"_scale_kernel\", _launch_scale_kernel, {'occupancy': 2})" in text
+    assert "_rs_launch(torch.cuda.current_stream(), tuple(_grid_of(n, TILE)), kernel, args)" in text
+    assert "return [_rs_cdiv(n, tile_size)]" in text
+    assert "_scale_kernel = _RsKernel(\"_scale_kernel\", _rs_launch_scale_kernel, {'occupancy': 2})" in text
     (registered,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "scale"]
     assert [ast.unparse(d) for d in registered.decorator_list] == [
         "register_impl('scale', backend='cutile-rs')"
     ]
     assert "_unused_kernel" not in text
     functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-    assert {"scale", "_run", "_grid_of", "_launch", "_ffi_call", "_launch_scale_kernel", "_cdiv"} <= functions
+    assert {"scale", "_run", "_grid_of", "_rs_launch", "_rs_ffi_call", "_rs_launch_scale_kernel", "_rs_cdiv"} <= functions
 
 
 def test_the_carried_wrapper_is_clean_for_pyflakes(tmp_path):
@@ -307,7 +307,7 @@ def test_a_kernel_parameter_named_like_the_launchers_own_is_agent_ds_error(clash
     py = PyPlan("scale", "direct", "x", "", ["float32"], [], {}, "direct", [], "", {}, "", {}, {}, "", "")
     plan = LaunchPlan("scale", _ffi(entry), py, TestWiring("", "", None), carry=found.plan)
     with pytest.raises(carried_py.CarryError, match="clash with the launcher's own"):
-        carried_py.render(plan, source)
+        carried_py.render(plan, lambda _path: source)
 
 
 def test_a_carried_plan_as_json_is_what_the_plan_schema_describes():
@@ -333,6 +333,70 @@ def test_an_annotation_naming_a_cutile_type_is_dropped_not_refused():
     assert found.missing == [] and found.plan is not None
     py = PyPlan("scale", "direct", "x", "", ["float32"], [], {}, "direct", [], "", {}, "", {}, {}, "", "")
     plan = LaunchPlan("scale", _ffi(entry), py, TestWiring("", "", None), carry=found.plan)
-    text = carried_py.render(plan, source)
+    text = carried_py.render(plan, lambda _path: source)
     assert "def _run(x, y, dtype=None):" in text
     assert "tile." not in text
+
+
+HELPER_MODULE = """
+import cuda.tile as ct
+import torch
+from tilegym.backend import register_impl
+
+_CACHE = {"helper": True}
+
+
+@ct.kernel
+def _finish_kernel(Y, n):
+    pass
+
+
+@register_impl("finish", backend="cutile")
+def finish(y):
+    ct.launch(torch.cuda.current_stream(), (1,), _finish_kernel, (y, y.numel()))
+    return _CACHE
+"""
+
+
+def test_a_helper_imported_from_another_cutile_module_is_carried_with_its_kernels():
+    source = REFERENCE.replace(
+        "from .utils import next_power_of_2", "from .utils import next_power_of_2\nfrom .finish import finish"
+    ).replace("    _run(x, y)\n", "    _run(x, y)\n    finish(y)\n")
+    finish_entry = Entry(
+        name="finish_kernel",
+        unsafe=False,
+        public=True,
+        attr_args={},
+        generics=(Generic("E", "type"),),
+        params=(Param("y", "tensor", "E", 1), Param("n", "scalar", ty="i32")),
+        outputs=("y",),
+        output_evidence={},
+        block=BlockUse(1, False, "bid(0)"),
+    )
+    entry = _entry()
+    ffi = _ffi(entry)
+    ffi.variants.append(Variant("always", finish_entry.name, ["dtype"], [], ["num_programs", "1", "1"], "", SRC))
+    signature = KernelSignature(module="scale_module", entries=(entry, finish_entry))
+    modules = {"tilegym.ops.cutile.finish": (HELPER_MODULE, "src/tilegym/ops/cutile/finish.py")}
+    found = carry.plan(source, REL, MODULE, "scale", signature, ffi, modules.get)
+    assert found.refused == "" and found.missing == [], (found.refused, found.missing)
+    plan = found.plan
+    (helper,) = plan.helpers
+    assert helper.module == "tilegym.ops.cutile.finish"
+    assert helper.carried == ["ct", "torch", "register_impl", "_CACHE", "_finish_kernel", "finish"]
+    assert helper.renames == {"_CACHE": "_finish_CACHE"}  # the reference binds its own _CACHE
+    kernels = {k.name: k for k in plan.kernels}
+    assert kernels["_finish_kernel"].entry == "finish_kernel"
+    assert kernels["_finish_kernel"].module == "tilegym.ops.cutile.finish"
+    py = PyPlan("scale", "direct", "x", "", ["float32"], [], {}, "direct", [], "", {}, "", {}, {}, "", "")
+    texts = {REL: source, "src/tilegym/ops/cutile/finish.py": HELPER_MODULE}
+    text = carried_py.render(LaunchPlan("scale", ffi, py, TestWiring("", "", None), carry=plan), texts.__getitem__)
+    tree = ast.parse(text)
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert [ast.unparse(d) for d in functions["finish"].decorator_list] == []  # not registered again
+    assert "return _finish_CACHE" in ast.unparse(functions["finish"])
+    assert "_finish_CACHE = {'helper': True}" in text and "_CACHE = {}" in text
+    assert "from .finish" not in text and "ops.cutile" not in text
+    from bot.emit.soundness import lint_python
+
+    assert lint_python(text, "scale.py") == []

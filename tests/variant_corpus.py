@@ -488,6 +488,17 @@ def plan_variant(repo: Path, variant: Variant, orig: Original) -> Outcome:
         target.kernel_rs.write_text(orig.text)
     if plan.missing:
         return Outcome("asks", keys=[m.key for m in plan.missing])
+    if plan.carry is not None:
+        # the plan's own wrapper half asked, and the reference's host code was carried over instead:
+        # its launch is then compared with the reference's by the dry run, not as plan data here
+        if variant.extra:
+            values = {a.c_param: a.expr for k in plan.carry.kernels for a in k.args}
+            if values.get(variant.extra) != f"int(site[{variant.extra!r}])":
+                return Outcome(
+                    "differs",
+                    detail=[f"{variant.extra} = {values.get(variant.extra)!r}, not the launch's own"],
+                )
+        return Outcome("carried")
     check_plan(plan)  # a name the wrapper reads and nothing binds is agent-d's own bug
     before = normal_plan(orig.plan, orig.sig, {}, orig.sig)
     after = normal_plan(plan, sig, variant.names, orig.sig)

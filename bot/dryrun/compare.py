@@ -93,7 +93,9 @@ def _case_pairs(
     launched = _port_side(run, plan, signature, label, calls, port["error"], len(ref_launches))
     if launched is None:
         return None
-    per_element = bool(plan.python.per_element)
+    per_element = bool(plan.python.per_element) or any(
+        k.per_element for k in (plan.carry.kernels if plan.carry else [])
+    )
     refs = ref_launches
     if per_element:
         refs = [one for launch in refs for one in per_element_launches(launch)]

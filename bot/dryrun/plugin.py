@@ -327,9 +327,9 @@ def _patch_wrappers() -> None:
             module.check_rc = lambda rc, name: None
             if hasattr(module, "autotune_launch"):
                 module.autotune_launch = autotune_launch
-            if _SEARCH and hasattr(module, "_exhaustive_search"):
+            if _SEARCH and hasattr(module, "_rs_exhaustive_search"):
                 # a carried wrapper's search, as the reference's: the first config, no tuning launch
-                module._exhaustive_search = _SEARCH[0]
+                module._rs_exhaustive_search = _SEARCH[0]
 
 
 # --------------------------------------------------------------------------------- pytest hooks

@@ -10,6 +10,7 @@ launchers are rendered from the plan alone. ruff formats the text afterwards (``
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from bot.emit import carried_runtime as runtime
 from bot.emit import cdef
@@ -27,43 +28,49 @@ class CarryError(Exception):
     """The reference cannot be rendered as the plan says (agent-d's own bug)."""
 
 
-def render(plan: LaunchPlan, reference_text: str) -> str:
+def render(plan: LaunchPlan, read: Callable[[str], str]) -> str:
+    """The wrapper text; ``read``: a path in the repository -> the module's source."""
     carry = plan.carry
     assert carry is not None
-    model = ModuleModel.build(reference_text, carry.module, carry.reference)
-    found = model.binding(carry.function)
-    if found is None or not isinstance(found.stmt, ast.FunctionDef):
-        raise CarryError(f"{carry.reference}: {carry.function}() is no longer a module function")
-    root = found.stmt
-    names = [carry.function, *carry.carried]
     used_runtime: set[str] = set()
     imports: list[str] = []
     body: list[str] = []
-    kernels = {k.name: k for k in carry.kernels}
-    emitted: set[int] = set()
-    site_values = {
-        id(site.call): kernels[site.kernel].site_values
-        for site in launch_sites(model, names)
-        if site.direct and site.kernel in kernels and kernels[site.kernel].site_values
-    }
-    for binding in _in_source_order(model, names):
-        if id(binding.stmt) in emitted and binding.kind != "import":
-            continue
-        emitted.add(id(binding.stmt))
-        if binding.kind == "import":
-            line = _import_line(binding)
-            if line:
-                imports.append(line)
-        elif binding.kind == "kernel":
-            body.append(_kernel_object(kernels[binding.name]))
-        else:
-            stmt = _rewritten(model, binding.stmt, used_runtime, imports)
-            _pass_site_values(stmt, site_values)
-            if binding.stmt is root:
-                _register(stmt, carry.register_name)
+    kernels = {(k.module or carry.module, k.name): k for k in carry.kernels}
+    primary = (carry.reference, carry.module, [carry.function, *carry.carried], carry.renames)
+    for path, module, names, renames in [
+        (h.reference, h.module, h.carried, h.renames) for h in carry.helpers
+    ] + [primary]:
+        model = ModuleModel.build(read(path), module, path)
+        root = model.binding(carry.function) if module == carry.module else None
+        if module == carry.module and (root is None or not isinstance(root.stmt, ast.FunctionDef)):
+            raise CarryError(f"{path}: {carry.function}() is no longer a module function")
+        site_values = {
+            id(site.call): kernels[(module, site.kernel)].site_values
+            for site in launch_sites(model, names, module)
+            if site.direct and (module, site.kernel) in kernels
+        }
+        emitted: set[int] = set()
+        for binding in _in_source_order(model, names):
+            if id(binding.stmt) in emitted and binding.kind != "import":
+                continue
+            emitted.add(id(binding.stmt))
+            if binding.kind == "import":
+                line = _import_line(binding, renames.get(binding.name, binding.name))
+                if line:
+                    imports.append(line)
+            elif binding.kind == "kernel":
+                body.append(_kernel_object(kernels[(module, binding.name)]))
             else:
-                _unregister(stmt)
-            body.append(ast.unparse(stmt))
+                stmt = _rewritten(
+                    model, binding.stmt, used_runtime, imports, {h.module for h in carry.helpers}
+                )
+                _pass_site_values(stmt, site_values)
+                _rename(model, stmt, renames)
+                if root is not None and binding.stmt is root.stmt:
+                    _register(stmt, carry.register_name)
+                else:
+                    _unregister(stmt)
+                body.append(ast.unparse(stmt))
     lines = _head(plan, carry, imports, used_runtime)
     lines += _constants(plan)
     lines += [runtime.KERNEL.rstrip("\n")]
@@ -77,34 +84,57 @@ def render(plan: LaunchPlan, reference_text: str) -> str:
     return "\n\n\n".join(part.strip("\n") for part in lines if part.strip()) + "\n"
 
 
+def _rename(model: ModuleModel, stmt: ast.stmt, renames: dict[str, str]) -> None:
+    """Each module name of ``stmt`` the wrapper knows by another name, renamed where it is the
+    module's (a local of the same name is left alone)."""
+    if not renames:
+        return
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name in renames:
+        stmt.name = renames[stmt.name]
+    for node, scope in model.walk(stmt):
+        if isinstance(node, ast.Name) and node.id in renames and model.is_module_name(node.id, scope):
+            node.id = renames[node.id]
+        elif isinstance(node, ast.Global):
+            node.names = [renames.get(n, n) for n in node.names]
+
+
 def _in_source_order(model: ModuleModel, names: list[str]) -> list[Binding]:
     bindings = [b for n in names for b in model.bindings.get(n, [])]
     return sorted(bindings, key=lambda b: (b.stmt.lineno, b.stmt.col_offset, b.name))
 
 
-def _import_line(binding: Binding) -> str:
+def _import_line(binding: Binding, local: str) -> str:
+    """The import line of a carried import ('' when the wrapper rewrites its uses, or carries the
+    helper it imports)."""
     use = known.resolve(binding.qualified)
     if use.kind == "import":
         module, name = use.text.split(":")
-        return f"from {module} import {name}" + (f" as {binding.name}" if binding.name != name else "")
+        return f"from {module} import {name}" + (f" as {local}" if local != name else "")
     if use.kind != "keep" or _cutile_module(binding.qualified):
         return ""  # rewritten where read
     alias = binding.alias
     assert alias is not None
     if isinstance(binding.stmt, ast.Import):
-        return f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
+        if not alias.asname and local == binding.name:
+            return f"import {alias.name}"
+        return f"import {binding.qualified} as {local}"  # `import a.b` binds `a`: its alias binds `a` too
     module, _, name = binding.qualified.rpartition(".")
-    return f"from {module} import {name}" + (f" as {binding.name}" if binding.name != name else "")
+    return f"from {module} import {name}" + (f" as {local}" if local != name else "")
 
 
 def _cutile_module(qualified: str) -> bool:
     return qualified == known.CUDA_TILE or qualified.startswith(known.CUDA_TILE + ".")
 
 
-def _rewritten(model: ModuleModel, stmt: ast.stmt, used: set[str], imports: list[str]) -> ast.stmt:
-    """``stmt`` with each cuTile name replaced (in place: the model is this render's own)."""
+def _rewritten(
+    model: ModuleModel, stmt: ast.stmt, used: set[str], imports: list[str], helpers: set[str]
+) -> ast.stmt:
+    """``stmt`` with each cuTile name replaced (in place: the model is this render's own); a name
+    imported from a module in ``helpers`` is the carried helper's."""
     replace: dict[int, ast.expr] = {}
     for text, _line, node in qualified_uses(model, stmt):
+        if isinstance(node, ast.Name) and text.rpartition(".")[0] in helpers:
+            continue
         use = known.resolve(text)
         if use.kind == "runtime":
             used.add(use.text)
@@ -280,7 +310,7 @@ def _ffi_call(plan: LaunchPlan) -> str:
 
 
 def launcher_name(kernel: CarriedKernel) -> str:
-    return f"_launch_{kernel.name.lstrip('_')}"
+    return f"_rs_launch_{kernel.wrapper_name.lstrip('_')}"
 
 
 def _launcher(plan: LaunchPlan, kernel: CarriedKernel) -> str:
@@ -296,15 +326,26 @@ def _launcher(plan: LaunchPlan, kernel: CarriedKernel) -> str:
         f'    """The reference\'s {kernel.name}, launched as kernel.rs\'s {kernel.entry}."""',
         f"    {unpack} = {args}",
     ]
+    body: list[str] = []
     if kernel.dtype_tensor and plan.ffi.dtype_generic:
         t = kernel.dtype_tensor
-        lines += [
-            f"    if {t}.dtype not in _DTYPES:",
-            f'        raise NotImplementedError(f"cutile-rs {plan.op}: {kernel.entry} takes '
+        body += [
+            f"if {t}.dtype not in _DTYPES:",
+            f'    raise NotImplementedError(f"cutile-rs {plan.op}: {kernel.entry} takes '
             f'{{_DTYPES}}, not {{{t}.dtype}}")',
         ]
     call = ", ".join(exprs[name] for name in ordered)
-    lines.append(f"    {runtime.FFI_CALL}({call}, {stream})")
+    body.append(f"{runtime.FFI_CALL}({call}, {stream})")
+    if kernel.per_element:
+        # kernel.rs takes one element of each list: one launch per element, the lists walked together
+        lists = ", ".join(kernel.per_element)
+        lines.append(
+            "    # kernel.rs takes one element of each list: one launch per element, walked together"
+        )
+        lines.append(f"    for {lists} in zip({lists}, strict=True):")
+        lines += ["        " + line for line in body]
+    else:
+        lines += ["    " + line for line in body]
     return "\n".join(lines)
 
 
@@ -320,4 +361,4 @@ def _launch_expr(expr: str) -> str:
 def _kernel_object(kernel: CarriedKernel) -> str:
     launcher = launcher_name(kernel) if kernel.entry else "None"
     hints = f", {kernel.hints!r}" if kernel.hints else ""
-    return f'{kernel.name} = {runtime.KERNEL_CLASS}("{kernel.name}", {launcher}{hints})'
+    return f'{kernel.wrapper_name} = {runtime.KERNEL_CLASS}("{kernel.name}", {launcher}{hints})'

@@ -9,8 +9,8 @@ cached in a dict) all work as written: they are values, not shapes to recognise.
 from __future__ import annotations
 
 KERNEL_CLASS = "_RsKernel"
-LAUNCH = "_launch"
-FFI_CALL = "_ffi_call"
+LAUNCH = "_rs_launch"
+FFI_CALL = "_rs_ffi_call"
 
 KERNEL = f'''
 class {KERNEL_CLASS}:
@@ -38,21 +38,21 @@ def {LAUNCH}(stream, grid, kernel, args, **site):
 '''
 
 PIECES = {
-    "_cdiv": """
-def _cdiv(a, b):
+    "_rs_cdiv": """
+def _rs_cdiv(a, b):
     return -(-a // b)
 """,
-    "_compiler_timeout": '''
-def _compiler_timeout(*_args, **_kwargs):
+    "_rs_compiler_timeout": '''
+def _rs_compiler_timeout(*_args, **_kwargs):
     """cutile-rs compiles on first launch, with no timeout to set."""
     return contextlib.nullcontext()
 ''',
-    "_replace_hints": """
-def _replace_hints(kernel, **hints):
+    "_rs_replace_hints": """
+def _rs_replace_hints(kernel, **hints):
     return kernel.replace_hints(**hints)
 """,
-    "_exhaustive_search": f'''
-def _exhaustive_search(search_space, stream, grid_fn, kernel, args_fn, hints_fn=None, **_options):
+    "_rs_exhaustive_search": f'''
+def _rs_exhaustive_search(search_space, stream, grid_fn, kernel, args_fn, hints_fn=None, **_options):
     """cuTile's exhaustive search as the cutile-rs autotuner runs it: every config launched and
     timed, the fastest returned as ``result.best.config``."""
     configs = list(search_space)
@@ -65,12 +65,12 @@ def _exhaustive_search(search_space, stream, grid_fn, kernel, args_fn, hints_fn=
         tuned = kernel.replace_hints(**hints_fn(cfg)) if hints_fn is not None else kernel
         {LAUNCH}(stream, grid_fn(cfg), tuned, args_fn(cfg))
 
-    key = (tuple(_tuning_key(a) for a in args_fn(configs[0])), tuple(repr(c) for c in configs))
+    key = (tuple(_rs_tuning_key(a) for a in args_fn(configs[0])), tuple(repr(c) for c in configs))
     tuned = autotune_launch(kernel_fn=run, configs=configs, key=key, kernel_name=kernel.name)
     return SimpleNamespace(best=SimpleNamespace(config=tuned.best_config))
 
 
-def _tuning_key(value):
+def _rs_tuning_key(value):
     if isinstance(value, torch.Tensor):
         return (tuple(value.shape), tuple(value.stride()), str(value.dtype))
     return repr(value)
@@ -79,8 +79,8 @@ def _tuning_key(value):
 
 # what each piece needs imported
 NEEDS = {
-    "_compiler_timeout": ["import contextlib"],
-    "_exhaustive_search": [
+    "_rs_compiler_timeout": ["import contextlib"],
+    "_rs_exhaustive_search": [
         "from types import SimpleNamespace",
         "from tilegym.backend.cutile_rs.autotuner import autotune_launch",
         "AUTOTUNE_SWITCH",

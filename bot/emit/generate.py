@@ -20,7 +20,7 @@ def _wrapper(target: Target, plan: LaunchPlan) -> str:
     if plan.carry is None:
         return wrapper_py.render(plan)
     try:
-        return carried_py.render(plan, (target.repo / plan.carry.reference).read_text(encoding="utf-8"))
+        return carried_py.render(plan, lambda path: (target.repo / path).read_text(encoding="utf-8"))
     except carried_py.CarryError as exc:
         raise OwnBug(f"the carried wrapper could not be rendered: {exc}") from None
 

@@ -51,7 +51,7 @@ def generate_files(job: Job) -> None:
     )
     plan = run.stage(
         "launch plan",
-        lambda: build_plan(target, signature, facts, co),
+        lambda: build_plan(target, signature, facts, co, job.carry_always),
         lambda p: f"{len(p.ffi.c_params())} C parameters, {len(p.missing)} missing",
     )
     result.plan = plan

@@ -78,7 +78,9 @@ def carry_into(
     module = ".".join(parts[1:] if parts[0] == "src" else parts)
     carried_plan = launch.plan(replace(inputs, carried=True))
     carried_plan.more_tests = list(inputs.tests[1:])
-    found = carry.plan(text, rel, module, str(where["name"]), signature, carried_plan.ffi)
+    found = carry.plan(
+        text, rel, module, str(where["name"]), signature, carried_plan.ffi, _loader(target.repo)
+    )
     carried_plan.missing = [m for m in carried_plan.missing if not carry.answers(m.key)] + found.missing
     if found.plan is None or carried_plan.missing:
         # the plan's own questions stay: they are the contract keys a porter can answer
@@ -89,6 +91,22 @@ def carry_into(
         return None
     carried_plan.carry = found.plan
     return carried_plan
+
+
+def _loader(repo: Path):
+    """A dotted module of the checkout -> (its source, its path), for the helpers a reference imports."""
+
+    def load(module: str) -> tuple[str, str] | None:
+        parts = module.split(".")
+        for base in (Path("src"), Path()):
+            for rel in (base.joinpath(*parts).with_suffix(".py"), base.joinpath(*parts, "__init__.py")):
+                try:
+                    return (repo / rel).read_text(encoding="utf-8"), rel.as_posix()
+                except (OSError, UnicodeDecodeError):
+                    continue
+        return None
+
+    return load
 
 
 def _unbound(plan: LaunchPlan, tried: tuple[str, ...]) -> list[MissingFact]:

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import ast
 import symtable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bot.infer.direct.paths import entry_key
 from bot.infer.model import known
-from bot.infer.model.semantic import Binding, ModelError, ModuleModel
+from bot.infer.model.program import Program, Unit
+from bot.infer.model.semantic import ModelError, ModuleModel
 from bot.plan import carry_args
-from bot.plan.types import CarriedKernel, CarryPlan, FfiPlan, MissingFact
+from bot.plan.types import CarriedKernel, CarriedModule, CarryPlan, FfiPlan, MissingFact
 from bot.read.types import Entry, KernelSignature
 from bot.targets.discover import cutile_registration
 from bot.targets.types import Source
@@ -42,9 +44,16 @@ class Carried:
 
 
 def plan(
-    text: str, rel: str, module: str, register_name: str, signature: KernelSignature, ffi: FfiPlan
+    text: str,
+    rel: str,
+    module: str,
+    register_name: str,
+    signature: KernelSignature,
+    ffi: FfiPlan,
+    load: Callable[[str], tuple[str, str] | None] | None = None,
 ) -> Carried:
-    """The carried wrapper for the reference ``text`` (the module at ``rel``), or what stops it."""
+    """The carried wrapper for the reference ``text`` (the module at ``rel``), or what stops it.
+    ``load``: a dotted module of the checkout -> (its source, its path), for helpers it imports."""
     try:
         model = ModuleModel.build(text, module, rel)
     except ModelError as exc:
@@ -52,38 +61,59 @@ def plan(
     root = registered(model, register_name)
     if root is None:
         return _refused(f"{rel}: no module function registers {register_name!r} for the cuTile backend")
-    names = reached(model, root.name)
-    refusals = foreign_names(model, names)
+    program = Program(model, load or (lambda _module: None))
+    units = program.reach(root.name)
+    paths = {module: rel, **program.paths}
+    refusals = [
+        f"{paths[u.module]}: {why}"
+        for u in units
+        for why in foreign_names(program.model(u), [u.name], _satisfied_names(program, u.module))
+    ]
     if refusals:
-        return _refused(f"{rel}: " + "; ".join(refusals[:4]))
-    kernels = [n for n in names if model.binding(n).kind == "kernel"]
+        return _refused("; ".join(dict.fromkeys(refusals[:4])))
+    names = program.emitted_names(units)
+    kernels = [u for u in units if program.bindings(u)[0].kind == "kernel"]
     if not kernels:
         return _refused(f"{rel}: {root.name}() reaches no @ct.kernel function it launches")
-    sites = launch_sites(model, names)
+    sites = [
+        site
+        for m, model_m in program.models.items()
+        for site in launch_sites(model_m, [u.name for u in units if u.module == m], m)
+    ]
     passed = passed_names(sites)
-    pairs = entries_of(model, kernels, signature.entries, {d.name for d in ffi.derived})
+    by_name = {names[u]: u for u in kernels}
+    pairs = entries_of(program, by_name, signature.entries, {d.name for d in ffi.derived})
     carried: list[CarriedKernel] = []
     missing: list[MissingFact] = []
-    for name in kernels:
-        kernel = model.binding(name).stmt
+    for wrapper_name, unit in by_name.items():
+        kernel = program.bindings(unit)[0].stmt
         assert isinstance(kernel, ast.FunctionDef)
-        entry = pairs.get(name)
+        where = f"{paths[unit.module]}:{kernel.lineno} {unit.name}"
+        own = {
+            "module": "" if unit.module == module else unit.module,
+            "emitted": "" if wrapper_name == unit.name else wrapper_name,
+        }
+        entry = pairs.get(wrapper_name)
         if entry is None:
-            src = Source(
-                "reference", f"{rel}:{kernel.lineno} {name}: no kernel.rs entry ports it; launching it raises"
-            )
-            carried.append(CarriedKernel(name, "", param_list(kernel), [], {}, "", src))
+            src = Source("reference", f"{where}: no kernel.rs entry ports it; launching it raises")
+            carried.append(CarriedKernel(unit.name, "", param_list(kernel), [], {}, "", src, **own))
             continue
-        by_index = passed.get(name, {})
+        by_index = passed.get(wrapper_name, {})
         by_param = {p: by_index.get(str(i), {}) for i, p in enumerate(param_list(kernel))}
-        mapped = carry_args.map_kernel(model, kernel, entry, ffi, rel, by_param, site_locals(sites, name))
-        missing += mapped.missing
-        src = Source(
-            "reference", f"{rel}:{kernel.lineno} {name} -> kernel.rs entry {entry.name} ({pairs.how})"
+        mapped = carry_args.map_kernel(
+            program.model(unit),
+            kernel,
+            entry,
+            ffi,
+            paths[unit.module],
+            by_param,
+            site_locals(sites, wrapper_name),
         )
+        missing += mapped.missing
+        src = Source("reference", f"{where} -> kernel.rs entry {entry.name} ({pairs.how})")
         carried.append(
             CarriedKernel(
-                name,
+                unit.name,
                 entry.name,
                 param_list(kernel),
                 mapped.args,
@@ -91,19 +121,49 @@ def plan(
                 mapped.dtype_tensor,
                 src,
                 site_values=mapped.site_values,
+                per_element=mapped.per_element,
+                **own,
             )
         )
     if not any(k.entry for k in carried):
         return _refused(
-            f"{rel}: none of the kernels {root.name}() launches ({', '.join(kernels)}) is a kernel.rs entry "
+            f"{rel}: none of the kernels {root.name}() launches ({', '.join(by_name)}) is a kernel.rs entry "
             f"({', '.join(e.name for e in signature.entries)})"
         )
+    primary = [u for u in units if u.module == module]
     where = Source(
-        "reference", f"{rel}:{root.lineno} {root.name}() and the {len(names) - 1} module names it reaches"
+        "reference", f"{rel}:{root.lineno} {root.name}() and the {len(units) - 1} module names it reaches"
     )
-    own_name = registration_name(model, root) or register_name
-    carry = CarryPlan(rel, module, root.name, own_name, [n for n in names if n != root.name], carried, where)
+    carry = CarryPlan(
+        rel,
+        module,
+        root.name,
+        registration_name(model, root) or register_name,
+        [u.name for u in primary if u.name != root.name],
+        carried,
+        where,
+        helpers=[
+            CarriedModule(
+                program.paths[m],
+                m,
+                [u.name for u in units if u.module == m],
+                _renames(names, [u for u in units if u.module == m]),
+            )
+            for m in dict.fromkeys(u.module for u in units)
+            if m != module
+        ],
+        renames=_renames(names, primary),
+    )
     return Carried(carry, missing)
+
+
+def _renames(names: dict[Unit, str], units: list[Unit]) -> dict[str, str]:
+    return {u.name: names[u] for u in units if names[u] != u.name}
+
+
+def _satisfied_names(program: Program, module: str) -> set[str]:
+    """The names of ``module`` bound to imports a carried helper stands for."""
+    return {u.name for u in program.satisfied if u.module == module}
 
 
 def _refused(why: str) -> Carried:
@@ -142,39 +202,35 @@ def registration_name(model: ModuleModel, fn: ast.FunctionDef) -> str:
 
 
 def reached(model: ModuleModel, root: str) -> list[str]:
-    """``root`` and every module name it reads, transitively, in the module's order of binding."""
-    seen: set[str] = set()
-    todo = [root]
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in model.bindings:
-            continue  # a builtin, or a name the module never binds
-        seen.add(name)
-        for binding in model.bindings[name]:
-            if binding.kind in ("import", "kernel"):
-                continue  # an import is resolved by name; a kernel is replaced, never run
-            todo += sorted(model.module_names_read(binding.stmt) - seen)
-    return sorted(seen, key=lambda n: _first_line(model.bindings[n]))
+    """``root`` and every name of its module it reads, transitively, in the module's order."""
+    return [u.name for u in Program(model, lambda _module: None).reach(root) if u.module == model.module]
 
 
-def _first_line(bindings: list[Binding]) -> tuple[int, int]:
-    return bindings[0].stmt.lineno, bindings[0].stmt.col_offset
-
-
-def foreign_names(model: ModuleModel, names: list[str]) -> list[str]:
+def foreign_names(
+    model: ModuleModel, names: list[str], skip: set[str] | frozenset[str] = frozenset()
+) -> list[str]:
     """Why the carried code cannot run without the cuTile backend: each cuTile or cuTile-backend
     name it reads that the table has no counterpart for, with its line. (An import is judged where
-    its name is read: ``import cuda.tile as ct`` is only the base of ``ct.launch``.)"""
+    its name is read: ``import cuda.tile as ct`` is only the base of ``ct.launch``; ``skip``: names
+    bound to imports whose helper is carried.)"""
     found: list[str] = []
     for name in names:
         for binding in model.bindings[name]:
             if binding.kind in ("kernel", "import"):
                 continue
-            for text, line, _node in qualified_uses(model, binding.stmt):
+            for text, line, node in qualified_uses(model, binding.stmt):
+                if _base(node) in skip:
+                    continue
                 use = known.resolve(text)
                 if use.kind == "refuse":
                     found.append(f"line {line}: {use.text}")
     return list(dict.fromkeys(found))
+
+
+def _base(node: ast.expr) -> str:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
 
 
 def qualified_uses(model: ModuleModel, stmt: ast.stmt) -> list[tuple[str, int, ast.expr]]:
@@ -204,9 +260,11 @@ class Site:
     scope: symtable.SymbolTable
     args: ast.expr | None  # the arguments as written (a lambda's body for the search)
     direct: bool  # ct.launch itself
+    module: str = ""  # the module the site is in
 
 
-def launch_sites(model: ModuleModel, names: list[str]) -> list[Site]:
+def launch_sites(model: ModuleModel, names: list[str], module: str = "") -> list[Site]:
+    """The launches in the statements binding ``names`` (``module``: tags the sites' kernels)."""
     sites: list[Site] = []
     for name in names:
         for binding in model.bindings[name]:
@@ -228,7 +286,7 @@ def launch_sites(model: ModuleModel, names: list[str]) -> list[Site]:
                 if isinstance(kernel, ast.Name) and model.is_module_name(kernel.id, scope):
                     target = model.binding(kernel.id)
                 named = target.name if target is not None and target.kind == "kernel" else ""
-                sites.append(Site(named, node, scope, args, direct))
+                sites.append(Site(named, node, scope, args, direct, module))
     return sites
 
 
@@ -297,23 +355,26 @@ class _Pairs(dict):
 
 
 def entries_of(
-    model: ModuleModel,
-    kernels: list[str],
+    program: Program,
+    kernels: dict[str, Unit],
     entries: list[Entry],
     derived: set[str] | frozenset[str] = frozenset(),
 ) -> _Pairs:
-    """Each launched kernel's kernel.rs entry: by name (``_x_kernel`` ~ ``x_kernel``); an entry no
-    name pairs goes to the one unpaired kernel whose parameters all pair with the entry's."""
+    """Each launched kernel's kernel.rs entry (``kernels``: the wrapper's name -> its unit): by name
+    (``_x_kernel`` ~ ``x_kernel``); an entry no name pairs goes to the one unpaired kernel whose
+    parameters all pair with the entry's."""
     pairs = _Pairs()
     by_key = {entry_key(e.name): e for e in entries}
-    for name in kernels:
-        if entry_key(name) in by_key:
-            pairs[name] = by_key[entry_key(name)]
+    for name, unit in kernels.items():
+        if entry_key(unit.name) in by_key:
+            pairs[name] = by_key[entry_key(unit.name)]
     hows = ["the same name"] if pairs else []
     for entry in entries:
         if entry in pairs.values():
             continue
-        fits = [k for k in kernels if k not in pairs and _pairs_fully(model, k, entry, derived)]
+        fits = [
+            k for k, unit in kernels.items() if k not in pairs and _pairs_fully(program, unit, entry, derived)
+        ]
         if len(fits) == 1:
             pairs[fits[0]] = entry
             hows.append(f"{entry.name}: the one kernel whose parameters all pair with it")
@@ -321,15 +382,14 @@ def entries_of(
     return pairs
 
 
-def _pairs_fully(model: ModuleModel, name: str, entry: Entry, derived: set[str] | frozenset[str]) -> bool:
+def _pairs_fully(program: Program, unit: Unit, entry: Entry, derived: set[str] | frozenset[str]) -> bool:
     """Whether every parameter and const generic of ``entry`` (but those the FFI derives from
     descriptors) pairs with one of the kernel's."""
-    kernel = model.binding(name).stmt
+    kernel = program.bindings(unit)[0].stmt
     assert isinstance(kernel, ast.FunctionDef)
-    pairs, _how = carry_args.pair_params(model, kernel, entry, derived=derived)
+    pairs, _how = carry_args.pair_params(program.model(unit), kernel, entry, derived=derived)
     wanted = {p.name for p in entry.params} | {g.name for g in entry.generics if g.kind == "const"}
-    wanted -= set(derived)
-    return wanted <= set(pairs.values())
+    return wanted - set(derived) <= set(pairs.values())
 
 
 def param_list(kernel: ast.FunctionDef) -> list[str]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from bot.infer import by_position
 from bot.infer.launch.syntax import bool_params, generic_twin, plain_assign
+from bot.infer.list_params import element_twin, list_elements
 from bot.infer.model.semantic import ModuleModel
 from bot.plan.types import CarriedArg, FfiPlan, MissingFact, Variant
 from bot.read.types import Entry
@@ -34,6 +35,7 @@ class Mapped:
     dtype_tensor: str = ""
     missing: list[MissingFact] = field(default_factory=list)
     site_values: list[str] = field(default_factory=list)  # locals each launch site passes along
+    per_element: list[str] = field(default_factory=list)  # list parameters walked together, one launch each
 
 
 def map_kernel(
@@ -47,7 +49,9 @@ def map_kernel(
 ) -> Mapped:
     """``passed``: per parameter, the names the carried code's launches hand it (name -> line);
     ``site_locals``: the locals every launch site of the kernel has (name -> line)."""
-    pairs, how = pair_params(model, kernel, entry, passed, {d.name for d in ffi.derived})
+    pairs, how = pair_params(
+        model, kernel, entry, passed, {d.name for d in ffi.derived}, set(site_locals or {})
+    )
     of_place = {place: ref for ref, place in pairs.items()}
     variant = next(v for v in ffi.variants if v.entry == entry.name)
     own = {p.name for p in entry.params}
@@ -55,6 +59,7 @@ def map_kernel(
     flags = bool_params(kernel)
     where = f"{rel}:{kernel.lineno} {kernel.name}"
     out = Mapped(hints=decorator_hints(model, kernel))
+    out.per_element = [ref for ref in list_elements(kernel) if ref in pairs and pairs[ref] in own]
 
     def add(c_param: str, expr: str, why: str) -> None:
         out.args.append(CarriedArg(c_param, expr, Source("reference", f"{where}: {why}")))
@@ -161,6 +166,7 @@ def pair_params(
     entry: Entry,
     passed: dict[str, dict[str, int]] | None = None,
     derived: set[str] | frozenset[str] = frozenset(),
+    site_names: set[str] | frozenset[str] = frozenset(),
 ) -> tuple[dict[str, str], dict[str, str]]:
     """(cuTile parameter -> kernel.rs parameter or const generic, parameter -> how, when not by its
     own name). A parameter its own name leaves unpaired is paired through the one name the
@@ -169,7 +175,17 @@ def pair_params(
     generics = {g.name for g in entry.generics if g.kind == "const"}
     pairs: dict[str, str] = {}
     how: dict[str, str] = {}
+    tensors = [p.name for p in entry.params if p.kind in ("tensor", "ptr")]
+    for ref, item in list_elements(kernel).items():
+        twin = element_twin(ref, item, tensors)
+        if twin is not None:
+            pairs[ref], how[ref] = (
+                twin,
+                f" (a list: kernel.rs takes one element, `{item}`, launched once per element)",
+            )
     for ref in refs:
+        if ref in pairs:
+            continue
         twin = generic_twin(ref, generics) or next((g for g in generics if g.lower() == ref.lower()), None)
         if twin is not None:
             pairs[ref] = twin
@@ -202,7 +218,8 @@ def pair_params(
             if single is not None and single[0] not in pairs and single[1] not in pairs.values():
                 pairs[single[0]], how[single[0]] = single[1], f" ({by_position.SINGLE})"
         _by_role(kernel, entry, functions, pairs, how)
-        _one_left(kernel, entry, functions, derived, pairs, how)
+        # a kernel.rs scalar the launch sites' own locals give is not left for pairing
+        _one_left(kernel, entry, functions, set(derived) | set(site_names), pairs, how)
     return pairs, how
 
 
@@ -239,17 +256,18 @@ def _one_left(
     kinds = by_position.reference_kinds(kernel, functions)
     refs = [r for r, kind in kinds.items() if r not in pairs]
     places = [
-        (name, kind)
-        for name, kind, _generic in by_position.kernel_rs_places(entry)
+        (name, kind, generic)
+        for name, kind, generic in by_position.kernel_rs_places(entry)
         if name not in pairs.values() and name not in derived and kind != "tensor"
     ]
-    if (
-        len(refs) == 1
-        and len(places) == 1
-        and kinds[refs[0]] in ("int", "float")
-        and places[0][1] == kinds[refs[0]]
-    ):
-        pairs[refs[0]], how[refs[0]] = places[0][0], " (the one parameter each kernel has left)"
+    if len(refs) != 1 or len(places) != 1:
+        return
+    (ref,), ((name, kind, generic),) = refs, places
+    if kinds[ref] not in ("int", "float") or kind != kinds[ref]:
+        return
+    if ref in bool_params(kernel) and not generic:
+        return  # a flag is a generic's value, never a count
+    pairs[ref], how[ref] = name, " (the one parameter each kernel has left)"
 
 
 def _by_name(entry: Entry):

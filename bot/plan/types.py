@@ -168,6 +168,23 @@ class CarriedKernel:
     dtype_tensor: str  # the parameter whose dtype the FFI dispatches on ("" when fixed)
     source: Source
     site_values: list[str] = field(default_factory=list)  # locals each of its launches passes along
+    per_element: list[str] = field(default_factory=list)  # list parameters: one launch per element
+    module: str = ""  # the dotted module that defines it ("" for the reference module)
+    emitted: str = ""  # the wrapper's name for it where it is not its own
+
+    @property
+    def wrapper_name(self) -> str:
+        return self.emitted or self.name
+
+
+@dataclass
+class CarriedModule:
+    """A module of the cuTile backend the reference imports helpers from, carried with them."""
+
+    reference: str  # its path in the repository
+    module: str  # its dotted name
+    carried: list[str]  # its names the program reaches, in its order
+    renames: dict[str, str] = field(default_factory=dict)  # its name -> the wrapper's, where they differ
 
 
 @dataclass
@@ -182,6 +199,8 @@ class CarryPlan:
     carried: list[str]  # the module names carried over
     kernels: list[CarriedKernel]
     source: Source
+    helpers: list[CarriedModule] = field(default_factory=list)  # carried before the reference's code
+    renames: dict[str, str] = field(default_factory=dict)  # the reference's name -> the wrapper's
 
 
 @dataclass

@@ -18,11 +18,11 @@ REGISTER = "tilegym.backend.register_impl"
 
 # cuTile host API -> the wrapper runtime's name for it
 RUNTIME = {
-    "cuda.tile.launch": "_launch",
-    "cuda.tile.cdiv": "_cdiv",
-    "cuda.tile.compiler_timeout": "_compiler_timeout",
-    "cuda.tile.tune.exhaustive_search": "_exhaustive_search",
-    "tilegym.ops.cutile.utils.cached_replace_hints": "_replace_hints",
+    "cuda.tile.launch": "_rs_launch",
+    "cuda.tile.cdiv": "_rs_cdiv",
+    "cuda.tile.compiler_timeout": "_rs_compiler_timeout",
+    "cuda.tile.tune.exhaustive_search": "_rs_exhaustive_search",
+    "tilegym.ops.cutile.utils.cached_replace_hints": "_rs_replace_hints",
 }
 
 # a TileGym cuTile helper -> (module, name) of its cutile-rs runtime twin

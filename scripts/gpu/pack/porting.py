@@ -115,8 +115,9 @@ def strip_op(tree: Path, op: str, strict: bool = True) -> list[str]:
     return removed
 
 
-def port_op(tree: Path, op: str, cargo_target_dir: Path, log_path: Path) -> dict:
-    """``agent-d port --json`` on tree B; the outcome says whether generate..ABI smoke passed."""
+def port_op(tree: Path, op: str, cargo_target_dir: Path, log_path: Path, carry: bool = False) -> dict:
+    """``agent-d port --json`` on tree B (``--carry``: the wrapper carries the reference's host code
+    over wherever it can); the outcome says whether generate..ABI smoke passed."""
     cmd = [
         sys.executable,
         "-m",
@@ -131,6 +132,7 @@ def port_op(tree: Path, op: str, cargo_target_dir: Path, log_path: Path) -> dict
         "--cargo-target-dir",
         str(cargo_target_dir),
         "--json",
+        *(["--carry"] if carry else []),
     ]
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     start = time.monotonic()

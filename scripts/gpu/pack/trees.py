@@ -288,6 +288,7 @@ def pack(
     new: dict[str, Path] | None = None,
     faults_dir: Path | None = None,
     faults_tilegym: Path | None = None,
+    carry: bool = False,
 ) -> dict:
     """``ops``: TileGym's ported ops (tree A keeps its hand-written host code, tree B is regenerated);
     ``new``: kernels of ops with no cutile-rs port (tree B gets the kernel and agent-d's host code;
@@ -304,7 +305,7 @@ def pack(
     logs.mkdir(parents=True)
     commit, op_meta = "", {}
     if tilegym is not None:
-        commit, op_meta = _pack_trees(tilegym, work, stage, logs, ops, new or {}, cargo_target_dir)
+        commit, op_meta = _pack_trees(tilegym, work, stage, logs, ops, new or {}, cargo_target_dir, carry)
     fault_meta = None
     if faults_dir is not None:
         from gpu.pack.faults import pack_faults
@@ -337,6 +338,7 @@ def pack(
             ).stdout.strip()
         ),
         "ops": op_meta,
+        "carry": carry,  # tree B's wrappers carry the references' host code over (agent-d port --carry)
     }
     if fault_meta is not None:
         meta["faults"] = fault_meta
@@ -358,6 +360,7 @@ def _pack_trees(
     ops: list[str],
     new: dict[str, Path],
     cargo_target_dir: Path,
+    carry: bool = False,
 ) -> tuple[str, dict]:
     """The two TileGym trees, each op ported into tree B, both libraries built: (commit, per-op meta)."""
     from bot.infer.contract.host_contract import count_lines as contract_line_count
@@ -398,7 +401,7 @@ def _pack_trees(
     ops = [*ops, *new]
     for op in ops:
         log(f"agent-d port {op} (tree B)")
-        outcome = port_op(tree_b, op, cargo_target_dir, logs / f"port_{op}.txt")
+        outcome = port_op(tree_b, op, cargo_target_dir, logs / f"port_{op}.txt", carry)
         if outcome["status"] != "generated":
             strip_op(tree_b, op, strict=False)  # no partial or hand-written host code for this op in B
         op_meta[op]["pack"] = outcome
