@@ -406,7 +406,8 @@ def test_a_tensor_of_other_bytes_is_paired_with_one_of_its_extent_not_an_unused_
     reference["args"].insert(1, _desc([0], "float16", "empty"))
     found = dry_compare.compare(plan, signature, cases)
     assert found.identical, [dry_result.describe_row(r) for r in found.differences]
-    assert {r.reference for r in found.rows if r.param == "out_ptr"} == {"y: float16", "y: 131072"}
+    paired = {r.reference for r in found.rows if r.param == "out_ptr" and r.what in ("dtype", "numel")}
+    assert paired == {"y: float16", "y: 131072"}
 
 
 # Ours, shaped as TileGym's test_moe: the fused MoE aligns the tokens per expert
@@ -463,3 +464,47 @@ def test_a_test_that_needs_another_ops_port_is_blocked_naming_that_op(
         "this pull request, or land its port first"
     )
     assert [s.name for s in result.stages][-1] == "dry run" and result.tests is None
+
+
+def test_a_column_major_input_is_the_host_s_fault_with_both_stride_tuples(silu_checkout, tmp_path):
+    """silu_and_mul's kernel takes raw pointers: it sees the memory's order, not a shape. A wrapper
+    that hands it the input as a column-major view of the same values launches otherwise than the
+    reference, whose input is row-major: FAIL (host) before any GPU time, with both strides."""
+    target = Target(silu_checkout, "silu_and_mul")
+    plan, _facts, _co = make_plan(target, tmp_path / "plan")
+    signature = read_kernel(target.kernel_rs)
+    column_major = {**_desc([256, 1024], "float16", "in"), "strides": [1, 256]}
+    cases = _records(256, 512, _c_call(plan, 256, 512, inp=column_major))
+    found = dry_compare.compare(plan, signature, cases)
+    (row,) = found.differences
+    assert (row.param, row.what) == ("in_ptr", "contiguous")
+    assert row.reference == "x: True (strides (1024, 1))"
+    assert row.cutile_rs == "False (strides (1, 256))"
+    stop = dry.stop_for(found, [])
+    assert (stop.kind, stop.klass) == ("FAIL", "host")
+    assert "(1, 256)" in stop.reason and "(1024, 1)" in stop.reason
+
+
+def test_a_tensor_kernel_rs_cannot_take_as_the_reference_passes_it_is_the_kernel_s(silu_checkout, tmp_path):
+    """The reference hands the kernel a float32 output beside float16 inputs, and the port passes
+    the same: equal launches, but kernel.rs declares the output in the element type E it dispatches
+    on the input's (float16). The launcher would refuse it on the GPU (rc -6): it is kernel.rs's to
+    fix, FAIL (kernel) naming the parameter and both dtypes, found on the CPU."""
+    target = Target(silu_checkout, "silu_and_mul")
+    plan, _facts, _co = make_plan(target, tmp_path / "plan")
+    signature = read_kernel(target.kernel_rs)
+    cases = _records(256, 512, _c_call(plan, 256, 512, out=_desc([256, 512], "float32", "fresh-2")))
+    reference = next(iter(cases.values()))["launches"][0]
+    reference["args"][1] = _desc([256, 512], "float32", "fresh-1")
+    found = dry_compare.compare(plan, signature, cases)
+    assert found.host_differences == []
+    (row,) = found.kernel_differences
+    assert (row.param, row.reference, row.cutile_rs) == (
+        "out_ptr",
+        "kernel.rs declares E (the dispatched float16)",
+        "float32",
+    )
+    stop = dry.stop_for(found, [])
+    assert (stop.kind, stop.klass) == ("FAIL", "kernel")
+    assert "out_ptr" in stop.reason and "float16" in stop.reason and "float32" in stop.reason
+    assert "kernel.rs cannot take it" in found.headline()

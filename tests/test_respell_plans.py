@@ -63,10 +63,11 @@ def _planned(target: Target, out: Path) -> dict:
 
 
 def test_every_respelling_of_every_reference_plans_without_a_contract(tmp_path, tilegym_wheel):
-    repo = checkout_with_kernels(tmp_path / "tg", tilegym_wheel, KERNELS, FIXTURE_OPS)
-    rows = table_rows(repo, FIXTURE_OPS)
+    ours = checkout_with_kernels(tmp_path / "tg", tilegym_wheel, KERNELS, FIXTURE_OPS)
+    wheel = assemble_checkout(tmp_path / "wheel", tilegym_wheel, WHEEL_OPS, WHEEL_OPS).repo
+    rows = table_rows(ours, FIXTURE_OPS) + table_rows(wheel, WHEEL_OPS)
     assert len({r["kind"] for r in rows}) >= 8
-    assert len({r["op"] for r in rows}) == len(FIXTURE_OPS)
+    assert len({r["op"] for r in rows}) == len(FIXTURE_OPS) + len(WHEEL_OPS)
     for row in rows:
         assert "stop" not in row, row
         assert row["contract_lines"] == 0, row

@@ -29,8 +29,9 @@ import difflib
 import math
 
 from bot.dryrun.port_side import EvalError, PortLaunch, port_launches
-from bot.dryrun.result import DryRun, Row
+from bot.dryrun.result import KERNEL_DTYPE, DryRun, Row
 from bot.infer.direct.paths import UNPORTED_PATH
+from bot.plan.common import TORCH_DTYPES
 from bot.plan.types import LaunchPlan
 from bot.read.types import KernelSignature
 
@@ -68,6 +69,7 @@ def compare(
         learned.append((label, pairs_here))
         for mine, theirs in pairs_here:
             run.rows += _grid_rows(label, mine, theirs) + _tensor_rows(label, mine, theirs)
+            run.rows += _declared_rows(label, plan, signature, mine)
     run.rows += _scalar_rows(learned)
     if not run.cases:
         run.status = "not compared"
@@ -229,9 +231,25 @@ def _tensor_rows(case: str, mine: PortLaunch, theirs: dict) -> list[Row]:
             continue
         index, ref = matched[name]
         ref_name = params[index] if index < len(params) else f"argument {index}"
-        same_rank = mine.kinds[name] == "ten" and len(ref["shape"]) == len(desc["shape"])
-        fields = ("dtype", "shape", "strides") if same_rank else ("dtype", "numel")
-        for field_name in fields:  # a pointer's kernel sees only its element type and extent
+        same_rank = len(ref["shape"]) == len(desc["shape"])
+        if mine.kinds[name] == "ten" and same_rank:
+            fields: tuple[str, ...] = ("dtype", "shape", "strides")
+        else:  # a pointer's kernel sees its element type, its extent and its memory's order
+            fields = ("dtype", "numel")
+            contiguous = _contiguous(ref), _contiguous(desc)
+            rows.append(
+                Row(
+                    case,
+                    name,
+                    "contiguous",
+                    f"{ref_name}: {contiguous[0]} (strides {tuple(ref['strides'])})",
+                    f"{contiguous[1]} (strides {tuple(desc['strides'])})",
+                    contiguous[0] == contiguous[1],
+                )
+            )
+        if "storage_offset" in ref and "storage_offset" in desc:
+            fields += ("storage_offset",)
+        for field_name in fields:
             theirs_value, mine_value = ref[field_name], desc[field_name]
             rows.append(
                 Row(
@@ -242,6 +260,45 @@ def _tensor_rows(case: str, mine: PortLaunch, theirs: dict) -> list[Row]:
                     str(mine_value),
                     theirs_value == mine_value,
                 )
+            )
+    return rows
+
+
+def _contiguous(desc: dict) -> bool:
+    """Whether a tensor's strides are the row-major strides of its shape (a size-1 axis aside)."""
+    step = 1
+    for n, stride in zip(reversed(desc["shape"]), reversed(desc["strides"]), strict=True):
+        if n != 1 and stride != step:
+            return False
+        step *= n
+    return True
+
+
+def _declared_rows(case: str, plan: LaunchPlan, signature: KernelSignature, mine: PortLaunch) -> list[Row]:
+    """Each tensor against the element type kernel.rs declares for it: a tensor of another dtype is
+    one the launcher refuses (the element generic's tensors share the dispatched dtype; a fixed
+    type is that type). When the port passes what the reference passes, that is kernel.rs's to fix."""
+    entry = next((e for e in signature.entries if e.name == mine.entry), None)
+    if entry is None:
+        return []
+    ffi = plan.ffi
+    generic_param = next((t.param for t in ffi.tensors if t.name == ffi.dtype_from), "")
+    dispatched = (mine.values.get(generic_param) or {}).get("dtype", "") if generic_param else ""
+    slots = {s.generic: TORCH_DTYPES.get(s.dtype, "") for s in ffi.type_slots if s.dtype != "dtype"}
+    rows = []
+    for name, kind in mine.kinds.items():
+        if kind not in ("ten", "ptr"):
+            continue
+        elem = entry.param(name).elem
+        if elem == ffi.dtype_generic and ffi.dtype_generic:
+            wanted, declared = dispatched, f"{elem} (the dispatched {dispatched})"
+        else:
+            wanted = slots.get(elem) or TORCH_DTYPES.get(elem, "")
+            declared = elem
+        passed = mine.values[name].get("dtype", "")
+        if wanted and passed:
+            rows.append(
+                Row(case, name, KERNEL_DTYPE, f"kernel.rs declares {declared}", passed, passed == wanted)
             )
     return rows
 

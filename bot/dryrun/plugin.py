@@ -195,6 +195,7 @@ def describe(value) -> dict:
             "strides": list(value.stride()),
             "dtype": str(value.dtype).replace("torch.", ""),
             "numel": value.numel(),
+            "storage_offset": value.storage_offset(),
             "digest": _digest(value),
         }
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):

@@ -16,6 +16,7 @@ from pathlib import Path
 from bot import sandbox
 from bot.dryrun.compare import compare
 from bot.dryrun.result import DryRun, Row, describe_row
+from bot.errors import Failed
 from bot.testing import testrun
 
 __all__ = ["DryRun", "dry_run", "host_fix", "table"]
@@ -137,10 +138,28 @@ def _row(r: Row) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
+def stop_for(run: DryRun, contract_differences: list[str]) -> Failed | None:
+    """The verdict a dry run's differences make: the port launching otherwise than the reference
+    is the host's (``FAIL (host)``, both values); a tensor passed as the reference passes it, of an
+    element type kernel.rs does not declare for it, is the kernel's (``FAIL (kernel)``)."""
+    if run.host_differences:
+        return Failed("host", run.headline(), host_fix=host_fix(run, contract_differences))
+    if run.kernel_differences:
+        first = run.kernel_differences[0]
+        return Failed(
+            "kernel",
+            f"kernel.rs cannot take {first.param} as the reference passes it: {first.reference}, "
+            f"the reference passes {first.cutile_rs} ({first.case})",
+            followup=f"declare {first.param} in kernel.rs with the element type the reference passes "
+            f"({first.cutile_rs}), or convert it in the kernel",
+        )
+    return None
+
+
 def host_fix(run: DryRun, contract_differences: list[str]) -> str:
     """The fix line of a dry-run difference: the contract key when the porter's contract changed the
     launch, else what agent-d launched otherwise."""
-    first = run.differences[0]
+    first = (run.host_differences or run.differences)[0]
     if contract_differences:
         return f"host_contract.yaml: {contract_differences[0]}: launch as the reference does ({describe_row(first)})"
     return f"launch {first.param} as the reference does: {describe_row(first)}"

@@ -76,11 +76,16 @@ def carry_into(
         return None
     parts = Path(rel).with_suffix("").parts
     module = ".".join(parts[1:] if parts[0] == "src" else parts)
-    carried_plan = launch.plan(replace(inputs, carried=True))
+    carried_inputs = replace(inputs, carried=True)
+    carried_plan = launch.plan(carried_inputs)
+    load = _loader(target.repo)
+    found = carry.plan(text, rel, module, str(where["name"]), signature, carried_plan.ffi, load)
+    if found.paired_scalars & {d.name for d in carried_plan.ffi.derived}:
+        # a scalar the FFI would derive by a naming rule is one the carried launch passes: plan again
+        carried_inputs = replace(carried_inputs, carried_scalars=frozenset(found.paired_scalars))
+        carried_plan = launch.plan(carried_inputs)
+        found = carry.plan(text, rel, module, str(where["name"]), signature, carried_plan.ffi, load)
     carried_plan.more_tests = list(inputs.tests[1:])
-    found = carry.plan(
-        text, rel, module, str(where["name"]), signature, carried_plan.ffi, _loader(target.repo)
-    )
     carried_plan.missing = [m for m in carried_plan.missing if not carry.answers(m.key)] + found.missing
     if found.plan is None or carried_plan.missing:
         # the plan's own questions stay: they are the contract keys a porter can answer

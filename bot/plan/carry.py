@@ -41,6 +41,7 @@ class Carried:
     plan: CarryPlan | None
     missing: list[MissingFact] = field(default_factory=list)  # C arguments nothing values
     refused: str = ""  # why the reference cannot be carried over (no plan)
+    paired_scalars: set[str] = field(default_factory=set)  # kernel.rs scalars the launches pass
 
 
 def plan(
@@ -85,6 +86,7 @@ def plan(
     pairs = entries_of(program, by_name, signature.entries, {d.name for d in ffi.derived})
     carried: list[CarriedKernel] = []
     missing: list[MissingFact] = []
+    paired: set[str] = set()
     for wrapper_name, unit in by_name.items():
         kernel = program.bindings(unit)[0].stmt
         assert isinstance(kernel, ast.FunctionDef)
@@ -110,6 +112,7 @@ def plan(
             site_locals(sites, wrapper_name),
         )
         missing += mapped.missing
+        paired |= mapped.paired_scalars
         src = Source("reference", f"{where} -> kernel.rs entry {entry.name} ({pairs.how})")
         carried.append(
             CarriedKernel(
@@ -154,7 +157,7 @@ def plan(
         ],
         renames=_renames(names, primary),
     )
-    return Carried(carry, missing)
+    return Carried(carry, missing, paired_scalars=paired)
 
 
 def _renames(names: dict[Unit, str], units: list[Unit]) -> dict[str, str]:

@@ -36,6 +36,7 @@ class Mapped:
     missing: list[MissingFact] = field(default_factory=list)
     site_values: list[str] = field(default_factory=list)  # locals each launch site passes along
     per_element: list[str] = field(default_factory=list)  # list parameters walked together, one launch each
+    paired_scalars: set[str] = field(default_factory=set)  # kernel.rs scalars a parameter pairs with
 
 
 def map_kernel(
@@ -60,6 +61,7 @@ def map_kernel(
     where = f"{rel}:{kernel.lineno} {kernel.name}"
     out = Mapped(hints=decorator_hints(model, kernel))
     out.per_element = [ref for ref in list_elements(kernel) if ref in pairs and pairs[ref] in own]
+    out.paired_scalars = {p.name for p in entry.params if p.kind == "scalar" and p.name in of_place}
 
     def add(c_param: str, expr: str, why: str) -> None:
         out.args.append(CarriedArg(c_param, expr, Source("reference", f"{where}: {why}")))

@@ -99,6 +99,7 @@ class PlanInputs:
     # the wrapper is the reference's host code carried over (plan.carry): each of its launches is
     # one C call of the entry it names, on the grid it passes
     carried: bool = False
+    carried_scalars: frozenset[str] = frozenset()  # kernel.rs scalars the carried launches pass
 
     def primary_test(self) -> TestWiring:
         """The primary test file's wiring (an empty one when no test reaches the op)."""

@@ -192,14 +192,6 @@ def _variant_selection(entries: list[Entry], ffi: FfiInputs, missing: common.Mis
     """(selector C scalar or None, entry -> its ``when`` condition)."""
     if len(entries) == 1:
         return None, {entries[0].name: "always"}
-    if carried and ffi.variants is None:
-        # each launch of the carried code names its kernel, so the wrapper names the entry
-        src = Source(
-            "reference", "each ct.launch of the carried host code names its kernel: selector `entry`"
-        )
-        return CScalar("entry", "i32", "selector", "", src), {
-            e.name: f"entry == {i}" for i, e in enumerate(entries)
-        }
     if ffi.variants is not None:
         when = ffi.variants.value
         selector = (
@@ -220,7 +212,17 @@ def _variant_selection(entries: list[Entry], ffi: FfiInputs, missing: common.Mis
         }
     literal = [(_LITERAL_SUFFIX.match(e.name), e) for e in entries]
     if all(m for m, _ in literal) and len({m.group("base") for m, _ in literal}) == 1:
-        return None, _literal_selection(literal, ffi.dispatch_key, missing)
+        if ffi.dispatch_key is not None or not carried:
+            return None, _literal_selection(literal, ffi.dispatch_key, missing)
+    if carried:
+        # no rule says which entry: each launch of the carried code names its kernel, so its
+        # launcher names the entry
+        src = Source(
+            "reference", "each ct.launch of the carried host code names its kernel: selector `entry`"
+        )
+        return CScalar("entry", "i32", "selector", "", src), {
+            e.name: f"entry == {i}" for i, e in enumerate(entries)
+        }
     missing.add(
         "ffi.variants",
         "which condition selects each of "
@@ -330,6 +332,11 @@ class _Launches:
 
     def _scalar_value(self, name: str, ty: str, entry: Entry, c_name: str) -> tuple[str | None, Source]:
         """FFI expression for a kernel scalar, or (None, source) when it is a C argument of its own."""
+        if name in self.inputs.carried_scalars and name not in self.inputs.ffi.scalars:
+            # a parameter of the cuTile kernel the carried launch hands it outranks a naming rule
+            return None, Source(
+                "reference", f"`{name}` pairs with a parameter of the carried launch: a C argument"
+            )
         known = _known_scalar(name, self.kernel.bases, self.inputs.ffi)
         if known:
             expr, src = known

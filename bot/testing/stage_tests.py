@@ -131,10 +131,9 @@ def launch_dry_run(job: Job, python: str, interp: testrun.Interpreter, test_file
         missing = missing_op.find(no_launch, own_names(job), job.target.repo)
         if missing is not None:  # the tests need another op's port: nothing to compare until it exists
             raise Blocked("host", missing.reason(job.target.op), host_fix=missing.fix())
-        if found.differences:  # before any GPU time: the host launches otherwise than the reference
-            raise Failed(
-                "host", found.headline(), host_fix=dryrun.host_fix(found, job.result.launch_differences)
-            )
+        stop = dryrun.stop_for(found, job.result.launch_differences)
+        if stop is not None:  # before any GPU time
+            raise stop
         return found
 
     job.run.stage("dry run", compared, lambda r: r.headline())
