@@ -400,3 +400,27 @@ def test_a_helper_imported_from_another_cutile_module_is_carried_with_its_kernel
     from bot.emit.soundness import lint_python
 
     assert lint_python(text, "scale.py") == []
+
+
+def test_an_import_inside_a_carried_function_is_twinned_in_its_place_or_refused():
+    source = REFERENCE.replace(
+        "def _run(x, y):\n    n = x.numel()",
+        "def _run(x, y):\n    from .utils import next_power_of_2 as npow\n    from cuda.tile import cdiv\n"
+        "    n = x.numel() + cdiv(0, 1)\n    npow(n)",
+    )
+    entry = _entry()
+    found = carry.plan(source, REL, MODULE, "scale", _signature(entry), _ffi(entry))
+    assert found.refused == "", found.refused
+    py = PyPlan("scale", "direct", "x", "", ["float32"], [], {}, "direct", [], "", {}, "", {}, {}, "", "")
+    plan = LaunchPlan("scale", _ffi(entry), py, TestWiring("", "", None), carry=found.plan)
+    text = carried_py.render(plan, lambda _path: source)
+    assert "from tilegym.backend.cutile_rs.utils import next_power_of_2 as npow" in text
+    assert "cdiv = _rs_cdiv" in text
+    assert "from ." not in text and "from cuda" not in text and "import cuda" not in text
+    from bot.emit.soundness import lint_python
+
+    assert lint_python(text, "scale.py") == []
+    # a helper of another cuTile-backend module imported inside a function is not imported: refused
+    other = source.replace("from cuda.tile import cdiv", "from .layout import cdiv")
+    refused = carry.plan(other, REL, MODULE, "scale", _signature(entry), _ffi(entry))
+    assert "`tilegym.ops.cutile.layout.cdiv` belongs to the cuTile backend" in refused.refused

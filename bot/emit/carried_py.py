@@ -16,7 +16,7 @@ from bot.emit import carried_runtime as runtime
 from bot.emit import cdef
 from bot.infer.model import known
 from bot.infer.model.semantic import Binding, ModuleModel
-from bot.plan.carry import launch_sites, qualified_uses
+from bot.plan.carry import launch_sites, nested_imports, qualified_uses
 from bot.plan.types import CarriedKernel, CarryPlan, LaunchPlan
 from bot.targets.discover import cutile_registration
 
@@ -157,6 +157,8 @@ def _rewritten(
         ):
             owner.returns = None
 
+    _rewrite_nested_imports(model, stmt, used, imports)
+
     class Swap(ast.NodeTransformer):
         def visit(self, node):
             if id(node) in replace:
@@ -164,6 +166,38 @@ def _rewritten(
             return super().visit(node)
 
     return Swap().visit(stmt)
+
+
+def _rewrite_nested_imports(model: ModuleModel, stmt: ast.stmt, used: set[str], imports: list[str]) -> None:
+    """Each import inside a carried function, as the wrapper needs it, in its place: relative made
+    absolute, a cuTile helper's twin imported instead, a cuTile host name bound to the runtime's."""
+    replacements: dict[int, list[ast.stmt]] = {}
+    for node, alias, text in nested_imports(model, stmt):
+        use = known.resolve(text)
+        local = alias.asname or alias.name.split(".")[0]
+        if use.kind == "keep" and isinstance(node, ast.ImportFrom):
+            module, _, name = text.rpartition(".")
+            new: ast.stmt = ast.ImportFrom(module, [ast.alias(name, alias.asname)], 0)
+        elif use.kind == "keep":
+            new = ast.Import([alias])
+        elif use.kind == "import":
+            module, name = use.text.split(":")
+            new = ast.ImportFrom(module, [ast.alias(name, local if local != name else None)], 0)
+        elif use.kind in ("runtime", "torch"):
+            if use.kind == "runtime":
+                used.add(use.text)
+            new = ast.Assign([ast.Name(local, ast.Store())], ast.parse(use.text, mode="eval").body)
+        else:
+            continue  # cuda.tile itself: only the base of names rewritten where read
+        replacements.setdefault(id(node), []).append(ast.copy_location(new, node))
+    if not replacements:
+        return
+    for parent in ast.walk(stmt):
+        for field_name in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field_name, None)
+            if isinstance(block, list) and any(id(n) in replacements for n in block):
+                new_block = [r for n in block for r in replacements.get(id(n), [n])]
+                setattr(parent, field_name, new_block or [ast.Pass()])
 
 
 def _pass_site_values(stmt: ast.stmt, site_values: dict[int, list[str]]) -> None:

@@ -227,7 +227,27 @@ def foreign_names(
                 use = known.resolve(text)
                 if use.kind == "refuse":
                     found.append(f"line {line}: {use.text}")
+            for node, _alias, text in nested_imports(model, binding.stmt):
+                use = known.resolve(text)
+                if use.kind == "refuse":
+                    found.append(f"line {node.lineno}: {use.text}")
     return list(dict.fromkeys(found))
+
+
+def nested_imports(model: ModuleModel, stmt: ast.stmt) -> list[tuple[ast.stmt, ast.alias, str]]:
+    """(import statement, alias, qualified name) of each import inside a carried function
+    (``from .utils import next_power_of_2`` in a helper's body), relative ones resolved against
+    the module."""
+    out = []
+    for node in ast.walk(stmt):
+        if node is stmt or not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        for alias in node.names:
+            if isinstance(node, ast.ImportFrom):
+                out.append((node, alias, f"{model.absolute(node.module, node.level)}.{alias.name}"))
+            else:
+                out.append((node, alias, alias.name))
+    return out
 
 
 def _base(node: ast.expr) -> str:
