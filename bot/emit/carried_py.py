@@ -13,7 +13,7 @@ import ast
 from collections.abc import Callable
 
 from bot.emit import carried_runtime as runtime
-from bot.emit import cdef
+from bot.emit import wrapper_py
 from bot.infer.model import known
 from bot.infer.model.semantic import Binding, ModuleModel
 from bot.plan.carry import launch_sites, nested_imports, qualified_uses
@@ -72,7 +72,7 @@ def render(plan: LaunchPlan, read: Callable[[str], str]) -> str:
                     _unregister(stmt)
                 body.append(ast.unparse(stmt))
     lines = _head(plan, carry, imports, used_runtime)
-    lines += _constants(plan)
+    lines += ["\n".join(wrapper_py.constants(plan)).strip("\n")]
     lines += [runtime.KERNEL.rstrip("\n")]
     for piece in sorted(used_runtime & set(runtime.PIECES)):
         lines += [runtime.PIECES[piece].rstrip("\n")]
@@ -289,28 +289,6 @@ _STDLIB = {
     "re",
     "enum",
 }
-
-
-def _constants(plan: LaunchPlan) -> list[str]:
-    ffi = plan.ffi
-    dtypes = ", ".join(f"torch.{d}" for d in plan.python.dtypes) + (
-        "," if len(plan.python.dtypes) == 1 else ""
-    )
-    return [
-        "\n".join(
-            [
-                f'_KERNEL = "{plan.op}"',
-                f'_FFI_NAME = "{ffi.symbol}"',
-                "# The C declaration of the launcher in ffi.rs; agent-d checks the two agree before building.",
-                '_FFI_CDEF = """',
-                cdef.render(ffi).rstrip("\n"),
-                '"""',
-                f"_DTYPES = ({dtypes})",
-                "# num_cta_in_cga / occupancy value that leaves the compiler default.",
-                "_AUTO_COMPILE_OPTION = -1",
-            ]
-        )
-    ]
 
 
 def _ffi_call(plan: LaunchPlan) -> str:

@@ -19,7 +19,7 @@ _HELPERS = ("bind_kernel_function_cffi", "check_rc", "make_tensor_desc")
 
 def render(plan: LaunchPlan) -> str:
     body_text = _public_function(plan)
-    lines = _head(plan, body_text) + _constants(plan) + _module_helpers(plan, body_text)
+    lines = _head(plan, body_text) + constants(plan) + _module_helpers(plan, body_text)
     lines += ["", ""]
     lines += _launcher(plan)
     lines += ["", ""]
@@ -66,7 +66,7 @@ def _head(plan: LaunchPlan, body_text: str) -> list[str]:
     return lines
 
 
-def _constants(plan: LaunchPlan) -> list[str]:
+def constants(plan: LaunchPlan) -> list[str]:
     """The kernel's name, the launcher's symbol and C declaration, and the dtypes it takes."""
     py, ffi = plan.python, plan.ffi
     lines: list[str] = []
