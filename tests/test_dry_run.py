@@ -508,3 +508,16 @@ def test_a_tensor_kernel_rs_cannot_take_as_the_reference_passes_it_is_the_kernel
     assert (stop.kind, stop.klass) == ("FAIL", "kernel")
     assert "out_ptr" in stop.reason and "float16" in stop.reason and "float32" in stop.reason
     assert "kernel.rs cannot take it" in found.headline()
+
+
+def test_a_null_descriptor_is_refused_as_ffi_rs_refuses_it(silu_checkout, tmp_path):
+    """ffi.rs borrows every descriptor before it chooses a variant: a wrapper that passes a null one
+    (a carried launch of one entry, the other entry's tensors left out) is refused on the CPU, as
+    the launcher refuses it on the GPU (rc -5), not found equal."""
+    target = Target(silu_checkout, "silu_and_mul")
+    plan, _facts, _co = make_plan(target, tmp_path / "plan")
+    signature = read_kernel(target.kernel_rs)
+    found = dry_compare.compare(plan, signature, _records(256, 512, _c_call(plan, 256, 512, out=None)))
+    assert not found.identical
+    assert any("NULL_PTR (a null descriptor for out)" in r.cutile_rs for r in found.differences)
+    assert dry.stop_for(found, []).klass == "host"

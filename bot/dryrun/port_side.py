@@ -33,6 +33,9 @@ def port_launches(plan: LaunchPlan, signature: KernelSignature, call: list) -> l
     if len(call) != len(names):
         raise EvalError(f"the wrapper passed {len(call)} arguments to a {len(names)}-parameter launcher")
     env: dict[str, object] = dict(zip(names, call))
+    nulls = [t.name for t in ffi.tensors if env.get(t.name) is None]
+    if nulls:  # ffi.rs borrows every descriptor before it chooses a variant
+        return f"the launcher returns NULL_PTR (a null descriptor for {', '.join(nulls)})"
     env["dtype"] = _dtype_of(env.get(ffi.dtype_from)) if ffi.dtype_from else ""
     for d in ffi.derived:
         env[d.name] = evaluate(d.expr, env)
