@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 CUDA_TILE = "cuda.tile"
 CUTILE_BACKEND = "tilegym.ops.cutile"
-REGISTER = "tilegym.backend.register_impl"
 
 # cuTile host API -> the wrapper runtime's name for it
 RUNTIME = {
