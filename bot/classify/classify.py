@@ -1,6 +1,6 @@
 """Stage "classify": run facts -> ALL_PASS | FAIL(host|kernel) | BLOCKED(env|host|kernel).
 
-Rules (domain.md section 10; the reasoning in docs/classification.md), first match wins:
+Rules (docs/classification.md says each and why), first match wins:
 1. pytest could not start, or the interpreter lacks pytest/torch/a GPU/the tile toolchain
    -> BLOCKED env.
 2. agent-d stopped pytest at --test-timeout: a test silent past pytest-timeout's 60 s never returned
@@ -41,7 +41,7 @@ class _Launch:
     identical: bool = False
 
 
-PER_TEST_TIMEOUT_S = 60.0  # the run's --timeout=60 (domain.md section 7)
+PER_TEST_TIMEOUT_S = 60.0  # the run's --timeout=60 (docs/architecture.md, "Test results")
 # pytest-timeout's words: "Timeout >60.0s" before 2.2, "Timeout (>60.0s) from pytest-timeout." since
 _TIMEOUT = re.compile(r"Failed: Timeout \(?>\d", re.I)
 
@@ -79,7 +79,7 @@ _DEVICE_PATTERNS = (
 _ENV_PATTERNS = (
     re.compile(r"tileiras.*(not found|No such file)|CUDA driver too old|no CUDA device|CUDA_HOME", re.I),
 )
-# A dead process: who left evidence. Memory handed back twice (or not ours) is the host's (domain.md).
+# A dead process: who left evidence. Memory handed back twice (or not ours) is the host's (docs/classification.md).
 _HOST_CRASH = re.compile(r"double free|free\(\): invalid|munmap_chunk|corrupted (size|double-linked)", re.I)
 _DEVICE_CRASH = re.compile(
     r"panicked at|has overflowed its stack|CUDA error|CUDA_ERROR|illegal memory access|tileiras", re.I
