@@ -80,9 +80,29 @@ def test_known_keys_are_those_of_contract_v1():
         *(f"python.{k}" for k in ("inner_name", "inner_signature", "out_cols", "out_param", "generics.*")),
         *(f"python.{k}" for k in ("steps", "alloc", "tensors", "args.*", "configs", "key", "result")),
         "python.dtypes",
+        "python.per_element",
     }
     assert contract._known("ffi.scalars.n") and not contract._known("ffi.scalars")
     assert not contract._known("python.alloc.out") and not contract._known("contract.lines")
+
+
+def test_every_ffi_and_python_key_the_planner_reads_is_one_a_contract_may_give():
+    """A key the planner reads from the facts and the schema refuses could only come from a reader;
+    a porter could never say it (``python.per_element`` was one)."""
+    import re
+
+    source = (Path(__file__).parent.parent / "bot" / "plan" / "inputs.py").read_text(encoding="utf-8")
+    read = set(re.findall(r'facts(?:\.get\(|, )"((?:ffi|python)\.[\w.]+)"', source))
+    assert "python.per_element" in read and "ffi.variants" in read
+    for key in sorted(read):
+        assert contract._known(key) or contract._known(key + ".x"), key
+
+
+def test_a_contract_s_per_element_lists_reach_the_plan_inputs(tmp_path):
+    text = "contract_version: 1\npython:\n  per_element:\n    a: {list: group_A, item: Ai}\n"
+    assert _facts(tmp_path, text).get("python.per_element") == {"a": {"list": "group_A", "item": "Ai"}}
+    without_item = "contract_version: 1\npython:\n  per_element:\n    a: {list: group_A}\n"
+    assert _refusal(tmp_path / "refused", without_item)
 
 
 def test_unknown_top_level_key(tmp_path):

@@ -10,7 +10,7 @@ from functools import cache
 from bot.infer.contract.schema import Path, dotted, schema
 
 # Mappings that are values in their own right: their keys are names (entries, variables), not paths.
-LEAF_MAPPINGS = {"python.alloc", "python.tensors", "ffi.variants"}
+LEAF_MAPPINGS = {"python.alloc", "python.tensors", "python.per_element", "ffi.variants"}
 
 
 def nest(data: dict) -> tuple[dict, list[str]]:
