@@ -364,6 +364,18 @@ def _scalar_rows(learned: list[tuple[str, list[tuple[PortLaunch, dict]]]]) -> li
                 for case, pairs in learned
                 if len(pairs) > k and pairs[k][0].entry == first.entry  # the same variant launched
             ]
+            namesake = _namesake(name, [pool for _, _, pool in values])
+            if namesake is not None:  # the reference's own argument of that name is its counterpart
+                tuned = [
+                    pairs[k][1].get("tuned", {}).get(namesake, []) for _, pairs in learned if len(pairs) > k
+                ]
+                for (case, mine, pool), space in zip(values, tuned, strict=False):
+                    same = _close(pool[namesake], mine) or any(_close(t, mine) for t in space)
+                    told = f" (its search ranges over {', '.join(map(str, space))})" if space else ""
+                    rows.append(
+                        Row(case, name, "value", f"{namesake} = {pool[namesake]}{told}", str(mine), same)
+                    )
+                continue
             fits = set.intersection(
                 *[{q for q, v in pool.items() if _close(v, mine)} for _, mine, pool in values]
             )
@@ -380,6 +392,13 @@ def _scalar_rows(learned: list[tuple[str, list[tuple[PortLaunch, dict]]]]) -> li
                 same = best in pool and _close(pool[best], mine)
                 rows.append(Row(case, name, "value", f"{best} = {pool.get(best, '?')}", str(mine), same))
     return rows
+
+
+def _namesake(name: str, pools: list[dict[str, float]]) -> str | None:
+    """The reference's scalar argument named as ``name`` is (case aside) in every case, if one is."""
+    found = {q for q in pools[0] if _is_argument(q) and q.lower() == name.lower()}
+    found = {q for q in found if all(q in pool for pool in pools)}
+    return min(found) if len(found) == 1 else None
 
 
 def _is_argument(quantity: str) -> bool:

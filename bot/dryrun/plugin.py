@@ -8,7 +8,9 @@ strides and dtype, or its value). The tests themselves fail afterwards (their ou
 computed); only the launches count.
 
 The plugin keeps the first ``AGENT_D_DRYRUN_CASES`` test cases that exist for both backends
-(``cutile`` and ``cutile-rs``, the same other parameters) and deselects the rest. It writes
+(``cutile`` and ``cutile-rs``, the same other parameters), then, up to ``AGENT_D_DRYRUN_MAX_CASES``
+(default 8), each case naming a parameter value none kept names (``covering_cases``), and
+deselects the rest. It writes
 ``AGENT_D_DRYRUN_OUT`` (JSON) at the end of the session. Standard library and torch only: it
 runs in the checkout's interpreter, not agent-d's.
 """
@@ -22,8 +24,9 @@ import re
 import sys
 import types
 
-RECORDS: dict[str, dict] = {}
-_SEARCH: list = []  # the dry run's exhaustive search (first config, nothing launched), for both sides  # nodeid -> {"backend", "case", "launches", "error"}
+RECORDS: dict[str, dict] = {}  # nodeid -> {"backend", "case", "launches", "error"}
+_SEARCH: list = []  # the dry run's exhaustive search (first config, nothing launched), for both sides
+_TUNED: dict[str, dict[str, list]] = {}  # the test's reference kernel -> the values its search ranges over
 _CURRENT: list[str] = []
 _CUTILE_RS = re.compile(r"^cutile[-_]rs$")
 _CALL_PREFIX = "cutile_"
@@ -264,14 +267,19 @@ def _patch_cuda_tile() -> None:
                 "params": params,
                 "grid": [int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,))],
                 "args": [describe(a) for a in args],
+                "tuned": _TUNED.get(getattr(fn, "__name__", ""), {}),
             }
         )
 
     def exhaustive_search(search_space, stream, grid_fn, kernel, args_fn, hints_fn=None, **_):
-        """Autotuning chooses nothing here: the first config, as with autotuning switched off."""
+        """Autotuning chooses nothing here: the first config, as with autotuning switched off. The
+        values the search ranges over are kept with the kernel's launch: any of them is the
+        reference's as much as the first (a GPU picks whichever runs fastest)."""
         configs = list(search_space)
         if not configs:
             raise ValueError("the dry run was given an empty search space")
+        fn = getattr(kernel, "_pyfunc", kernel)
+        _TUNED[getattr(fn, "__name__", "")] = _search_values(configs)
         best = types.SimpleNamespace(config=configs[0], time_us=1.0)
         return types.SimpleNamespace(best=best, results=[best])
 
@@ -290,6 +298,17 @@ def _patch_cuda_tile() -> None:
             module.launch = launch  # `from cuda.tile import launch`
         if callable(getattr(module, "exhaustive_search", None)):
             module.exhaustive_search = exhaustive_search  # `from cuda.tile.tune import exhaustive_search`
+
+
+def _search_values(configs: list) -> dict[str, list]:
+    """Each numeric field of the configs -> the values it takes across them."""
+    values: dict[str, set] = {}
+    for config in configs:
+        fields = getattr(config, "__dict__", None) or (config if isinstance(config, dict) else {})
+        for name, value in fields.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                values.setdefault(str(name), set()).add(value)
+    return {name: sorted(v) for name, v in values.items()}
 
 
 class _RecordingLib:
@@ -344,6 +363,32 @@ def _backend(item) -> str:
     return ""
 
 
+MAX_CASES = 8  # the most cases the cover may take (each runs both backends' host code on the CPU)
+
+
+def _values(item) -> set[tuple[str, str]]:
+    """The (parameter, value) pairs of a test case, its backend aside."""
+    params = dict(getattr(getattr(item, "callspec", None), "params", {}))
+    params.pop("backend", None)
+    return {(k, repr(v)) for k, v in params.items()}
+
+
+def covering_cases(cases: list[set[tuple[str, str]]], wanted: int, most: int) -> list[int]:
+    """Indices of the cases to compare, in the test file's order: the first ``wanted``, then, up to
+    ``most``, a case naming a parameter value none taken names, the one naming most first. A value
+    (a dtype, a flag, a size) is what chooses a reference's kernel or launch path, so every value is
+    seen when ``most`` allows, as the perf stage's cover does."""
+    taken = list(range(min(wanted, len(cases))))
+    seen = set().union(*(cases[i] for i in taken)) if taken else set()
+    while len(taken) < min(most, len(cases)):
+        gain, first = max((len(cases[i] - seen), -i) for i in range(len(cases)) if i not in taken)
+        if gain == 0:
+            break
+        taken.append(-first)
+        seen |= cases[-first]
+    return sorted(taken)
+
+
 def _case(item) -> str:
     """The test case with its backend taken out: a cuTile case and its cutile-rs twin share it."""
     params = dict(getattr(getattr(item, "callspec", None), "params", {}))
@@ -387,7 +432,10 @@ def pytest_collection_modifyitems(session, config, items):
         backend = _backend(item)
         if backend in ("cutile", "cutile-rs"):
             by_case.setdefault(_case(item), {})[backend] = item
-    pairs = [case for case, sides in by_case.items() if len(sides) == 2][:wanted]
+    both = [case for case, sides in by_case.items() if len(sides) == 2]
+    most = max(wanted, int(os.environ.get("AGENT_D_DRYRUN_MAX_CASES", str(MAX_CASES))))
+    pairs = covering_cases([_values(by_case[c]["cutile"]) for c in both], wanted, most)
+    pairs = [both[i] for i in pairs]
     keep = {id(by_case[c][side]) for c in pairs for side in ("cutile", "cutile-rs")}
     deselected = [i for i in items if id(i) not in keep]
     items[:] = [i for i in items if id(i) in keep]
@@ -403,6 +451,7 @@ def pytest_runtest_setup(item):
     _patch_wrappers()
     torch.manual_seed(0)  # both backends' runs of a case draw the same inputs
     _CURRENT.append(item.nodeid)
+    _TUNED.clear()  # a search of an earlier test names none of this one's values
 
 
 def pytest_runtest_teardown(item):

@@ -9,6 +9,7 @@ import ast
 import math
 from dataclasses import dataclass
 
+from bot.plan import per_variant
 from bot.plan.common import TORCH_DTYPES
 from bot.plan.types import FfiPlan, LaunchPlan, Variant
 from bot.read.types import KernelSignature
@@ -23,7 +24,7 @@ class PortLaunch:
     entry: str
     grid: list[int]
     values: dict[str, object]  # kernel.rs parameter or generic -> a tensor description or a number
-    kinds: dict[str, str]  # name -> "ten" | "ptr" | "scalar" | "generic"
+    kinds: dict[str, str]  # name -> "ten" | "ptr" | "scalar" | "generic" | "dtype flag"
 
 
 def port_launches(plan: LaunchPlan, signature: KernelSignature, call: list) -> list[PortLaunch] | str:
@@ -33,8 +34,10 @@ def port_launches(plan: LaunchPlan, signature: KernelSignature, call: list) -> l
     if len(call) != len(names):
         raise EvalError(f"the wrapper passed {len(call)} arguments to a {len(names)}-parameter launcher")
     env: dict[str, object] = dict(zip(names, call))
+    if per_variant.split(ffi):  # the variant first, from scalars; then only its own descriptors
+        ffi = per_variant.part(ffi, _chosen(ffi, env))
     nulls = [t.name for t in ffi.tensors if env.get(t.name) is None]
-    if nulls:  # ffi.rs borrows every descriptor before it chooses a variant
+    if nulls:  # ffi.rs borrows every descriptor it reads before it launches
         return f"the launcher returns NULL_PTR (a null descriptor for {', '.join(nulls)})"
     env["dtype"] = _dtype_of(env.get(ffi.dtype_from)) if ffi.dtype_from else ""
     for d in ffi.derived:
@@ -55,9 +58,16 @@ def port_launches(plan: LaunchPlan, signature: KernelSignature, call: list) -> l
         for generic, expr in zip(entry.generics, v.generics):
             if generic.kind == "const":
                 values[generic.name] = evaluate(expr, env)
-                kinds[generic.name] = "generic"
+                # a flag of the element type (`cast_tf32(a)`): the reference's kernel reads the dtype
+                # itself, so it has no argument to compare with; the dtype rows compare its source
+                kinds[generic.name] = "dtype flag" if _of_dtype(expr, ffi) else "generic"
         out.append(PortLaunch(v.entry, [int(_number(evaluate(g, env))) for g in v.grid], values, kinds))
     return out
+
+
+def _of_dtype(expr: str, ffi: FfiPlan) -> bool:
+    derived = {d.name: d.expr for d in ffi.derived}
+    return derived.get(expr.strip(), expr).strip().startswith("cast_tf32(")
 
 
 def _chosen(ffi: FfiPlan, env: dict) -> Variant:

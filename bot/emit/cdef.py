@@ -12,7 +12,7 @@ from bot.plan.types import FfiPlan
 
 _RUST_TO_C = {
     "*const TensorDesc": "const TensorDesc*",
-    # spelled in full when kernel.rs imports another `TensorDesc` (ffi_rs._imports)
+    # spelled in full when kernel.rs imports another `TensorDesc` (ffi_imports.imports)
     "*const crate::ffi_util::TensorDesc": "const TensorDesc*",
     "i32": "int32_t",
     "u64": "uint64_t",

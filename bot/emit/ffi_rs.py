@@ -15,9 +15,8 @@ instead of aborting Python (``sync_on`` would leave its thread-local lock poison
 
 from __future__ import annotations
 
-import re
-
-from bot.emit import rustexpr
+from bot.emit import ffi_imports, rustexpr
+from bot.plan import per_variant
 from bot.plan.types import FfiPlan, LaunchPlan, Variant
 
 HEADER = [
@@ -36,13 +35,21 @@ _RC_CODES = (
 
 def render(plan: LaunchPlan, has_rc_module: bool = True) -> str:
     ffi = plan.ffi
-    imports, spelled = _imports(ffi, has_rc_module)
+    imports, spelled = ffi_imports.imports(ffi, has_rc_module)
     lines = [*HEADER, "//", *_signature_comment(ffi), "//", *_sources_comment(plan), ""]
     lines += imports
     lines.append("")
-    lines += _spell_out(_function(ffi, spelled), spelled)
+    if per_variant.split(ffi):
+        lines += ffi_imports.spell_out(_choose_variant(ffi), spelled)
+        for v in ffi.variants:
+            lines.append("")
+            lines += ffi_imports.spell_out(
+                _function(per_variant.part(ffi, v), spelled, _part_name(v)), spelled
+            )
+    else:
+        lines += ffi_imports.spell_out(_function(ffi, spelled), spelled)
     lines.append("")
-    lines += _spell_out(_desc_check_fn(), spelled)
+    lines += ffi_imports.spell_out(_desc_check_fn(), spelled)
     if ffi.style == "explicit" and not has_rc_module:
         lines.append("")
         lines += _local_rc_module()
@@ -82,120 +89,6 @@ def _sources_comment(plan: LaunchPlan) -> list[str]:
     return out
 
 
-_BYTE_TYPES = {"f8e4m3fn", "f8e5m2", "f4e2m1fnx2"}  # TensorDesc codes 7, 5, 6
-_TRAITS = {"TileKernel"}  # needed in scope for their methods only: `as _` keeps them out of the way
-
-
-def _imports(ffi: FfiPlan, has_rc_module: bool) -> tuple[list[str], dict[str, str]]:
-    """The ``use`` lines, and the names the body must spell as full paths.
-
-    kernel.rs and ffi.rs share one ``mod <op>``, so a name kernel.rs already imports explicitly at
-    its top level is not imported again (E0252): from the same path it is simply in scope; from
-    another path the body writes ours as its full path (a trait comes in ``as _``).
-    """
-    groups = _import_groups(ffi, has_rc_module)
-    theirs = {u.name: u.path.lstrip(":") for u in ffi.file_uses if not u.glob and u.name != "_"}
-    return _use_lines(groups, theirs)
-
-
-def _import_groups(ffi: FfiPlan, has_rc_module: bool) -> list[tuple[str, list[str]] | None]:
-    """Every (path, names) ffi.rs needs, in the file's order; None is the blank line between
-    the outside crates and ours."""
-    uses_ptr = any(t.kind == "ptr" for t in ffi.tensors)
-    fixed = not ffi.dtype_generic  # no element generic: no dtype dispatch
-    half = ["bf16", "f16"]
-    if fixed:
-        half = [h for h in half if any(t.elem == h for t in ffi.tensors)]
-    groups: list[tuple[str, list[str]] | None] = [("core::ffi", ["c_void"])]
-    if uses_ptr:
-        groups.append(("cuda_async::device_buffer", ["DevicePointer"]))
-    groups += [
-        # the byte element types a fixed-type tensor may have live beside Device in cuda_core
-        # (a fixed-type tensor's, or one the element generic is dispatched over: f8e5m2)
-        (
-            "cuda_core",
-            [
-                "Device",
-                "Stream",
-                *sorted({t for t in [e.elem for e in ffi.tensors] + ffi.dtypes if t in _BYTE_TYPES}),
-            ],
-        ),
-        ("cutile::half", half),
-        ("cutile::prelude", ["*"]),
-        ("cutile::tile_kernel", ["CompileOptions", "TileKernel"]),
-        None,
-        ("crate::ffi_util", sorted(_ffi_util_names(ffi, has_rc_module), key=str.lower)),
-        (ffi.module, sorted({v.entry for v in ffi.variants})),
-    ]
-    return groups
-
-
-def _ffi_util_names(ffi: FfiPlan, has_rc_module: bool) -> list[str]:
-    """The helpers of crate::ffi_util this ffi.rs calls."""
-    uses_tensor = any(t.kind == "tensor" for t in ffi.tensors)
-    uses_tf32 = any("cast_tf32(" in e for v in ffi.variants for e in v.generics) or any(
-        "cast_tf32(" in d.expr for d in ffi.derived
-    )
-    fixed = not ffi.dtype_generic
-    util = ["TensorDesc"]
-    if ffi.style == "macros" or has_rc_module:
-        util.append("rc")
-    if ffi.style == "explicit" and not fixed:
-        util.append("dtype_str")
-    if uses_tensor:
-        util.append("borrow_tensor")
-    if uses_tf32:
-        util.append("cast_tf32")
-    return util
-
-
-def _use_lines(
-    groups: list[tuple[str, list[str]] | None], theirs: dict[str, str]
-) -> tuple[list[str], dict[str, str]]:
-    """The ``use`` lines less what kernel.rs already imports, and the names to spell in full."""
-    spelled: dict[str, str] = {}
-    lines: list[str] = []
-    for group in groups:
-        if group is None:
-            lines.append("")
-            continue
-        prefix, names = group
-        kept = []
-        for name in names:
-            path = f"{prefix}::{name}"
-            if name not in theirs:
-                kept.append(name)
-            elif theirs[name] != path:
-                if name in _TRAITS:
-                    kept.append(f"{name} as _")
-                else:
-                    spelled[name] = path
-            # else: kernel.rs imports the very same path; it is in scope already
-        if not kept:
-            continue
-        braced = len(kept) > 1 or prefix == "crate::ffi_util"
-        lines.append(f"use {prefix}::" + ("{" + ", ".join(kept) + "}" if braced else kept[0]) + ";")
-    return lines, spelled
-
-
-_STRING = r'"(?:[^"\\]|\\.)*"'
-
-
-def _spell_out(lines: list[str], spelled: dict[str, str]) -> list[str]:
-    """Write each name in ``spelled`` as its full path where it starts a path in code (not in a
-    string or a comment, not after ``::`` or ``.``)."""
-    if not spelled:
-        return lines
-    names = "|".join(re.escape(n) for n in sorted(spelled, key=len, reverse=True))
-    pattern = re.compile(rf"{_STRING}|(?<![\w:.$])(?:{names})\b")
-
-    def sub(m: re.Match) -> str:
-        text = m.group(0)
-        return text if text.startswith('"') else spelled[text]
-
-    return [line if line.lstrip().startswith("//") else pattern.sub(sub, line) for line in lines]
-
-
 def _bind(ffi: FfiPlan):
     binds = {t.name: t.bind for t in ffi.tensors}
 
@@ -222,20 +115,52 @@ def _fixed_elem(ffi: FfiPlan) -> str:
     return next(t.elem for t in ffi.tensors if t.name == ffi.dtype_from)
 
 
-def _function(ffi: FfiPlan, spelled: dict[str, str]) -> list[str]:
-    """The exported C function: read the descriptors, check the arguments, set up the device and
-    launch the variant the dtype picks."""
-    bind, elem = _bind(ffi), _elem(ffi)
-    rust = lambda expr: rustexpr.to_rust(expr, bind, elem)  # noqa: E731
+def _params(ffi: FfiPlan) -> list[str]:
     params = [f"    {t.name}: *const TensorDesc," for t in ffi.tensors]
     params += [f"    {s.name}: {s.ctype}," for s in ffi.scalars]
-    params += ["    device_id: i32,", "    raw_stream: u64,"]
-    body = [
-        "#[unsafe(no_mangle)]",
-        f'pub unsafe extern "C" fn {ffi.symbol}(',
-        *params,
-        ") -> i32 {",
-    ]
+    return params + ["    device_id: i32,", "    raw_stream: u64,"]
+
+
+def _part_name(v: Variant) -> str:
+    return f"agent_d_launch_{v.entry}"
+
+
+def _choose_variant(ffi: FfiPlan) -> list[str]:
+    """The exported C function of a launcher whose variants take different tensors: choose the
+    variant from the scalars, then hand it only its own descriptors (the others may be null)."""
+    head = ["#[unsafe(no_mangle)]", f'pub unsafe extern "C" fn {ffi.symbol}(', *_params(ffi), ") -> i32 {"]
+    body: list[str] = []
+    passed: set[str] = set()
+    for i, v in enumerate(ffi.variants):
+        part = per_variant.part(ffi, v)
+        args = [t.name for t in part.tensors] + [s.name for s in part.scalars] + ["device_id", "raw_stream"]
+        passed |= set(args)
+        call = f"unsafe {{ {_part_name(v)}({', '.join(args)}) }}"
+        if v.when in ("else", "always"):
+            body += ["} else {" if i else "{", f"    {call}"]
+        else:
+            cond = rustexpr.strip_outer(rustexpr.to_rust(v.when, _bind(ffi), _elem(ffi)))
+            body += [("} else if " if i else "if ") + cond + " {", f"    {call}"]
+    if ffi.variants[-1].when not in ("else", "always"):
+        body += ["} else {", "    rc::INVALID_ARGS"]
+    body.append("}")
+    chooses = {n for v in ffi.variants if v.when not in ("else", "always") for n in rustexpr.names(v.when)}
+    unused = [n for n, _ in ffi.c_params() if n not in passed and n not in chooses]
+    ignored = [f"    let _ = {n};" for n in unused]  # a C argument no variant reads
+    return head + ignored + ["    " + line for line in body] + ["}"]
+
+
+def _function(ffi: FfiPlan, spelled: dict[str, str], private: str = "") -> list[str]:
+    """The exported C function (or, ``private``, one variant's part of it): read the descriptors,
+    check the arguments, set up the device and launch the variant the dtype picks."""
+    bind, elem = _bind(ffi), _elem(ffi)
+    rust = lambda expr: rustexpr.to_rust(expr, bind, elem)  # noqa: E731
+    head = (
+        [f"unsafe fn {private}("]
+        if private
+        else ["#[unsafe(no_mangle)]", f'pub unsafe extern "C" fn {ffi.symbol}(']
+    )
+    body = [*head, *_params(ffi), ") -> i32 {"]
     body += _read_descriptors(ffi)
     body += _descriptor_checks(ffi)
     for d in ffi.derived:

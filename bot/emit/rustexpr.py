@@ -9,57 +9,14 @@ name (``"f32"``, a fixed type generic such as an accumulator slot), and the oper
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable
+
+from bot.plan.expr import DTYPE_NAME, ExprError, parse
+from bot.plan.expr import names as names  # re-exported: the emitters read plans through this module
+from bot.plan.expr import tensors as tensors
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/", ast.Div: "/", ast.Mod: "%"}
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
-
-
-class ExprError(ValueError):
-    pass
-
-
-def parse(expr: str) -> ast.expr:
-    try:
-        return ast.parse(expr.strip(), mode="eval").body
-    except SyntaxError as exc:
-        raise ExprError(f"not a plan expression: {expr!r} ({exc.msg})") from None
-
-
-def names(expr: str) -> set[str]:
-    """Bare names an expression reads (function names and tensor arguments excluded)."""
-    tree = parse(expr)
-    found: set[str] = set()
-
-    def walk(node: ast.AST) -> None:
-        if isinstance(node, ast.Call):
-            fn = node.func.id if isinstance(node.func, ast.Name) else ""
-            args = node.args[1:] if fn in _TENSOR_FUNCS else node.args
-            for a in args:
-                walk(a)
-        elif isinstance(node, ast.Name):
-            found.add(node.id)
-        else:
-            for child in ast.iter_child_nodes(node):
-                walk(child)
-
-    walk(tree)
-    return found
-
-
-def tensors(expr: str) -> set[str]:
-    """C tensor names an expression reads through dim/stride/ptr/ten/cast_tf32."""
-    found: set[str] = set()
-    for node in ast.walk(parse(expr)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _TENSOR_FUNCS:
-            if node.args and isinstance(node.args[0], ast.Name):
-                found.add(node.args[0].id)
-    return found
-
-
-_TENSOR_FUNCS = {"dim", "stride", "ptr", "ten", "cast_tf32"}
-_DTYPE_NAME = re.compile(r"[a-z][a-z0-9]*")  # "f32": the one kind of string a plan expression holds
 
 
 def to_rust(expr: str, bind: Callable[[str], str], elem: Callable[[str], str]) -> str:
@@ -91,7 +48,7 @@ class _Render:
         if isinstance(node, ast.Constant) and isinstance(node.value, int):
             return str(node.value)
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if not _DTYPE_NAME.fullmatch(node.value):
+            if not DTYPE_NAME.fullmatch(node.value):
                 raise ExprError(f"a string in a plan expression names a dtype: {node.value!r}")
             return f'"{node.value}"'
         if isinstance(node, ast.Name):

@@ -83,7 +83,7 @@ def plan(
     ]
     passed = passed_names(sites)
     by_name = {names[u]: u for u in kernels}
-    pairs = entries_of(program, by_name, signature.entries, {d.name for d in ffi.derived})
+    pairs = entries_of(program, by_name, signature.entries, ffi_derived(ffi, signature))
     carried: list[CarriedKernel] = []
     missing: list[MissingFact] = []
     paired: set[str] = set()
@@ -405,14 +405,36 @@ def entries_of(
     return pairs
 
 
+def ffi_derived(ffi: FfiPlan, signature: KernelSignature) -> set[str]:
+    """The values ffi.rs derives from descriptors, by their own names and by the kernel.rs
+    parameters and generics they feed (matmul's `cast_tf32` and the generic `CAST_TF32`): no cuTile
+    parameter is their counterpart."""
+    names = {d.name for d in ffi.derived}
+    entries = {e.name: e for e in signature.entries}
+    fed = set()
+    for v in ffi.variants:
+        entry = entries.get(v.entry)
+        if entry is None:
+            continue
+        for g, expr in zip(entry.generics, v.generics, strict=False):
+            if expr in names:
+                fed.add(g.name)
+        for param, expr in zip(entry.params, v.args, strict=False):
+            if expr in names:
+                fed.add(param.name)
+    return names | fed
+
+
 def _pairs_fully(program: Program, unit: Unit, entry: Entry, derived: set[str] | frozenset[str]) -> bool:
-    """Whether every parameter and const generic of ``entry`` (but those the FFI derives from
-    descriptors) pairs with one of the kernel's."""
+    """Whether every tensor parameter and const generic of ``entry`` (but those the FFI derives
+    from descriptors) pairs with one of the kernel's. A runtime scalar need not: the reference may
+    compute it at the launch and not pass it (a local of the site, or asked for by name)."""
     kernel = program.bindings(unit)[0].stmt
     assert isinstance(kernel, ast.FunctionDef)
     pairs, _how = carry_args.pair_params(program.model(unit), kernel, entry, derived=derived)
-    wanted = {p.name for p in entry.params} | {g.name for g in entry.generics if g.kind == "const"}
-    return wanted - set(derived) <= set(pairs.values())
+    wanted = {p.name for p in entry.params if p.kind != "scalar"}
+    wanted |= {g.name for g in entry.generics if g.kind == "const"}
+    return bool(pairs) and wanted - set(derived) <= set(pairs.values())
 
 
 def param_list(kernel: ast.FunctionDef) -> list[str]:

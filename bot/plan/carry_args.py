@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bot.infer import by_position
 from bot.infer.launch.syntax import bool_params, generic_twin, plain_assign
 from bot.infer.list_params import element_twin, list_elements
 from bot.infer.model.semantic import ModuleModel
-from bot.plan.types import CarriedArg, FfiPlan, MissingFact, Variant
+from bot.plan.types import CarriedArg, CScalar, FfiPlan, MissingFact, Variant
 from bot.read.types import Entry
 from bot.targets.types import Source
 
@@ -86,7 +86,7 @@ def map_kernel(
             add(t.name, ref, f"parameter {ref} -> kernel.rs `{t.param}`{how.get(ref, '')}")
     dtype_ref = next((a.expr for a in out.args if a.c_param == ffi.dtype_from), "")
     out.dtype_tensor = dtype_ref if dtype_ref != "None" else ""
-    for s in ffi.scalars:
+    for s in _as_this_entry_reads(ffi, variant, entry):
         if s.role == "runtime_scalar":
             local = (site_locals or {}).get(s.feeds)
             if s.feeds in own and s.feeds not in of_place and local is not None:
@@ -121,6 +121,26 @@ def map_kernel(
                 ask(s.name, f"the selector of {entry.name}")
             else:
                 add(s.name, str(value), f"selects {entry.name} (when {variant.when})")
+    return out
+
+
+def _as_this_entry_reads(ffi: FfiPlan, variant: Variant, entry: Entry) -> list[CScalar]:
+    """The C scalars with the role each has for ``entry``: one C argument may be one entry's
+    runtime scalar and another's generic (flash_decode's `b`: a scalar of the attention kernel, the
+    generic `B` of splitk_reduce's), and a launch of each passes what its own entry reads."""
+    generic_of = {
+        expr: g.name for g, expr in zip(entry.generics, variant.generics, strict=False) if g.kind == "const"
+    }
+    param_of = {
+        expr: p.name for p, expr in zip(entry.params, variant.args, strict=False) if p.kind == "scalar"
+    }
+    out = []
+    for s in ffi.scalars:
+        if s.role in ("runtime_scalar", "generic") and s.name in param_of:
+            s = replace(s, role="runtime_scalar", feeds=param_of[s.name])
+        elif s.role in ("runtime_scalar", "generic") and s.name in generic_of:
+            s = replace(s, role="generic", feeds=generic_of[s.name])
+        out.append(s)
     return out
 
 
