@@ -131,9 +131,11 @@ def _add_port(sub) -> None:
 def _carry(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--carry",
-        action="store_true",
-        help="write the wrapper as the cuTile reference's host code carried over wherever it can be "
-        "(by default only where the plan's own wrapper half cannot say a value; docs/carry.md)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="write the wrapper as the cuTile reference's host code carried over (default); "
+        "--no-carry: the plan's own wrapper half where it can say every value, the way before issue 32, "
+        "kept while it is retired (docs/carry.md)",
     )
 
 
@@ -254,7 +256,7 @@ def _options(args, **extra) -> PortOptions:
         python=getattr(args, "python", ""),
         cargo_target_dir=getattr(args, "cargo_target_dir", None),
         sandbox=getattr(args, "sandbox", False),
-        carry=getattr(args, "carry", False),
+        carry=getattr(args, "carry", True),
         **extra,
     )
 

@@ -48,7 +48,7 @@ class PortOptions:
     perf: bool | None = None  # the perf stage after ALL_PASS (bot/perf): None on where a CUDA GPU is visible
     perf_timeout: float = 1800.0  # seconds for the perf stage's pytest (collection and run)
     perf_configs: int = CONFIG_CAP  # the perf stage's cap on configs, covering every parameter value (0: all)
-    carry: bool = False  # the wrapper carries the reference's host code over wherever it can (docs/carry.md)
+    carry: bool = True  # the wrapper carries the reference's host code over wherever it can (docs/carry.md)
 
     def out_dir(self, op: str) -> Path:
         root = self.out_root or Path(
@@ -107,7 +107,7 @@ class Job:
     awaiting_facts: StageStop | None = None
     applied: ApplyResult | None = None  # what apply wrote, to take back when the build faults it
     signature: KernelSignature | None = None  # the kernel's, as the reader gave it
-    carry_always: bool = False  # PortOptions.carry
+    carry_always: bool = True  # PortOptions.carry
 
     @classmethod
     def start(cls, target: Target, options: PortOptions) -> Job:

@@ -46,8 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--new-ops", nargs="*", help="only these of --new-kernels (default: all of them)")
     s.add_argument(
         "--carry",
-        action="store_true",
-        help="port tree B with `agent-d port --carry`: each wrapper carries its reference's host code over",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="port tree B with each wrapper carrying its reference's host code over (default); "
+        "--no-carry: `agent-d port --no-carry`, the plan's own wrapper half where it can say every value",
     )
     s.add_argument(
         "--faults",

@@ -424,3 +424,26 @@ def test_an_import_inside_a_carried_function_is_twinned_in_its_place_or_refused(
     other = source.replace("from cuda.tile import cdiv", "from .layout import cdiv")
     refused = carry.plan(other, REL, MODULE, "scale", _signature(entry), _ffi(entry))
     assert "`tilegym.ops.cutile.layout.cdiv` belongs to the cuTile backend" in refused.refused
+
+
+def test_a_carried_search_sweeps_what_the_plan_s_sweep_rule_keeps():
+    """The configs come from the reference's own code at run time; the wrapper keeps the ones the
+    plan-time rule would (its first, every field value, every pair of values), at most the limit."""
+    from types import SimpleNamespace
+
+    from bot.emit import carried_runtime
+    from bot.plan import sweep
+
+    namespace: dict = {}
+    exec(carried_runtime.PIECES["_rs_exhaustive_search"], namespace)  # defines _rs_sweep beside it
+    configs = [
+        SimpleNamespace(TILE_M=m, TILE_N=n, num_ctas=1, occupancy=o)
+        for m in (256, 128, 64)
+        for n in (128, 64)
+        for o in (1, 2, 4)
+    ]
+    kept, _ = sweep._kept([vars(c) for c in configs])
+    assert namespace["_rs_sweep"](configs) == [configs[i] for i in kept]
+    assert len(kept) == sweep.SWEEP_LIMIT < len(configs)
+    assert namespace["_rs_sweep"](configs[:3]) == configs[:3]
+    assert namespace["_rs_sweep"]([configs[0], configs[0]]) == [configs[0]]  # a repeat compiles nothing new

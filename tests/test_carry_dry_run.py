@@ -64,7 +64,10 @@ def test_the_wheel_references_carried_over_launch_as_the_references_do(tmp_path,
         assert plan.carry is not None, op
         assert found.status == "compared", (op, found.why)
         assert found.identical, (op, [dry_result.describe_row(r) for r in found.differences])
-        assert len(found.cases) == dry.CASES, op
+        assert dry.CASES <= len(found.cases) <= 8, op
+        launched = {r.param.removesuffix(" grid") for r in found.rows if r.what == "grid"}
+        if op == "bmm":  # the cover reaches the case the first three do not: static_persistent=False
+            assert launched == {e.name for e in read_kernel(Target(repo, op).kernel_rs).entries}, launched
         wrapper = (repo / "src/tilegym/ops/cutile_rs" / f"{op}.py").read_text(encoding="utf-8")
         assert "cuda.tile" not in wrapper and "ops.cutile." not in wrapper, op
 
@@ -83,4 +86,4 @@ def test_a_reference_the_plan_cannot_read_is_carried_and_launches_as_it_does(tmp
     assert found.status == "compared" and found.identical, [
         dry_result.describe_row(r) for r in found.differences
     ]
-    assert len(found.cases) == dry.CASES
+    assert len(found.cases) >= dry.CASES

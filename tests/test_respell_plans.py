@@ -93,4 +93,4 @@ def test_the_wheel_ops_respelled_launch_as_their_references(tmp_path, tilegym_wh
         found = dry.dry_run(target, plan, read_kernel(target.kernel_rs), python, tests, out)
         assert found.status == "compared", (op, found.why)
         assert found.identical, (op, [dry_result.describe_row(r) for r in found.differences])
-        assert len(found.cases) == dry.CASES, op
+        assert dry.CASES <= len(found.cases) <= 8, op

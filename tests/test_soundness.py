@@ -16,7 +16,7 @@ import pytest
 
 from bot import pipeline
 from bot.demo import assemble_checkout
-from bot.emit import ffi_rs, wrapper_py
+from bot.emit import ffi_rs, generate
 from bot.emit.soundness import check_plan, lint_python
 from bot.errors import OwnBug
 from bot.job import PortOptions
@@ -54,15 +54,14 @@ def _status(repo: Path) -> str:
 
 
 def _plant_in_wrapper(monkeypatch, line: str) -> None:
-    """The wrapper emitter writes ``line`` into the registered function, before its result."""
-    original = wrapper_py.render
+    """The wrapper, however it is written (carried over or rendered from the plan), gets ``line``
+    inside a function of its own at its end."""
+    original = generate._wrapper
 
-    def render(plan):
-        text = original(plan)
-        assert "    result = " in text
-        return text.replace("    result = ", f"    {line}\n    result = ", 1)
+    def wrapper(target, plan):
+        return original(target, plan).rstrip("\n") + f"\n\n\ndef _planted():\n    {line}\n"
 
-    monkeypatch.setattr(wrapper_py, "render", render)
+    monkeypatch.setattr(generate, "_wrapper", wrapper)
 
 
 def _assert_own_bug_and_nothing_applied(result, repo: Path, where: str) -> None:
@@ -173,7 +172,8 @@ def test_a_kernel_that_compiles_and_lacks_facts_is_asked_about_and_says_it_compi
 def test_a_plan_value_reading_an_unbound_name_is_agent_ds_bug(demo, tmp_path):
     from bot.emit.stage_generate import make_plan
 
-    plan, _, _ = make_plan(Target(demo, OP), tmp_path / "plan")
+    # the plan's own wrapper half (a carried wrapper's values are the reference's code, checked as a file)
+    plan, _, _ = make_plan(Target(demo, OP), tmp_path / "plan", carry_always=False)
     check_plan(plan)  # the real plan is closed
     scalar = plan.ffi.scalars[0].name
     plan.python.ffi_args[scalar] = "n_cols * 2"
@@ -186,7 +186,7 @@ def test_a_plan_value_reading_an_unbound_name_is_agent_ds_bug(demo, tmp_path):
 def test_a_step_reading_a_name_a_later_step_binds_is_unbound(demo, tmp_path):
     from bot.emit.stage_generate import make_plan
 
-    plan, _, _ = make_plan(Target(demo, OP), tmp_path / "plan")
+    plan, _, _ = make_plan(Target(demo, OP), tmp_path / "plan", carry_always=False)
     plan.python.steps[:0] = [
         PyStep("let", target="early", expr="late + 1"),
         PyStep("let", target="late", expr="1"),
@@ -198,7 +198,7 @@ def test_a_step_reading_a_name_a_later_step_binds_is_unbound(demo, tmp_path):
 def test_a_let_nothing_reads_is_dropped_and_one_read_later_is_kept(demo, tmp_path):
     from bot.emit.stage_generate import make_plan
 
-    plan, _, _ = make_plan(Target(demo, OP), tmp_path / "plan")
+    plan, _, _ = make_plan(Target(demo, OP), tmp_path / "plan", carry_always=False)
     scalar = plan.ffi.scalars[0].name
     plan.python.ffi_args[scalar] = "kept_value"
     closure.drop_unread_lets(plan)  # what the replaced value read is no longer read

@@ -352,6 +352,14 @@ def normal_plan(
     ffi["scalars"] = {s.pop("name"): s for s in ffi["scalars"]}
     py["per_element"] = {e.pop("tensor"): e for e in py["per_element"]}
     ffi["derived"] = {x["name"]: x["expr"] for x in ffi["derived"]}
+    if d["carry"]:  # carried: each kernel by name, each C argument's value by name
+        for kernel in d["carry"]["kernels"]:
+            kernel["args"] = {a["c_param"]: a["expr"] for a in kernel["args"]}
+            # as dtype_from: any parameter handed to an input of the element generic
+            dtype_inputs = {kernel["args"].get(t) for t in inputs_of_dtype}
+            if kernel["dtype_tensor"] in dtype_inputs:
+                kernel["dtype_tensor"] = "<an input of the element generic>"
+        d["carry"]["kernels"] = {k.pop("name"): k for k in d["carry"]["kernels"]}
     d["missing"] = [m["key"] for m in d["missing"]]
     mapped = _mapped(d, names)
     # the checks in an order of the original's names: sorted by the variant's own names, two flag
@@ -379,6 +387,9 @@ def without_extra(data: dict, c_arg: str, param: str) -> dict:
     data["python"]["ffi_args"].pop(c_arg, None)
     for v in data["ffi"]["variants"]:
         v["args"].pop(param, None)
+    for kernel in (data["carry"] or {}).get("kernels", {}).values():  # carried: the launch site's own local
+        kernel["args"].pop(c_arg, None)
+        kernel["site_values"] = [n for n in kernel["site_values"] if n != param]
     return data
 
 
@@ -425,7 +436,7 @@ def diff(a, b, path: str = "") -> list[str]:
 
 @dataclass
 class Outcome:
-    result: str  # "same plan" | "asks" | "differs" | "stops"
+    result: str  # "same plan" | "asks" | "differs" | "stops" | "carried" | "own half"
     keys: list[str] = field(default_factory=list)  # asks: the keys asked
     detail: list[str] = field(default_factory=list)  # differs: where; stops: why
 
@@ -437,17 +448,19 @@ class Original:
     text: str
     sig: KernelSignature
     plan: LaunchPlan
+    carry: bool = False  # planned with the reference's host code carried over (the port's default)
 
 
-def original(repo: Path, op: str) -> Original:
+def original(repo: Path, op: str, carry: bool = False) -> Original:
+    """``carry`` off: the plan's own wrapper half (``--no-carry``), which the table of
+    docs/variants.md measures until it is retired; on: as a port plans it."""
     from bot.pipeline import make_plan
     from bot.read.reader import read_kernel
     from bot.targets.types import Target
 
     target = Target(repo, op)
-    return Original(
-        target.kernel_rs.read_text(), read_kernel(target.kernel_rs), make_plan(target, repo / "out" / op)[0]
-    )
+    plan = make_plan(target, repo / "out" / op, carry_always=carry)[0]
+    return Original(target.kernel_rs.read_text(), read_kernel(target.kernel_rs), plan, carry)
 
 
 def variants_of(repo: Path, op: str, orig: Original) -> list[Variant]:
@@ -481,16 +494,19 @@ def plan_variant(repo: Path, variant: Variant, orig: Original) -> Outcome:
         target.kernel_rs.write_text(variant.kernel_rs)
         sig = read_kernel(target.kernel_rs)  # syn parses it
         try:
-            plan = make_plan(target, repo / "out" / variant.op)[0]
+            plan = make_plan(target, repo / "out" / variant.op, carry_always=orig.carry)[0]
         except StageStop as stop:
             return Outcome("stops", detail=[f"{stop.kind} {stop.klass}: {stop.reason}"])
     finally:
         target.kernel_rs.write_text(orig.text)
     if plan.missing:
         return Outcome("asks", keys=[m.key for m in plan.missing])
-    if plan.carry is not None:
-        # the plan's own wrapper half asked, and the reference's host code was carried over instead:
-        # its launch is then compared with the reference's by the dry run, not as plan data here
+    if plan.carry is None and orig.plan.carry is not None:
+        # carried, the variant asked; the plan's own wrapper half answered it
+        return Outcome("own half")
+    if plan.carry is not None and orig.plan.carry is None:
+        # the original's own wrapper half planned, the variant's asked and the reference's host code
+        # was carried over instead: its launch is compared with the reference's by the dry run
         if variant.extra:
             values = {a.c_param: a.expr for k in plan.carry.kernels for a in k.args}
             if values.get(variant.extra) != f"int(site[{variant.extra!r}])":
@@ -504,8 +520,19 @@ def plan_variant(repo: Path, variant: Variant, orig: Original) -> Outcome:
     after = normal_plan(plan, sig, variant.names, orig.sig)
     if variant.extra:
         c_arg = variant.extra
-        value = after["python"]["ffi_args"].get(c_arg, "")
-        if value not in (variant.extra, f"int({variant.extra})"):
+        if after["carry"]:
+            values = [
+                value
+                for k in after["carry"]["kernels"].values()
+                for name, value in k["args"].items()
+                if name.lower() == c_arg.lower()
+            ]
+            value = next((v for v in values if v != "0"), "")  # "0": a launch whose entry takes none
+        else:
+            value = after["python"]["ffi_args"].get(c_arg, "")
+        own = re.fullmatch(r"int\((\w+)\)", value)  # the reference kernel's own parameter of that name
+        named = own is not None and own.group(1).lower() == variant.extra.lower()
+        if not named and value not in (variant.extra, f"int(site[{variant.extra!r}])"):
             return Outcome("differs", detail=[f"{c_arg} = {value!r}, not the reference's {variant.extra}"])
         after = without_extra(after, c_arg, variant.extra)
     if variant.form:

@@ -8,6 +8,8 @@ cached in a dict) all work as written: they are values, not shapes to recognise.
 
 from __future__ import annotations
 
+from bot.plan.sweep import SWEEP_LIMIT
+
 KERNEL_CLASS = "_RsKernel"
 LAUNCH = "_rs_launch"
 FFI_CALL = "_rs_ffi_call"
@@ -53,13 +55,12 @@ def _rs_replace_hints(kernel, **hints):
 """,
     "_rs_exhaustive_search": f'''
 def _rs_exhaustive_search(search_space, stream, grid_fn, kernel, args_fn, hints_fn=None, **_options):
-    """cuTile's exhaustive search as the cutile-rs autotuner runs it: every config launched and
-    timed, the fastest returned as ``result.best.config``."""
+    """cuTile's exhaustive search as the cutile-rs autotuner runs it: the configs (at most the sweep
+    limit of them, ``_rs_sweep``) launched and timed, the fastest returned as ``result.best.config``."""
     configs = list(search_space)
     if not configs:
         raise ValueError(f"cutile-rs {{_KERNEL}}: an empty autotune search space for {{kernel.name}}")
-    if is_autotune_disabled():
-        configs = configs[:1]
+    configs = configs[:1] if is_autotune_disabled() else _rs_sweep(configs)
 
     def run(cfg):
         tuned = kernel.replace_hints(**hints_fn(cfg)) if hints_fn is not None else kernel
@@ -68,6 +69,33 @@ def _rs_exhaustive_search(search_space, stream, grid_fn, kernel, args_fn, hints_
     key = (tuple(_rs_tuning_key(a) for a in args_fn(configs[0])), tuple(repr(c) for c in configs))
     tuned = autotune_launch(kernel_fn=run, configs=configs, key=key, kernel_name=kernel.name)
     return SimpleNamespace(best=SimpleNamespace(config=tuned.best_config))
+
+
+def _rs_sweep(configs, limit={SWEEP_LIMIT}):
+    """At most ``limit`` configs, each compiled on first use: the reference's first, then every
+    field value once, then every pair of values of two fields, then its order; kept in its order."""
+    distinct = []
+    for cfg in configs:
+        if repr(cfg) not in map(repr, distinct):
+            distinct.append(cfg)
+
+    def values(cfg):
+        fields = vars(cfg) if hasattr(cfg, "__dict__") else (cfg if isinstance(cfg, dict) else {{}})
+        return sorted((str(k), repr(v)) for k, v in fields.items())
+
+    singles = [set(values(c)) for c in distinct]
+    pairs = [{{(a, b) for i, a in enumerate(v) for b in v[i + 1 :]}} for v in map(values, distinct)]
+    kept = [0]
+    for grain in (singles, pairs):
+        seen = set().union(*(grain[i] for i in kept))
+        while len(kept) < min(limit, len(distinct)):
+            gain, best = max((len(grain[i] - seen), -i) for i in range(len(distinct)) if i not in kept)
+            if gain == 0:
+                break
+            kept.append(-best)
+            seen |= grain[-best]
+    kept += [i for i in range(len(distinct)) if i not in kept][: max(0, limit - len(kept))]
+    return [distinct[i] for i in sorted(kept)]
 
 
 def _rs_tuning_key(value):

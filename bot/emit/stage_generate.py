@@ -90,11 +90,18 @@ def generate_files(job: Job) -> None:
 def contract_differences(
     target: Target, found: Discovery, out_dir: Path, signature, co, facts, plan
 ) -> list[str]:
-    """What the porter's contract changes in the launch: the classifier's evidence against the host side."""
+    """What the porter's contract changes in the launch: the classifier's evidence against the host side.
+    Both plans are the plan's own reading (no carry): a carried plan holds the reference's values as
+    code, run at launch, where this compares them as expressions."""
     if not any(f.source.kind in PORTER for f in facts.items.values()):
         return []
     unaided = gather_facts(target, found, out_dir, signature, porter=False)
-    return launch_diff.differences(plan, build_plan(target, signature, unaided, co))
+    with_contract = (
+        plan if plan.carry is None else build_plan(target, signature, facts, co, carry_always=False)
+    )
+    return launch_diff.differences(
+        with_contract, build_plan(target, signature, unaided, co, carry_always=False)
+    )
 
 
 def read_signature(target: Target):
@@ -118,7 +125,7 @@ def read_signature(target: Target):
         raise Blocked("env", f"the kernel reader is unavailable: {exc}") from None
 
 
-def make_plan(target: Target, out_dir: Path, carry_always: bool = False):
+def make_plan(target: Target, out_dir: Path, carry_always: bool = True):
     """Signature, checkout facts and sources merged into the launch plan (what ``agent-d plan`` shows).
 
     Returns ``(plan, facts, checkout)``; raises ``StageStop`` like the pipeline's stages.

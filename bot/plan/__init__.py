@@ -21,10 +21,11 @@ from bot.targets.types import Target
 
 
 def build_plan(
-    target: Target, signature: KernelSignature, facts: Facts, checkout: Checkout, carry_always: bool = False
+    target: Target, signature: KernelSignature, facts: Facts, checkout: Checkout, carry_always: bool = True
 ) -> LaunchPlan:
-    """``carry_always``: the wrapper is the reference's host code carried over even where the plan's
-    own wrapper half is complete (by default only where it is not; the migration's switch)."""
+    """``carry_always`` (the default): the wrapper is the reference's host code carried over wherever
+    it can be; off, only where the plan's own wrapper half cannot say a value (``--no-carry``, kept
+    while that half is retired: docs/carry.md)."""
     if not signature.entries:
         raise Failed(
             "kernel",
@@ -52,7 +53,12 @@ def build_plan(
     plan.more_tests = list(inputs.tests[1:])
     plan.missing += _unbound(plan, inputs.tried.get("python.tensors", ()))
     closure.drop_unread_lets(plan)  # a reference's own `grid = ...` the FFI computes: an unused local
-    if carry_always or (plan.missing and all(carry.answers(m.key) for m in plan.missing)):
+    # a contract that states the wrapper (any python.* key) is the porter's word: the plan's own
+    # wrapper half honours it, so it is carried over only where that half still asks
+    porter_wrapper = any(f.source.kind == "contract" for f in facts.under("python").values())
+    if (carry_always and not porter_wrapper) or (
+        plan.missing and all(carry.answers(m.key) for m in plan.missing)
+    ):
         # what the wrapper half could not distil, the reference's host code says as code
         carried = carry_into(target, signature, facts, inputs, plan)
         if carried is not None:

@@ -288,7 +288,7 @@ def pack(
     new: dict[str, Path] | None = None,
     faults_dir: Path | None = None,
     faults_tilegym: Path | None = None,
-    carry: bool = False,
+    carry: bool = True,
 ) -> dict:
     """``ops``: TileGym's ported ops (tree A keeps its hand-written host code, tree B is regenerated);
     ``new``: kernels of ops with no cutile-rs port (tree B gets the kernel and agent-d's host code;
@@ -360,7 +360,7 @@ def _pack_trees(
     ops: list[str],
     new: dict[str, Path],
     cargo_target_dir: Path,
-    carry: bool = False,
+    carry: bool = True,
 ) -> tuple[str, dict]:
     """The two TileGym trees, each op ported into tree B, both libraries built: (commit, per-op meta)."""
     from bot.infer.contract.host_contract import count_lines as contract_line_count
