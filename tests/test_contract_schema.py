@@ -216,7 +216,7 @@ ffi:
     k: [n_rows, 1, 1]
 python:
   register: {name: op, kind: direct}
-  alloc: {out.rows: torch.empty_like(x)}
+  alloc: {out_rows: torch.empty_like(x)}
   args:
     bm: 64
 """
@@ -227,7 +227,7 @@ ffi.grid.k: [n_rows, 1, 1]
 python.register.name: op
 python:
   register.kind: direct
-  alloc: {out.rows: torch.empty_like(x)}
+  alloc: {out_rows: torch.empty_like(x)}
 python.args.bm: 64
 """
 
@@ -240,7 +240,7 @@ def test_dotted_and_nested_spellings_give_the_same_facts(tmp_path):
         return {k: (f.value, f.source) for k, f in facts.items.items() if k != "contract.lines"}
 
     assert keyed(nested) == keyed(dotted) and len(keyed(nested)) == 6
-    assert nested.get("python.alloc") == {"out.rows": "torch.empty_like(x)"}  # a name, not split
+    assert nested.get("python.alloc") == {"out_rows": "torch.empty_like(x)"}
     assert (
         nested.source("ffi.grid.k").detail
         == "src/tilegym/ops/cutile_rs/op_kernel/host_contract.yaml: ffi.grid.k"

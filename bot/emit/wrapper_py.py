@@ -194,9 +194,9 @@ def _launch_lines(plan: LaunchPlan, call: str) -> list[str]:
 
 def _step(step: PyStep) -> list[str]:
     if step.kind == "check":
-        message = step.message.replace('"', '\\"')
-        quote = "f" if "{" in message else ""
-        return [f"if {step.expr}:", f'    raise {step.error}({quote}"{message}")']
+        # repr() writes the literal, escapes and quotes included: a message cannot end it early
+        literal = ("f" if "{" in step.message else "") + repr(step.message)
+        return [f"if {step.expr}:", f"    raise {step.error}({literal})"]
     if step.kind == "detach":
         return [f"{n} = {n}.detach() if {n}.requires_grad else {n}" for n in step.names]
     if step.kind == "let":

@@ -12,16 +12,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import yaml
-
 from bot.errors import Blocked
-from bot.infer.contract import keys, schema
+from bot.infer.contract import bounded_yaml, keys, schema, typed
 from bot.infer.contract.keys import LEAF_MAPPINGS
 from bot.infer.facts import Facts
 from bot.targets.types import Source, Target
 
 CONTRACT_NAME = "host_contract.yaml"
 VERSION = 1
+MAX_REPORT_CHARS = 1 << 20
+MAX_PROBLEMS = 12  # lines of a refusal: enough to fix a contract, never a flood
 _AGENT_B_BLOCK = re.compile(r"host_launch_contract[^\n]*\n+```ya?ml\n(?P<body>.*?)\n```", re.S | re.I)
 
 
@@ -33,8 +33,8 @@ def gather(target: Target, facts: Facts) -> None:
     path = contract_path(target)
     if not path.is_file():
         return
-    text = path.read_text(encoding="utf-8")
     rel = str(path.relative_to(target.repo))
+    text = bounded_yaml.read(path, rel)
     data = _load(text, rel)
     _offer(data, rel, "contract", facts)
     facts.offer("contract.lines", count_lines(text), Source("contract", rel))
@@ -43,7 +43,9 @@ def gather(target: Target, facts: Facts) -> None:
 def gather_agent_b(report: Path, facts: Facts) -> None:
     if not report.is_file():
         return
-    m = _AGENT_B_BLOCK.search(report.read_text(encoding="utf-8", errors="replace"))
+    with report.open(encoding="utf-8", errors="replace") as f:
+        head = f.read(MAX_REPORT_CHARS)  # the block is near the top; a report past this is not read on
+    m = _AGENT_B_BLOCK.search(head)
     if not m:
         return
     _offer(_load(m.group("body"), f"{report.name} host_launch_contract"), report.name, "agent_b", facts)
@@ -59,17 +61,20 @@ def count_lines(text: str) -> int:
 
 
 def _load(text: str, where: str) -> dict:
-    """The contract in nested form, checked against the schema (without ``contract_version``)."""
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise Blocked("host", f"{where}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    """The contract in nested form, checked against the schema and each value against its kind's
+    grammar (``typed``), without ``contract_version``."""
+    data = bounded_yaml.load(text, where)
     if not isinstance(data, dict):
         raise Blocked("host", f"{where}: the contract must be a mapping")
     nested, twice = keys.nest(data)
     lines = sorted(twice) + schema.problems(nested)
+    if not lines:
+        lines = typed.problems(nested)
     if lines:
-        raise Blocked("host", "\n".join(f"{where}: {line}" for line in lines))
+        shown = [f"{where}: {bounded_yaml.cut(line)}" for line in lines[:MAX_PROBLEMS]]
+        if len(lines) > MAX_PROBLEMS:
+            shown.append(f"{where}: (+{len(lines) - MAX_PROBLEMS} more)")
+        raise Blocked("host", "\n".join(shown))
     nested.pop("contract_version", None)
     return nested
 
