@@ -6,7 +6,8 @@ TileGym's runtime, the validator script of the checkout). Each such process is s
 uts and cgroup namespaces, and sees only
 
 - read-only: the system (``/usr`` and its merged-usr links, the few ``/etc`` files the loader
-  and libc read) and the toolchains the environment names (``CARGO_HOME``, ``RUSTUP_HOME``,
+  and libc read) and the toolchains the environment names (of ``CARGO_HOME`` its ``bin`` and the
+  registry's and git's sources, never its credentials or config; ``RUSTUP_HOME``,
   ``CUDA_HOME``, ``LIBCLANG_PATH``, the ``PATH``/``PYTHONPATH``/``LD_LIBRARY_PATH`` entries, the
   interpreter's own prefix and ``sys.path``), plus what the caller names for that process;
 - writable: the checkout, the cargo target and a fresh folder per result file, nothing else;
@@ -51,6 +52,9 @@ ETC_FILES = (
 )
 TOOLCHAIN_DIRS = ("CARGO_HOME", "RUSTUP_HOME", "CUDA_HOME", "CUDA_PATH", "CUDA_TOOLKIT_PATH", "LIBCLANG_PATH",
                   "VIRTUAL_ENV", "PYTHONHOME")  # fmt: skip
+# of CARGO_HOME: what a build reads (binaries, downloaded sources) and what it must never see
+CARGO_READ = ("bin", "registry/index", "registry/cache", "registry/src", "git/checkouts", "git/db")
+CARGO_SECRETS = ("credentials.toml", "credentials", "config.toml", "config", "env")
 TOOLCHAIN_PATHS = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH")
 SANDBOX_HOME = "/tmp/home"
 
@@ -91,6 +95,9 @@ class Sandbox:
         tools = [p for p in _toolchain_dirs(inside, argv) if not _covered(p, (Path("/usr"), *rw))]
         args += _binds("--ro-bind", _outermost(tools))
         args += _binds("--bind", _outermost(rw))
+        for secret in _cargo_secrets(inside):  # bound above through a wider folder: empty inside
+            if _covered(secret, (*tools, *rw)):
+                args += ["--ro-bind", "/dev/null", str(secret)]
         for path in self.hidden:  # a folder above it was bound: leave it empty inside
             if _covered(path, (*tools, *rw)):
                 args += ["--tmpfs", str(path)]
@@ -212,8 +219,11 @@ def _system_binds() -> list[str]:
 
 
 def _toolchain_dirs(env: dict[str, str], argv: list[str]) -> list[Path]:
-    """The folders the environment names as toolchains, the program's own and its interpreter's."""
-    found = [env[k] for k in TOOLCHAIN_DIRS if env.get(k)]
+    """The folders the environment names as toolchains, the program's own and its interpreter's.
+    Of ``CARGO_HOME`` only what a build reads: its binaries and the registry's and git's sources."""
+    found = [env[k] for k in TOOLCHAIN_DIRS if env.get(k) and k != "CARGO_HOME"]
+    if env.get("CARGO_HOME"):
+        found += [str(Path(env["CARGO_HOME"]) / part) for part in CARGO_READ]
     for key in TOOLCHAIN_PATHS:
         found += [p for p in env.get(key, "").split(os.pathsep) if p]
     if env.get("CUTILE_TILEIRAS_PATH"):
@@ -228,6 +238,14 @@ def _toolchain_dirs(env: dict[str, str], argv: list[str]) -> list[Path]:
         if path.is_absolute() and path.exists() and not _too_wide(path.resolve()):
             dirs.append(path.resolve())
     return dirs
+
+
+def _cargo_secrets(env: dict[str, str]) -> list[Path]:
+    """The files of ``CARGO_HOME`` that hold a registry token or the runner's cargo settings."""
+    home = env.get("CARGO_HOME")
+    if not home:
+        return []
+    return [p.resolve() for name in CARGO_SECRETS if (p := Path(home) / name).is_file()]
 
 
 def _too_wide(path: Path) -> bool:

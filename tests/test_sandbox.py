@@ -336,3 +336,51 @@ def test_a_runner_that_cannot_make_the_sandbox_runs_no_pr_code_and_says_what_to_
     assert "setting up uid map: Permission denied" in kernel["reason"] and "--no-sandbox" in kernel["reason"]
     assert not any(s["name"] == "build" for s in kernel["stages"]), kernel["stages"]  # nothing of the PR ran
     assert (out / "silu_and_mul" / "reports" / "correctness.md").is_file()  # the reports are still written
+
+
+def _readable_tree(box, checkout: Path, env: dict[str, str], root: Path) -> dict[str, str]:
+    """Every file under ``root`` that PR code in ``box`` sees, with what it reads there."""
+    code = (
+        "import json, os, sys; root = sys.argv[1]; seen = {}\n"
+        "for d, _dirs, files in os.walk(root):\n"
+        "    for f in files:\n"
+        "        p = os.path.join(d, f)\n"
+        "        try: seen[os.path.relpath(p, root)] = open(p).read()\n"
+        "        except OSError as exc: seen[os.path.relpath(p, root)] = 'unreadable: ' + exc.strerror\n"
+        "print(json.dumps(seen))"
+    )
+    with sandbox.active(box):
+        argv = sandbox.wrap([sys.executable, "-c", code, str(root)], checkout, env)
+    return json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+
+
+def test_pr_code_reads_of_cargo_home_only_its_binaries_and_sources(tmp_path):
+    _require_sandbox(tmp_path)
+    checkout, cargo = tmp_path / "checkout", tmp_path / "cargo"
+    checkout.mkdir()
+    files = {
+        "bin/cargo-tool": "a binary",
+        "registry/src/index.crates.io-1/cutile-0.2.0/src/lib.rs": "// source",
+        "registry/cache/index.crates.io-1/cutile-0.2.0.crate": "archive",
+        "git/checkouts/dep/abc/lib.rs": "// git source",
+        "credentials.toml": '[registry]\ntoken = "cio_secret"\n',
+        "credentials": 'token = "cio_old_secret"\n',
+        "config.toml": "[http]\nproxy = 'http://user:pass@proxy'\n",
+    }
+    for rel, text in files.items():
+        (cargo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (cargo / rel).write_text(text)
+    box = sandbox.make([checkout], [])
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "CARGO_HOME": str(cargo)}
+    seen = _readable_tree(box, checkout, env, cargo)
+    assert sorted(seen) == sorted(r for r in files if r.startswith(("bin/", "registry/", "git/")))
+    assert seen["registry/src/index.crates.io-1/cutile-0.2.0/src/lib.rs"] == "// source"
+    # a PATH entry naming CARGO_HOME itself binds it whole: its secrets are /dev/null inside, which
+    # a sandbox mounted nodev cannot even open
+    wide = dict(env, PATH=f"{cargo}{os.pathsep}{os.environ['PATH']}")
+    seen = _readable_tree(box, checkout, wide, cargo)
+    assert {seen[name] for name in ("credentials.toml", "credentials", "config.toml")} <= {
+        "",
+        "unreadable: Permission denied",
+    }
+    assert "secret" not in json.dumps(seen) and "pass@" not in json.dumps(seen)
