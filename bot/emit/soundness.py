@@ -8,7 +8,8 @@ the findings its edit adds. The launcher and the crate wiring are checked by the
 error in a generated file, ``bot/build/build.py``).
 
 Each finding is ``OwnBug``: BLOCKED (host) naming agent-d's bug, the file and the line, and the
-kernel's generated files are withheld.
+kernel's generated files are withheld. Then ``check_contents`` holds each file agent-d writes whole
+to what its kind may contain (``bot/emit/contents.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.apply import apply
+from bot.emit import contents
 from bot.emit.types import GeneratedFiles
 from bot.errors import Blocked, OwnBug
 from bot.plan import closure
@@ -78,6 +80,13 @@ def check_files(files: GeneratedFiles, repo: Path) -> None:
         raise OwnBug(
             f"ruff check --select {RUFF_RULES} faults generated code: {shown}{more}; nothing was applied"
         )
+
+
+def check_contents(files: GeneratedFiles, plan: LaunchPlan) -> None:
+    """Raise ``Blocked`` (host) when a file agent-d writes whole holds what its kind may not
+    (``bot/emit/contents.py``); wiring edits of existing files are the checkout's own text."""
+    whole = [(f.path, f.content) for f in files.files if f.kind == "new"]
+    contents.check(whole, {plan.ffi.module} if plan.ffi.module else set())
 
 
 def lint_python(text: str, rel_path: str) -> list[Finding]:

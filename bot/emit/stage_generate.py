@@ -77,6 +77,11 @@ def generate_files(job: Job) -> None:
         lambda: soundness.check_files(files, target.repo),
         lambda _: f"ruff --select {soundness.RUFF_RULES} clean",
     )
+    run.stage(
+        "check contents",
+        lambda: soundness.check_contents(files, plan),
+        lambda _: "only what the emitters write",
+    )
     applied = run.stage(
         "apply",
         lambda: apply.apply(files, target.repo),
@@ -154,6 +159,7 @@ def generate_only(repo: Path, op: str) -> str:
         soundness.check_plan(plan)
         files = apply.formatted(generate.generate(target, plan, co), repo)
         soundness.check_files(files, repo)
+        soundness.check_contents(files, plan)
         apply.apply(files, repo)
     except StageStop as stop:
         if stop.kind == VerdictKind.BLOCKED.value and stop.klass == "env":

@@ -1,4 +1,6 @@
 //! `kernel-reader <path/to/kernel.rs>`: print the entry signatures of a cutile-rs kernel file as JSON.
+//! `kernel-reader --contents <file.rs>`: print the macros, paths, attributes and outside-reaching
+//! items of a Rust file (`contents.rs`), for agent-d's check of the files it generates.
 //!
 //! Exit status: 0 with a report on stdout; 2 with an error object on stdout (unreadable file,
 //! Rust syntax error, no `#[cutile::module]`, internal fault); 64 on bad usage (message on stderr).
@@ -6,6 +8,7 @@
 
 mod allow;
 mod blockid;
+mod contents;
 mod dataflow;
 mod json;
 mod model;
@@ -42,8 +45,11 @@ fn main() -> ExitCode {
         .skip(1)
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    if args.len() == 2 && args[0] == "--contents" {
+        return print_contents(&args[1]);
+    }
     if args.len() != 1 || args[0].starts_with('-') {
-        eprintln!("usage: kernel-reader <path/to/kernel.rs>");
+        eprintln!("usage: kernel-reader <path/to/kernel.rs> | kernel-reader --contents <file.rs>");
         return ExitCode::from(64);
     }
     let path = args[0].clone();
@@ -76,6 +82,19 @@ fn main() -> ExitCode {
     };
     let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| "{}".to_string());
     // A closed stdout is not worth a panic.
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
+    ExitCode::from(code)
+}
+
+fn print_contents(path: &str) -> ExitCode {
+    let outcome = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {path}: {e}"))
+        .and_then(|source| contents::contents(&source));
+    let (value, code) = match outcome {
+        Ok(value) => (value, 0),
+        Err(message) => (serde_json::json!({ "error": message }), 2),
+    };
+    let text = serde_json::to_string(&value).unwrap_or_else(|_| "{}".to_string());
     let _ = writeln!(std::io::stdout().lock(), "{text}");
     ExitCode::from(code)
 }
