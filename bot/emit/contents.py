@@ -21,9 +21,7 @@ from __future__ import annotations
 import ast
 import json
 import subprocess
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 from bot.errors import Blocked
 
@@ -163,17 +161,17 @@ def rust_outside(path: str, text: str, kernel_modules: set[str], reader: str | N
 
 
 def _rust_contents(text: str, reader: str | None) -> dict:
+    """``kernel-reader --contents`` of ``text``, given on stdin: nothing is written to disk first (a
+    port with no writable disk left still gets its verdict)."""
     from bot.read.reader import reader_binary
 
-    with tempfile.TemporaryDirectory(prefix="agent-d-contents-") as tmp:
-        source = Path(tmp) / "file.rs"
-        source.write_text(text, encoding="utf-8")
-        proc = subprocess.run(
-            [reader or str(reader_binary()), "--contents", str(source)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    proc = subprocess.run(
+        [reader or str(reader_binary()), "--contents", "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     try:
         return json.loads(proc.stdout)
     except json.JSONDecodeError:

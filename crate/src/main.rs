@@ -1,5 +1,5 @@
 //! `kernel-reader <path/to/kernel.rs>`: print the entry signatures of a cutile-rs kernel file as JSON.
-//! `kernel-reader --contents <file.rs>`: print the macros, paths, attributes and outside-reaching
+//! `kernel-reader --contents <file.rs | ->`: print the macros, paths, attributes and outside-reaching
 //! items of a Rust file (`contents.rs`), for agent-d's check of the files it generates.
 //!
 //! Exit status: 0 with a report on stdout; 2 with an error object on stdout (unreadable file,
@@ -87,7 +87,14 @@ fn main() -> ExitCode {
 }
 
 fn print_contents(path: &str) -> ExitCode {
-    let outcome = std::fs::read_to_string(path)
+    // `-`: the text on stdin (agent-d checks a file before it is written anywhere)
+    let read = if path == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map(|_| text)
+    } else {
+        std::fs::read_to_string(path)
+    };
+    let outcome = read
         .map_err(|e| format!("cannot read {path}: {e}"))
         .and_then(|source| contents::contents(&source));
     let (value, code) = match outcome {
