@@ -89,6 +89,7 @@ COMMANDS = (
     "validate",
     "dispatch",
     "finalize",
+    "conclude",
     "port-job",
     "run",
     "seed-cache",

@@ -162,3 +162,33 @@ def test_a_github_error_echoing_the_token_ends_in_one_redacted_line(
     assert "Bad credentials: token *** is not valid" in err
     check = world.repo.get_check_run(d.check_run_id)
     assert (check.status, check.conclusion) == ("completed", "failure") and CANARY not in check.output.summary
+
+
+def test_a_check_a_killed_finalize_left_queued_is_concluded_once(world, monkeypatch, capsys, tmp_path):  # noqa: F811
+    """Issue 33, finding 7: finalize was killed (a forged artifact's alias bomb ran it to its timeout),
+    the check stayed queued. The workflow's `conclude` job concludes it; run again, it changes nothing."""
+    from bot.cli import main
+
+    pr = world.open_kernel_pr()
+    sha = world.fake.pr_head_sha(pr)
+    monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_WRITES", "0")
+    monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_REQUESTS", "0")
+    event = world.fake.write_webhook(tmp_path / "event.json", "pull_request", "opened", pr=pr.number)
+    out = tmp_path / "gh_output"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+    assert main(["dispatch", "--event-name", "pull_request", "--event-path", str(event)]) == 0
+    check_id = _read_outputs(out)["check_run_id"]
+    (check,) = world.checks(sha)
+    assert check.status != "completed"  # queued; finalize never comes
+    out.unlink()
+    argv = ["conclude", "--repo", REPO, "--check-run-id", check_id, "--finalize-result", "cancelled"]
+    assert main(argv) == 0
+    (check,) = world.checks(sha)
+    assert (check.status, check.conclusion) == ("completed", "failure")
+    assert check.output.title == "agent-d error"
+    assert "finalize job ended (cancelled) without concluding this check" in check.output.summary
+    assert _read_outputs(out)["conclusion"] == "failure"
+    edits = len(world.fake.calls("PATCH", r"/check-runs/\d+$"))
+    assert main(argv) == 0  # concluded already: nothing is written
+    assert len(world.fake.calls("PATCH", r"/check-runs/\d+$")) == edits
+    assert "is concluded already (failure): nothing to do" in capsys.readouterr().out

@@ -34,6 +34,7 @@ def add_subcommands(sub) -> None:
     """The GitHub App commands: the trusted dispatch/finalize pair around the untrusted port-job."""
     _add_dispatch(sub)
     _add_finalize(sub)
+    _add_conclude(sub)
     _add_port_job(sub)
     _add_seed_cache(sub)
     _add_run(sub)
@@ -81,6 +82,19 @@ def _add_finalize(sub) -> None:
         help="dispatch's `kernels` output (JSON list or space-separated); artifacts naming others are refused",
     )
     p.set_defaults(func=cmd_finalize)
+
+
+def _add_conclude(sub) -> None:
+    p = sub.add_parser(
+        "conclude",
+        help="(trusted) conclude a check that finalize left open (its job killed or timed out)",
+        description="Conclude the check run as failure, saying finalize ended without concluding it, "
+        "unless it is concluded already. The workflow runs it after a finalize job that did not succeed.",
+    )
+    p.add_argument("--repo", default=os.environ.get("GITHUB_REPOSITORY", ""), help="owner/name")
+    p.add_argument("--check-run-id", type=int, required=True)
+    p.add_argument("--finalize-result", default="", help="the finalize job's result (`needs.finalize.result`)")
+    p.set_defaults(func=cmd_conclude)
 
 
 def _add_port_job(sub) -> None:
@@ -266,6 +280,31 @@ def cmd_finalize(args) -> int:
     log_rate_limit(gh)
     write_outputs({k: json.dumps(v) if isinstance(v, list) else str(v) for k, v in asdict(result).items()})
     return 0
+
+
+def cmd_conclude(args) -> int:
+    from bot.github import publish
+
+    if not args.repo:
+        raise UsageError("--repo owner/name (or $GITHUB_REPOSITORY) is required")
+    gh, _token = _setup()
+    check = gh.get_repo(args.repo).get_check_run(args.check_run_id)
+    if check.status == "completed":
+        print(f"check run {args.check_run_id} is concluded already ({check.conclusion}): nothing to do")
+        write_outputs({"conclusion": check.conclusion or ""})
+        return 0
+    ended = f" ({args.finalize_result})" if args.finalize_result in FINALIZE_RESULTS else ""
+    why = (
+        f"agent-d's finalize job ended{ended} without concluding this check, so no verdict was "
+        f"published: see the workflow run {_run_ref()}. Re-run the workflow, or comment `/agent-d rerun`."
+    )
+    publish.conclude(check, "failure", "agent-d error", why)
+    print(f"check run {args.check_run_id} concluded as failure: finalize ended{ended} without concluding it")
+    write_outputs({"conclusion": "failure"})
+    return 0
+
+
+FINALIZE_RESULTS = ("failure", "cancelled", "skipped")  # GitHub's words for a job that did not succeed
 
 
 def _kernel_list(text: str) -> tuple[str, ...]:
