@@ -220,3 +220,36 @@ def test_agent_ds_own_wiring_of_a_test_file_needs_no_approval_and_an_edit_of_it_
     s = _run(world, sync, _wiring_port, _wiring_generate)
     assert not s.dispatch.run and s.dispatch.conclusion == "action_required"
     assert TEST_FILE in visible(world.checks(edited)[0].output.summary)
+
+
+CONTRACT = f"{OPS}/{OP}_kernel/host_contract.yaml"
+
+
+def test_a_contract_from_an_author_without_write_access_waits_for_an_approval_of_its_commit(world):  # noqa: F811
+    """Issue 33, deliverable 5: an outsider listed under allowed_users (read access) runs agent-d
+    on their own pushes, but a host contract they add runs only for a maintainer's approval of
+    that exact commit."""
+    config = {".github/agent-d.yml": "allowed_users: [outsider]\n"}
+    world.fake.commit(REPO, "main", config, "config", author="maint")
+    plain = world.open_kernel_pr(branch="plain", author="outsider", fork_owner="outsider")
+    assert world.run(world.event("pull_request", "opened", pr=plain.number)).dispatch.run  # allowed
+
+    contract = "contract_version: 1\nffi:\n  scalars: {hidden_size: 'dim(out,1)'}  # @maint ```\n"
+    files = {kernel_path(OP): KERNEL_RS, CONTRACT: contract}
+    pr = world.open_kernel_pr(branch="with-contract", author="outsider", fork_owner="outsider", files=files)
+    head = world.fake.pr_head_sha(pr)
+    opened = world.run(world.event("pull_request", "opened", pr=pr.number))
+    assert not opened.dispatch.run and opened.dispatch.conclusion == "action_required", opened.dispatch
+    [check] = world.checks(head)
+    waiting = visible(check.output.summary)
+    assert CONTRACT in waiting and "without write access" in waiting and f"/agent-d rerun --sha {head}" in waiting
+    bare = world.run(_comment(world, pr, "/agent-d rerun"))
+    assert not bare.dispatch.run and bare.dispatch.reason == "approval needs the full sha of the head"
+    ok = world.run(_comment(world, pr, f"/agent-d rerun --sha {head}"))
+    assert ok.dispatch.run, ok.dispatch
+    # the review shows the contract that steered the generated files, inert in a code block
+    body = world.reviews(pr.number)[-1].body
+    assert "**Host contract of this pull request**" in body and f"` {CONTRACT} `" in body
+    assert "````yaml\n" + contract.rstrip() + "\n````" in body  # a fence longer than its ```
+    plain_body = world.reviews(plain.number)[-1].body
+    assert "Host contract" not in plain_body

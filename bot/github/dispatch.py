@@ -23,7 +23,15 @@ from bot.github.events import Event
 from bot.github.kernels import added_kernels, checked_ops
 from bot.github.pr_lock import pr_lock
 from bot.github.redact import redact
-from bot.github.trust import Trust, approval_command, check_auto_run, check_user, is_fork
+from bot.github.trust import (
+    WRITE_ROLES,
+    Trust,
+    approval_command,
+    check_auto_run,
+    check_user,
+    is_fork,
+    role_of,
+)
 
 log = logging.getLogger(__name__)
 NO_KERNEL_TEXT = (
@@ -204,7 +212,27 @@ class Dispatcher:
         edits = self._guarded_edits()
         if edits:
             return Trust(False, head_trust.guarded_reason(head, edits), trust.role)
+        contracts = self._contracts_without_write_access(trust.role)
+        if contracts:
+            return Trust(False, head_trust.contract_reason(head, contracts), trust.role)
         return trust
+
+    def _contracts_without_write_access(self, pusher_role: str | None) -> list[str]:
+        """The host contracts this pull request adds or changes, when whoever wrote them (the
+        pusher of a fork's head, or the pull request's author) has no write access: a contract is
+        typed data, but it still steers what agent-d pushes, so a maintainer approves the commit.
+        A branch of this repository was pushed with write access; ``pusher_role`` None: judge by
+        the author alone (a command's run, long after the push)."""
+        if not is_fork(self.pr):
+            return []
+        files = self._pr_files()
+        contracts = head_trust.contract_edits(files, [k.op for k in added_kernels(files)])
+        if not contracts:
+            return []
+        writer = role_of(self.repo, self.pr.user.login) in WRITE_ROLES
+        if writer and (pusher_role is None or pusher_role in WRITE_ROLES):
+            return []
+        return contracts
 
     def _push_trust(self, head: str) -> Trust:
         """Whether the head's push was trusted.
@@ -357,6 +385,12 @@ class Dispatcher:
             return (
                 f"this pull request edits the tests, a `conftest.py` or the TileGym runtime "
                 f"({render.path_list(edits)}), which agent-d takes from the base branch; whoever pushed it"
+            )
+        contracts = self._contracts_without_write_access(None)
+        if contracts:
+            return (
+                f"this pull request's host contract ({render.path_list(contracts)}) comes from an author "
+                "without write access"
             )
         if not is_fork(self.pr) or self._push_recorded(head):
             return ""

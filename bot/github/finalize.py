@@ -30,6 +30,7 @@ from bot.github import base_tree, gitops, publish, regenerate, render, render_pe
 from bot.github.artifact import Artifact, ArtifactError, change_refusals, listed_reset, read_artifact
 from bot.github.config import Config, ConfigError, load_config
 from bot.github.kernels import added_kernels
+from bot.github.path_classes import kernel_inputs
 from bot.github.perf_check import publish_perf_check
 from bot.github.pr_lock import pr_lock
 from bot.github.pushed_tree import PushedTree, pushed_tree
@@ -323,8 +324,13 @@ class Finalizer:
         perfs = render_perf.merged(artifacts)
         publish_perf_check(self.repo, done.head, self.cfg.check_name, self.check.external_id or "", perfs)
         unused = render.unused_edits(built.pushed.unused)
+        contracts = render.contract_section(self._changed_contracts(gitdir, built.tested, sorted(verdicts)))
         body = render.review_body(
-            artifacts, done.head, built.tested, [*unused, *done.review_notes], render_perf.section(perfs)
+            artifacts,
+            done.head,
+            built.tested,
+            [*contracts, *unused, *done.review_notes],
+            render_perf.section(perfs),
         )
         _, action = publish.post_review(self.repo, self.pr, done.head, body, self.bots)
         state = f"{title} ({conclusion})"
@@ -332,6 +338,15 @@ class Finalizer:
             self.pr, render.status_comment(done.head, state, "\n\n".join(done.notes)), self.bots
         )
         return FinalizeResult(conclusion, done.head, done.pushed, action, done.notes + done.review_notes)
+
+    def _changed_contracts(self, gitdir: Path, tested: str, ops: list[str]) -> dict[str, str]:
+        """The host contracts of ``ops`` in the tested tree that the base does not have as they are."""
+        paths = [kernel_inputs(op)[1] for op in ops]
+        ours = gitops.tree_entries(gitdir, tested, paths)
+        base = gitops.tree_entries(gitdir, self.base_sha, paths)
+        changed = {p: e.sha for p, e in ours.items() if base.get(p) is None or base[p].sha != e.sha}
+        blobs = gitops.read_blobs(gitdir, list(changed.values()))
+        return {p: blobs[sha].decode("utf-8", "replace") for p, sha in changed.items()}
 
     def _commit(self, gitdir: Path, head_tree: str, built: Built, ops: list[str]) -> Committed | None:
         """Push the head with agent-d's tested files, or say why not (the review then holds the

@@ -77,6 +77,21 @@ def guarded_edits(repo, pr, files: list, added_ops: list[str], check_name: str) 
     return sorted(f.filename for f in touched if f.status == "removed" or ours.get(f.filename) != f.sha)
 
 
+def contract_edits(files: list, added_ops: list[str]) -> list[str]:
+    """The host contracts of the ported kernels that the pull request adds or changes (sorted)."""
+    contracts = {kernel_inputs(op)[1] for op in added_ops}
+    return sorted(f.filename for f in files if f.filename in contracts and f.status != "removed")
+
+
+def contract_reason(head: str, contracts: list[str]) -> str:
+    return (
+        f"commit {head} adds or changes a host contract ({render.path_list(contracts)}) written without "
+        "write access to this repository. A contract steers the files agent-d generates and pushes, so it runs "
+        "only for a maintainer's approval of its exact commit: after reviewing the contract, a maintainer "
+        f"comments `/agent-d rerun --sha {head}` (each new push needs a new approval)"
+    )
+
+
 def guarded_reason(head: str, edits: list[str]) -> str:
     return (
         f"commit {head} edits the tests, a `conftest.py` or the TileGym runtime ({render.path_list(edits)}). "

@@ -133,6 +133,21 @@ def unused_edits(unused: ClassedPaths) -> list[str]:
     return ["\n".join(lines)]
 
 
+MAX_CONTRACT_SHOWN = 4000  # characters of one contract in the review
+
+
+def contract_section(contracts: dict[str, str]) -> list[str]:
+    """The review's section showing the host contracts the pull request adds or changes: what
+    steered the generated files, inert in a code block, for the maintainer who approves them."""
+    if not contracts:
+        return []
+    lines = ["**Host contract of this pull request** (read as typed data, docs/contract.md):"]
+    for path, text in sorted(contracts.items()):
+        shown = text if len(text) <= MAX_CONTRACT_SHOWN else text[:MAX_CONTRACT_SHOWN] + "\n# ... (cut)"
+        lines += ["", f"{code_span(path)}:", "", fence(shown, "yaml")]
+    return ["\n".join(lines)]
+
+
 def overwrite_refusal(paths: tuple[str, ...] | list[str]) -> str:
     return (
         f"this pull request edits files agent-d writes ({path_list(paths)}); agent-d built and tested its own "
