@@ -10,6 +10,9 @@ import ast
 import re
 from collections.abc import Iterable, Iterator
 
+from bot.emit.testfile_ast import parametrized_values, read_test_file, with_blocks
+from bot.emit.testfile_perf import PERF_TEST as PERF_TEST  # the perf stage reads it here
+from bot.emit.testfile_perf import perf_backends
 from bot.emit.wiring import GUARD, WiringError, binds
 from bot.infer.launch.syntax import is_call, plain_assign
 from bot.targets.discover import tilegym_aliases, tilegym_path
@@ -32,148 +35,6 @@ def test_backends(
     return perf_backends(route_backend_calls(text, routes or {}))
 
 
-PERF_TEST = "test_perf"
-_CUTILE_RS_SPELLINGS = ("cutile-rs", "cutile_rs")
-
-
-def perf_backends(text: str) -> str:
-    """Add ``"cutile-rs"`` to the backends each ``test_perf*`` function is parametrized over, where
-    they lack it (stage E's one allowed edit, skill agents/agent_e.md, made by the wiring so the pull
-    request carries it): a literal list in the decorator gets the element; a list bound to a name
-    (``_perf_backends = ["cutile", "pytorch"]``) gets, after the statement of its scope that binds it
-    last, the guarded ``_backends`` block's twin. A list that reaches cutile-rs through other names
-    (``_perf_backends = _backends + ["pytorch"]``, ``_backends`` wired) is left as it is, so wiring
-    twice changes nothing; any other form is left alone (the perf stage then names the gap)."""
-    source = _source(text)
-    if source is None:
-        return text
-    tree, lines, newline = source
-    inserts: dict[tuple[int, str], tuple[int, list[str]]] = {}
-    elements: set[tuple[int, int]] = set()  # (line, column) after the last element of a literal list
-    for scopes, fn in _perf_functions(tree):
-        values = _perf_values(fn)
-        if isinstance(values, (ast.List, ast.Tuple)) and values.elts:
-            if not _strings(values) & set(_CUTILE_RS_SPELLINGS):
-                elements.add((values.elts[-1].end_lineno, values.elts[-1].end_col_offset))
-        elif isinstance(values, ast.Name):
-            found = _binding(values.id, scopes)
-            if found is None or _reaches_cutile_rs(values.id, scopes, set()):
-                continue
-            body, stmt = found
-            indent = lines[stmt.lineno - 1][: stmt.col_offset]
-            block = [
-                f"{indent}{GUARD}{newline}",
-                f'{indent}    {values.id} = {values.id} + ["cutile-rs"]{newline}',
-            ]
-            inserts[(id(body), values.id)] = (stmt.end_lineno, block)
-    for line, col in sorted(elements, reverse=True):
-        row = lines[line - 1].encode()  # ast offsets count UTF-8 bytes
-        lines[line - 1] = (row[:col] + b', "cutile-rs"' + row[col:]).decode()
-    if not inserts:
-        return "".join(lines) if elements else text
-    out = _with_blocks("".join(lines), tree, lines, list(inserts.values()), "")
-    if not binds(text, "is_backend_available"):
-        out = _after_header(out, tree, f"from tilegym.backend import is_backend_available{newline}")
-    return out
-
-
-def _perf_functions(tree: ast.Module) -> Iterator[tuple[list[list[ast.stmt]], ast.FunctionDef]]:
-    """Each ``test_perf*`` function with the statement lists it can read names from, innermost first
-    (its class body, then the module)."""
-    for node in tree.body:
-        in_class = isinstance(node, ast.ClassDef)
-        scopes = [node.body, tree.body] if in_class else [tree.body]
-        for fn in node.body if in_class else [node]:
-            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name.startswith(PERF_TEST):
-                yield scopes, fn
-
-
-def _perf_values(fn: ast.FunctionDef) -> ast.expr | None:
-    """The values of the parametrize that carries the backend: the ``backend`` / ``framework``
-    parameter, or one parametrized over a ``*backends`` / ``*frameworks`` name."""
-    params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
-    for name, values in _parametrized(fn):
-        named = values.id if isinstance(values, ast.Name) else ""
-        if name in params and (
-            name in ("backend", "framework") or named.endswith(("backends", "frameworks"))
-        ):
-            return values
-    return None
-
-
-def _parametrized(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[tuple[str, ast.expr]]:
-    """(the parameter name, its values) of each ``@...parametrize("name", values)`` of ``fn``."""
-    for dec in fn.decorator_list:
-        if not (
-            isinstance(dec, ast.Call)
-            and getattr(dec.func, "attr", "") == "parametrize"
-            and len(dec.args) >= 2
-        ):
-            continue
-        names, values = dec.args[0], dec.args[1]
-        if isinstance(names, ast.Constant) and isinstance(names.value, str):
-            yield names.value.strip(), values
-
-
-def _strings(node: ast.AST) -> set[str]:
-    return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-
-
-def _bindings(name: str, body: list[ast.stmt]) -> list[tuple[ast.stmt, ast.expr]]:
-    """(the statement of ``body`` holding it, the value) of each assignment to ``name`` in ``body``,
-    guarded blocks included, function and class bodies not."""
-    out = []
-    for stmt in body:
-        for node in _walk_statement(stmt):
-            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-            if isinstance(node, (ast.Assign, ast.AugAssign)) and any(
-                isinstance(t, ast.Name) and t.id == name for t in targets
-            ):
-                out.append((stmt, node.value))
-    return out
-
-
-def _walk_statement(stmt: ast.stmt) -> Iterator[ast.AST]:
-    yield stmt
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return
-    for child in ast.iter_child_nodes(stmt):
-        if isinstance(child, ast.stmt):
-            yield from _walk_statement(child)
-
-
-def _binding(name: str, scopes: list[list[ast.stmt]]) -> tuple[list[ast.stmt], ast.stmt] | None:
-    """The innermost scope that binds ``name`` and its statement that binds it last."""
-    for body in scopes:
-        found = _bindings(name, body)
-        if found:
-            return body, found[-1][0]
-    return None
-
-
-def _reaches_cutile_rs(name: str, scopes: list[list[ast.stmt]], seen: set[str]) -> bool:
-    """Whether any value bound to ``name`` (or a name it is built from) holds a cutile-rs literal."""
-    if name in seen:
-        return False
-    seen.add(name)
-    for index, body in enumerate(scopes):
-        found = _bindings(name, body)
-        if not found:
-            continue
-        for _, value in found:
-            if _strings(value) & set(_CUTILE_RS_SPELLINGS):
-                return True
-            names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name) and n.id != name}
-            # a name read in its own binding (``x = x + [...]``) is the one bound earlier
-            if any(_reaches_cutile_rs(n, scopes[index:], seen) for n in names):
-                return True
-        return False
-    return False
-
-
-# A case the cuTile reference refuses with a check the wrapper carries over (`assert is_causal`),
-# and which the test file skips for cuTile, is skipped for cutile-rs too: the wrapper refuses it
-# the same way. Skips on anything else are cuTile's own and stay its own.
 INHERITED_SKIP = "cutile-rs carries the check of the cuTile reference, so it inherits this cuTile skip: "
 # A case skipped for cuTile on a dtype the wrapper does not dispatch (`dtype == torch.float8_e4m3fn`
 # with no f8 kernel) would only meet the wrapper's dtype check: it is skipped for cutile-rs too.
@@ -213,7 +74,7 @@ def inherited_skips(text: str, checked: Iterable[str], dtypes: Iterable[str] = (
             following = "".join(lines[node.end_lineno : node.end_lineno + len(twin)])
             if following != "".join(twin):
                 inserts.append((node.end_lineno, twin))
-    return _with_blocks(text, tree, lines, inserts, "")
+    return with_blocks(text, tree, lines, inserts, "")
 
 
 def _cutile_compare(node: ast.AST, arg: str) -> ast.Constant | None:
@@ -368,7 +229,7 @@ def forward_only_skips(text: str, backward: Iterable[str]) -> str:
                 ],
             )
         )
-    return _with_blocks(text, tree, lines, inserts, "pytest")
+    return with_blocks(text, tree, lines, inserts, "pytest")
 
 
 def route_backend_calls(text: str, routes: dict[str, str]) -> str:
@@ -416,7 +277,7 @@ def route_backend_calls(text: str, routes: dict[str, str]) -> str:
                     row[: node.col_offset] + routed + row[node.end_col_offset :]
                 ).decode()
             inserts.append((last, _cutile_rs_branch(lines[branch.lineno - 1], arg, body, newline)))
-    return _with_blocks(text, tree, lines, inserts, "tilegym")
+    return with_blocks(text, tree, lines, inserts, "tilegym")
 
 
 def helper_backend_twins(text: str, functions: Iterable[str]) -> str:
@@ -432,7 +293,7 @@ def helper_backend_twins(text: str, functions: Iterable[str]) -> str:
     names = set(functions)
     if not names:
         return text
-    source = _source(text)
+    source = read_test_file(text)
     if source is None:
         return text
     tree, lines, newline = source
@@ -451,7 +312,7 @@ def helper_backend_twins(text: str, functions: Iterable[str]) -> str:
                 first, last = branch.test.end_lineno + 1, branch.body[-1].end_lineno
                 body = lines[first - 1 : last]
                 inserts.append((last, _cutile_rs_branch(lines[branch.lineno - 1], arg, body, newline)))
-    return _with_blocks(text, tree, lines, inserts, "")
+    return with_blocks(text, tree, lines, inserts, "")
 
 
 def _cutile_rs_branch(head: str, arg: str, body: list[str], newline: str) -> list[str]:
@@ -512,7 +373,7 @@ def _backend_param(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     ``"cutile"`` (``if framework == "cutile":``), else one parametrized over a ``*backends`` or
     ``*frameworks`` list, else ``backend``."""
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
-    parametrized = [(name, values) for name, values in _parametrized(fn) if name in params]
+    parametrized = [(name, values) for name, values in parametrized_values(fn) if name in params]
     compared = {n.test for n in ast.walk(fn) if isinstance(n, ast.If)}
     for name, _values in parametrized:
         if any(_tests_backend(test, name, "cutile") for test in compared):
@@ -546,45 +407,3 @@ def _skips_cutile_rs(fn: ast.FunctionDef | ast.AsyncFunctionDef, arg: str) -> bo
         ):
             return True
     return False
-
-
-def _with_blocks(
-    text: str, tree: ast.Module, lines: list[str], inserts: list[tuple[int, list[str]]], module: str
-) -> str:
-    """``lines`` with each block inserted before its line (0-based), ``import <module>`` added when
-    the file does not bind it; ``text`` itself when there is nothing to insert."""
-    if not inserts:
-        return text
-    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
-    if lines and not lines[-1].endswith(("\n", "\r")):
-        lines[-1] += newline
-    for at, block in sorted(inserts, key=lambda x: x[0], reverse=True):
-        lines[at:at] = block
-    out = "".join(lines)
-    if module and not binds(text, module):
-        out = _after_header(out, tree, f"import {module}{newline}")
-    return out
-
-
-def _after_header(text: str, tree: ast.Module, line: str) -> str:
-    """``text`` with ``line`` after the module docstring and ``from __future__`` imports."""
-    end = 0
-    for i, node in enumerate(tree.body):
-        doc = i == 0 and isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant)
-        future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
-        if not (doc or future):
-            break
-        end = node.end_lineno
-    lines = text.splitlines(keepends=True)
-    return "".join(lines[:end] + [line] + lines[end:])
-
-
-def _source(text: str) -> tuple[ast.Module, list[str], str] | None:
-    """A test file to wire: its tree, its lines (ends kept) and its line ending; None when it does
-    not parse (it is then left as it is)."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return None
-    lines = text.splitlines(keepends=True)
-    return tree, lines, "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
