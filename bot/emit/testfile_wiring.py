@@ -15,7 +15,7 @@ from bot.emit.testfile_perf import PERF_TEST as PERF_TEST  # the perf stage read
 from bot.emit.testfile_perf import perf_backends
 from bot.emit.wiring import GUARD, WiringError, binds
 from bot.infer.launch.syntax import is_call, plain_assign
-from bot.targets.discover import tilegym_aliases, tilegym_path
+from bot.targets.pyread import tilegym_aliases, tilegym_path
 
 
 def test_backends(

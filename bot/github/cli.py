@@ -93,7 +93,9 @@ def _add_conclude(sub) -> None:
     )
     p.add_argument("--repo", default=os.environ.get("GITHUB_REPOSITORY", ""), help="owner/name")
     p.add_argument("--check-run-id", type=int, required=True)
-    p.add_argument("--finalize-result", default="", help="the finalize job's result (`needs.finalize.result`)")
+    p.add_argument(
+        "--finalize-result", default="", help="the finalize job's result (`needs.finalize.result`)"
+    )
     p.set_defaults(func=cmd_conclude)
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from bot import progress, sandbox
-from bot.targets.discover import is_functional
+from bot.targets.test_sites import is_functional
 from bot.targets.types import Target, TestSite
 from bot.testing import envcheck
 from bot.testing.envcheck import Interpreter
