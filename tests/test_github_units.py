@@ -240,7 +240,7 @@ def test_added_kernels_follow_bot_targets_rule():
 
 
 def test_one_kernel_name_rule_for_targets_commands_and_the_artifact():
-    from bot.github.artifact import RESULT_SCHEMA
+    from bot.github.artifact_schema import RESULT_SCHEMA
 
     assert RESULT_SCHEMA["properties"]["ops"]["items"]["pattern"] == OP_NAME.pattern
     for name in ("_x", "a" * 65, "relu\n"):
@@ -356,7 +356,7 @@ def test_ensure_check_run_says_whether_it_created_the_run(monkeypatch):
 
 
 def test_port_job_and_finalize_share_the_path_rule_and_limits():
-    from bot.github import artifact
+    from bot.github import artifact, artifact_schema
     from bot.github.port_job import PortJobError, _normalise
 
     for path in ("src/tilegym/ops/cutile_rs/x_kernel/ffi.rs", "tests/ops/test_x.py"):
@@ -372,7 +372,10 @@ def test_port_job_and_finalize_share_the_path_rule_and_limits():
         with pytest.raises(artifact.ArtifactError):
             artifact.check_path(path)
     v = _normalise(("FAIL", "host", "r" * 5000, "b" * 100000))
-    assert (len(v.reason), len(v.validator_block)) == (artifact.MAX_REASON, artifact.MAX_VALIDATOR_BLOCK)
+    assert (len(v.reason), len(v.validator_block)) == (
+        artifact_schema.MAX_REASON,
+        artifact_schema.MAX_VALIDATOR_BLOCK,
+    )
     with pytest.raises(PortJobError, match="unknown verdict kind"):
         _normalise(("PASS", "", "", ""))
 

@@ -27,16 +27,8 @@ from bot.build.types import Annotation
 from bot.classify import machine_errors
 from bot.errors import UsageError
 from bot.github import base_tree, gitops, pr_env
-from bot.github.artifact import (
-    MAX_REASON,
-    MAX_VALIDATOR_BLOCK,
-    VERDICT_KINDS,
-    ArtifactError,
-    KernelVerdict,
-    is_allowed,
-    perf_summary,
-    write_artifact,
-)
+from bot.github.artifact import ArtifactError, KernelVerdict, is_allowed, perf_summary, write_artifact
+from bot.github.artifact_schema import MAX_REASON, MAX_VALIDATOR_BLOCK, VERDICT_KINDS
 from bot.github.redact import REDACTOR, RedactFilter, is_secret_name
 from bot.targets.targets import check_name
 
