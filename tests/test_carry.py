@@ -279,7 +279,15 @@ def test_the_wrapper_is_the_reference_code_with_each_cutile_name_rewritten():
     ]
     assert "_unused_kernel" not in text
     functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-    assert {"scale", "_run", "_grid_of", "_rs_launch", "_rs_ffi_call", "_rs_launch_scale_kernel", "_rs_cdiv"} <= functions
+    assert {
+        "scale",
+        "_run",
+        "_grid_of",
+        "_rs_launch",
+        "_rs_ffi_call",
+        "_rs_launch_scale_kernel",
+        "_rs_cdiv",
+    } <= functions
 
 
 def test_the_carried_wrapper_is_clean_for_pyflakes(tmp_path):
@@ -375,7 +383,9 @@ def test_a_helper_imported_from_another_cutile_module_is_carried_with_its_kernel
     )
     entry = _entry()
     ffi = _ffi(entry)
-    ffi.variants.append(Variant("always", finish_entry.name, ["dtype"], [], ["num_programs", "1", "1"], "", SRC))
+    ffi.variants.append(
+        Variant("always", finish_entry.name, ["dtype"], [], ["num_programs", "1", "1"], "", SRC)
+    )
     signature = KernelSignature(module="scale_module", entries=(entry, finish_entry))
     modules = {"tilegym.ops.cutile.finish": (HELPER_MODULE, "src/tilegym/ops/cutile/finish.py")}
     found = carry.plan(source, REL, MODULE, "scale", signature, ffi, modules.get)
@@ -390,7 +400,9 @@ def test_a_helper_imported_from_another_cutile_module_is_carried_with_its_kernel
     assert kernels["_finish_kernel"].module == "tilegym.ops.cutile.finish"
     py = PyPlan("scale", "direct", "x", "", ["float32"], [], {}, "direct", [], "", {}, "", {}, {}, "", "")
     texts = {REL: source, "src/tilegym/ops/cutile/finish.py": HELPER_MODULE}
-    text = carried_py.render(LaunchPlan("scale", ffi, py, TestWiring("", "", None), carry=plan), texts.__getitem__)
+    text = carried_py.render(
+        LaunchPlan("scale", ffi, py, TestWiring("", "", None), carry=plan), texts.__getitem__
+    )
     tree = ast.parse(text)
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     assert [ast.unparse(d) for d in functions["finish"].decorator_list] == []  # not registered again

@@ -242,7 +242,11 @@ def test_a_contract_from_an_author_without_write_access_waits_for_an_approval_of
     assert not opened.dispatch.run and opened.dispatch.conclusion == "action_required", opened.dispatch
     [check] = world.checks(head)
     waiting = visible(check.output.summary)
-    assert CONTRACT in waiting and "without write access" in waiting and f"/agent-d rerun --sha {head}" in waiting
+    assert (
+        CONTRACT in waiting
+        and "without write access" in waiting
+        and f"/agent-d rerun --sha {head}" in waiting
+    )
     bare = world.run(_comment(world, pr, "/agent-d rerun"))
     assert not bare.dispatch.run and bare.dispatch.reason == "approval needs the full sha of the head"
     ok = world.run(_comment(world, pr, f"/agent-d rerun --sha {head}"))
