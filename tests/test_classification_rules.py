@@ -74,7 +74,7 @@ def test_a_crash_keeps_the_results_before_it_and_runs_what_remains(tmp_path):
     assert (result.passed, result.failed, result.errors) == (2, 1, 1)
     assert [Path(p).name for p in result.rest_logs] == ["correctness_cutile_rs.rest-1.txt"]
     assert "2 deselected" in (tmp_path / "correctness_cutile_rs.rest-1.txt").read_text()  # test_a, test_b
-    # no word from the dying process: the host's, as domain.md section 10 has it
+    # no word from the dying process: the host's, as docs/specification.md, "Verdicts" has it
     verdict = classify.classify(result, [])
     assert (verdict.kind, verdict.klass) == (VerdictKind.FAIL, "host"), verdict
     assert "pytest died" in verdict.reason and "test_b" in verdict.reason

@@ -191,6 +191,6 @@ def test_the_command_writes_the_xml_where_the_reports_are(tmp_path):
     out = repo / "cutile_kernel_out" / "x" / testrun.JUNIT_NAME
     argv, _ = testrun.command("python3", files, junit_xml=testrun.junit_arg(out, repo))
     assert argv[-1] == "--junitxml=cutile_kernel_out/x/correctness_cutile_rs.xml"
-    assert {"-x", "--timeout=60", "--tb=short", "-v", "-rs"} <= set(argv)  # the run domain.md asks for
+    assert {"-x", "--timeout=60", "--tb=short", "-v", "-rs"} <= set(argv)  # the run of docs/specification.md
     elsewhere = tmp_path / "out" / testrun.JUNIT_NAME
     assert testrun.junit_arg(elsewhere, repo) == str(elsewhere)

@@ -219,7 +219,7 @@ def _truthy(value) -> bool:
 
 # the torch dtype a descriptor records -> the cutile generic string ffi.rs dispatches on
 _RUST_DTYPES = {torch: rust for rust, torch in TORCH_DTYPES.items()} | {
-    "uint8": "f4e2m1fnx2",  # TileGym packs fp4 pairs in uint8 (domain.md section 3)
+    "uint8": "f4e2m1fnx2",  # TileGym packs fp4 pairs in uint8 (docs/specification.md, "The C ABI")
 }
 
 

@@ -2,7 +2,7 @@
 
 cutile-rs compiles a kernel for each config on its first use, inside the first call of a shape:
 on the H200, bmm's sweep over the 18 configs its reference lists for sm_90 reached 15 of them in
-58 s (about 4 s each), and pytest-timeout ended the case at 60 s (domain.md section 7), a FAIL on
+58 s (about 4 s each), and pytest-timeout ended the case at 60 s (docs/specification.md, "The correctness run"), a FAIL on
 first try. TileGym's own hand ports sweep 1 to 4 configs. So a config group read from the
 reference keeps at most ``SWEEP_LIMIT`` configs, chosen by a rule and said where it is written:
 

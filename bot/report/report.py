@@ -1,4 +1,4 @@
-"""The reports of a port run (docs/domain.md, section 8) and the block returned to the caller.
+"""The reports of a port run (docs/specification.md, "Reports and the returned block") and the block returned to the caller.
 
 Files written by :func:`write_reports` in the per-kernel out folder ``<out root>/<op>/``:
 

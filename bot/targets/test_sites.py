@@ -112,7 +112,7 @@ def _preferred_sites(sites: list[TestSite], named: list[TestSite], op: str) -> l
 
 
 def is_functional(name: str) -> bool:
-    """The correctness surface (domain.md section 7): ``test_op*`` / ``test_autotune_op*``, forward only."""
+    """The correctness surface (docs/specification.md, "The correctness run"): ``test_op*`` / ``test_autotune_op*``, forward only."""
     return name.startswith(("test_op", "test_autotune_op")) and "backward" not in name
 
 

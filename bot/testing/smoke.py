@@ -17,7 +17,7 @@ from bot import sandbox
 from bot.emit.cdef import parse_cdef
 
 NULL_PTR_RC = -5
-# domain.md section 3: the descriptor every tensor crosses as (used when the checkout has none).
+# docs/specification.md, "The C ABI": the descriptor every tensor crosses as (used when the checkout has none).
 SPEC_TENSORDESC_CDEF = """
 typedef struct {
     uint64_t ptr;

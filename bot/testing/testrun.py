@@ -1,4 +1,4 @@
-"""Stage "test": the real pytest surface of domain.md section 7, run with the target interpreter.
+"""Stage "test": the real pytest surface of docs/specification.md, "The correctness run", run with the target interpreter.
 
 The command is always ``-x --timeout=60 --tb=short -v`` without ``--no-header``, its output
 tee'd to ``correctness_cutile_rs.txt``, its JUnit XML written to ``correctness_cutile_rs.xml``. Selection: the op's functional tests (``test_op*``,
@@ -182,7 +182,7 @@ def read_test_file(test_file: Path) -> TestFile:
     return TestFile(tuple(dict.fromkeys(names)), tuple(reasons), (), tuple(dict.fromkeys(every)))
 
 
-# -k expressions of a backend's parametrized cases: ids spell cutile-rs both ways (domain.md section 7)
+# -k expressions of a backend's parametrized cases: ids spell cutile-rs both ways (docs/specification.md, "The correctness run")
 CUTILE_RS = "(cutile_rs or cutile-rs)"
 CUTILE = "(cutile and not cutile_rs and not cutile-rs)"  # the cuTile Python backend, a new op's baseline
 

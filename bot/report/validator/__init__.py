@@ -1,7 +1,7 @@
 """The built-in Agent D validator, and a runner for the checkout's own validator script.
 
 The built-in validator (``builtin.validate``) checks a finished port the way TileGym's
-``validate_agent_d.sh`` does (the list is in docs/domain.md, section 9): the reports and the raw
+``validate_agent_d.sh`` does (the list is in docs/specification.md, "The validator's checks"): the reports and the raw
 pytest log in the per-kernel out folder, the out-folder copy of ``ffi.rs``, the exported symbol of
 the built cdylib, the wrapper, and the three wiring points. It prints one ``OK:`` / ``FAIL:`` / ``WARN:`` /
 ``NOT RUN:`` line per check, then ``---`` and ``PASS`` (exit 0), ``FAIL: N issue(s)`` (exit 1) or

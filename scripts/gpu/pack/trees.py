@@ -108,7 +108,7 @@ def copy_tree(src: Path, dest: Path) -> None:
 
 
 def selection_args(tree: Path, op: str, backend: str = "") -> list[str]:
-    """pytest arguments after ``python -m pytest`` (agent-d's own rule, domain.md section 7);
+    """pytest arguments after ``python -m pytest`` (agent-d's own rule, docs/specification.md, "The correctness run");
     ``backend``: the -k expression of the backend whose cases run (the cuTile baseline of a new op)."""
     from bot.targets.discover import discover
     from bot.targets.types import Target
