@@ -76,6 +76,30 @@ def test_missing_repo_is_a_usage_error_and_creates_nothing(tmp_path):
     assert tree(cwd) == []
 
 
+def test_a_demo_workdir_that_is_a_file_is_a_usage_error_and_the_file_is_kept(tmp_path):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine\n")
+    proc = agent_d(["demo", "--workdir", str(a_file)], tmp_path)
+    assert_usage_error(proc, "--workdir", "a file, not a folder")
+    assert a_file.read_text() == "mine\n"
+
+
+def test_a_wrong_python_is_a_usage_error_before_any_build(kernels_repo, tmp_path):
+    not_python = tmp_path / "not-python"
+    not_python.write_text("#!/bin/sh\nexit 3\n")
+    not_python.chmod(0o755)
+    before = tree(kernels_repo)
+    for python, why in (
+        ("python3.0-nowhere", "no such program"),
+        (str(not_python), "does not run Python (exit 3)"),
+    ):
+        for command in ("port", "verify"):
+            args = [command, "--repo", str(kernels_repo), "--kernel", "silu_and_mul", "--python", python]
+            proc = agent_d(args, tmp_path)
+            assert_usage_error(proc, "--python", why)
+    assert tree(kernels_repo) == before  # nothing built, nothing written
+
+
 def test_unknown_kernel_suggests_the_closest_names_and_creates_nothing(kernels_repo, tmp_path):
     before = tree(kernels_repo)
     for command in ("port", "verify", "plan"):
