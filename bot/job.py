@@ -63,7 +63,15 @@ class Run:
     stages: list[StageRecord] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
 
-    def stage(self, name: str, fn: Callable[[], T], detail: Callable[[T], str] | None = None) -> T:
+    def stage(
+        self,
+        name: str,
+        fn: Callable[[], T],
+        detail: Callable[[T], str] | None = None,
+        failed: Callable[[T], bool] | None = None,
+    ) -> T:
+        """Run one stage and say how it went. ``failed``: whether a value the stage returned is a
+        failure of what it ran (pytest's non-zero exit), so its line never says ``ok`` for that."""
         start = time.monotonic()
         try:
             value = fn()
@@ -73,12 +81,14 @@ class Run:
         except Exception as exc:
             self.record(name, time.monotonic() - start, "failed", f"{type(exc).__name__}: {exc}")
             raise
-        self.record(name, time.monotonic() - start, "ok", detail(value) if detail else "")
+        status = "failed" if failed is not None and failed(value) else "ok"
+        self.record(name, time.monotonic() - start, status, detail(value) if detail else "")
         return value
 
     def record(self, name: str, seconds: float, status: str, detail: str) -> None:
+        """``status``: ok, failed, blocked (could not run here) or skipped (not run, ``detail`` says why)."""
         self.stages.append(StageRecord(name, seconds, status, detail))
-        mark = {"ok": "ok", "failed": "FAILED", "blocked": "BLOCKED"}[status]
+        mark = {"ok": "ok", "failed": "FAILED", "blocked": "BLOCKED", "skipped": "skipped"}[status]
         self.echo(f"[agent-d] {name:<18} {mark:<6} {seconds:7.2f}s  {detail}".rstrip())
 
 

@@ -58,6 +58,7 @@ def smoke_and_test(
             f"exit={t.exit_code}: {t.passed} passed, {t.failed} failed, {t.skipped} skipped"
             + ("" if t.source == "junit" else " (read from the log: pytest wrote no JUnit XML)")
         ),
+        failed=lambda t: t.exit_code != 0,
     )
     job.result.tests, job.pytest_rc = tests, tests.exit_code
     gaps = analysis.known_gaps(analysis.load(job.out_dir / "reference" / "analysis.json"))
@@ -112,10 +113,10 @@ def launch_dry_run(job: Job, python: str, interp: testrun.Interpreter, test_file
     difference is the host's fault, with both values. Without torch it says so and goes on."""
     plan, signature = job.result.plan, job.signature
     if plan is None or signature is None:
-        job.run.record("dry run", 0.0, "ok", "not run: no launch plan to read the C call through")
+        job.run.record("dry run", 0.0, "skipped", "no launch plan to read the C call through")
         return
     if not interp.torch:
-        job.run.record("dry run", 0.0, "ok", f"not run: torch is not importable by {python}")
+        job.run.record("dry run", 0.0, "skipped", f"torch is not importable by {python}")
         return
 
     def compared() -> dryrun.DryRun:
