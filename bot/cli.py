@@ -19,11 +19,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn
 
-from bot import __version__, progress
+from bot import __version__, children, progress
 from bot.classify import machine_errors
 from bot.classify.types import VerdictKind
 from bot.cli_args import add_perf, add_sandbox, add_test_jobs, perf_choice, positive_seconds
@@ -38,12 +39,51 @@ INTERNAL_EXIT = 4
 
 
 def main(argv: list[str] | None = None) -> int:
+    previous = _on_sigterm_stop()
     try:
         status = _run(argv)
         sys.stdout.flush()  # a reader that went away shows up here, not at interpreter exit
         return status
     except BrokenPipeError:
         return pipe_closed()
+    except (KeyboardInterrupt, Interrupted) as exc:
+        return interrupted(signal.SIGTERM if isinstance(exc, Interrupted) else signal.SIGINT)
+    finally:
+        _restore_sigterm(previous)
+
+
+class Interrupted(BaseException):
+    """SIGTERM, raised where the main thread is, as Python raises KeyboardInterrupt for SIGINT."""
+
+
+def _on_sigterm_stop():
+    if threading.current_thread() is not threading.main_thread():
+        return None  # only the main thread may set a handler (tests call main() from threads)
+
+    def handler(_signum, _frame):
+        raise Interrupted
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _restore_sigterm(previous) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted(signum: signal.Signals) -> int:
+    """Ctrl-C or SIGTERM: end the builds and tests agent-d started, say in one line what was stopped
+    and what is left, no traceback; 128 + the signal's number, as a shell reports it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
+    stopped = children.stop_all()
+    ended = f"stopped {', '.join(stopped)}" if stopped else "nothing of its own was running"
+    print(
+        f"agent-d: interrupted by {signum.name}: {ended}. Files already written stay as they are "
+        "(the generated host files, the wiring, cutile_kernel_out/): `git status` shows them.",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 128 + signum
 
 
 def _run(argv: list[str] | None) -> int:

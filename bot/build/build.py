@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot import progress, sandbox
+from bot import children, progress, sandbox
 from bot.build import annotations, compiler_output
 from bot.build.toolchain import Toolchain
 from bot.build.types import BuildResult
@@ -234,7 +234,7 @@ def _cargo(
 
     reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
     reader.start()
-    with progress.heartbeat(echo, "cargo build", status=doing):
+    with children.started(proc, "cargo build"), progress.heartbeat(echo, "cargo build", status=doing):
         for line in proc.stderr:
             err.append(line)
             m = _COMPILING.match(line)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from bot import progress, sandbox
+from bot import children, progress, sandbox
 from bot.targets.test_sites import is_functional
 from bot.targets.types import Target, TestSite
 from bot.testing import envcheck
@@ -321,7 +321,8 @@ def run(
             return RunOutcome(None, 0.0)
         deadline = _Deadline(proc, timeout)
         try:
-            code = _tee(proc, log, deadline, echo, progress_echo)
+            with children.started(proc, "pytest"):
+                code = _tee(proc, log, deadline, echo, progress_echo)
         finally:
             deadline.cancel()
         if deadline.stopped.is_set():

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from bot import sandbox
+from bot import children, sandbox
 from bot.report.types import ValidatorRun
 
 SKILL = "tilegym-converting-cutile-triton-to-cutile-rs"
@@ -148,7 +148,8 @@ def run_script(
     except OSError as exc:
         return ValidatorRun(command=command, output=f"could not start bash: {exc}\n", exit_code=127)
     try:
-        data, _ = proc.communicate(timeout=timeout_s)
+        with children.started(proc, "the validator script"):
+            data, _ = proc.communicate(timeout=timeout_s)
         return ValidatorRun(
             command=command, output=data.decode("utf-8", errors="replace"), exit_code=proc.returncode
         )
