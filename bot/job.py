@@ -68,10 +68,11 @@ class Run:
         name: str,
         fn: Callable[[], T],
         detail: Callable[[T], str] | None = None,
-        failed: Callable[[T], bool] | None = None,
+        status: Callable[[T], str] | None = None,
     ) -> T:
-        """Run one stage and say how it went. ``failed``: whether a value the stage returned is a
-        failure of what it ran (pytest's non-zero exit), so its line never says ``ok`` for that."""
+        """Run one stage and say how it went. ``status``: what a value the stage returned says of
+        what it ran (``failed`` for pytest's non-zero exit, ``blocked`` where the machine cannot run
+        it), so its line never says ``ok`` for that; without it, a stage that returns is ``ok``."""
         start = time.monotonic()
         try:
             value = fn()
@@ -81,8 +82,8 @@ class Run:
         except Exception as exc:
             self.record(name, time.monotonic() - start, "failed", f"{type(exc).__name__}: {exc}")
             raise
-        status = "failed" if failed is not None and failed(value) else "ok"
-        self.record(name, time.monotonic() - start, status, detail(value) if detail else "")
+        said = status(value) if status is not None else "ok"
+        self.record(name, time.monotonic() - start, said, detail(value) if detail else "")
         return value
 
     def record(self, name: str, seconds: float, status: str, detail: str) -> None:
