@@ -97,15 +97,18 @@ def test_driver_versions_read_as_cuda_versions(encoded, shown):
 
 
 @needs_cc
-def test_the_verdict_carries_each_reason_with_its_fix(tmp_path):
+def test_the_verdict_says_each_reason_once_and_each_fix_once(tmp_path):
     python = interpreter(tmp_path / "i", gpus=0, torch=None)
     interp = testrun.probe(python, with_tileiras(tmp_path))
-    result = TestResult(True, "pytest", 4, "log", env_problem=interp.env_report())
+    result = TestResult(True, "pytest", 4, "log", env_problem=interp.env_problem(), env_fix=interp.env_fix())
     verdict = classify.classify(result, [])
     assert (verdict.kind, verdict.klass) == (VerdictKind.BLOCKED, "env")
+    assert len(interp.env_problems()) >= 2
+    said = f"{verdict.reason}\n{verdict.fix}"
     for problem in interp.env_problems():
-        assert f"{problem.reason} (fix: {problem.fix})" in verdict.reason
-    assert verdict.reason.startswith("no CUDA GPU on this machine (the driver reports 0 devices) (fix: ")
+        assert said.count(problem.reason) == 1 and said.count(problem.fix) == 1, said
+    assert problem.reason in verdict.reason and problem.fix in verdict.fix
+    assert verdict.reason.startswith("no CUDA GPU on this machine (the driver reports 0 devices); ")
 
 
 @needs_cc
@@ -133,7 +136,7 @@ def test_a_cuda_home_without_the_tile_toolchain_is_named_before_any_test(tmp_pat
 def test_the_verdicts_fix_line_is_every_fix_of_the_runner(tmp_path):
     python = interpreter(tmp_path / "i", gpus=0, torch=None)
     interp = testrun.probe(python, with_tileiras(tmp_path))
-    result = TestResult(True, "pytest", 4, "log", env_problem=interp.env_report(), env_fix=interp.env_fix())
+    result = TestResult(True, "pytest", 4, "log", env_problem=interp.env_problem(), env_fix=interp.env_fix())
     verdict = classify.classify(result, [])
     assert verdict.fix == "; ".join(p.fix for p in interp.env_problems())
     assert "CUDA_VISIBLE_DEVICES" in verdict.fix and "install a CUDA build of torch" in verdict.fix

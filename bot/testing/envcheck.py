@@ -173,10 +173,6 @@ class Interpreter:
         """Why pytest here cannot prove the kernel on a GPU, every reason; empty when it can."""
         return "; ".join(p.reason for p in self.env_problems())
 
-    def env_report(self) -> str:
-        """Every reason with its fix, for the verdict: ``<reason> (fix: <fix>); ...``."""
-        return "; ".join(f"{p.reason} (fix: {p.fix})" for p in self.env_problems())
-
     def env_fix(self) -> str:
         """What the runner's owner must do, every fix on one line (the verdict's fix line)."""
         return "; ".join(p.fix for p in self.env_problems())

@@ -171,7 +171,7 @@ def registered(
 def _test_files(target: Target, found: Discovery, interp: testrun.Interpreter) -> testrun.TestFile:
     if not found.test_sites:
         if interp.env_problems():  # the machine could not prove anything either way: say that first
-            raise Blocked("env", interp.env_report(), runner_fix=interp.env_fix())
+            raise Blocked("env", interp.env_problem(), runner_fix=interp.env_fix())
         raise Blocked(
             "host",
             f"no test file reaches {found.dispatch_name!r}: " + "; ".join(found.tried),
@@ -195,7 +195,7 @@ def _test(
     kernels are tested side by side)."""
     if not interp.pytest:
         raise Blocked(
-            "env", interp.env_report() or f"cannot run {interp.python}", runner_fix=interp.env_fix()
+            "env", interp.env_problem() or f"cannot run {interp.python}", runner_fix=interp.env_fix()
         )
     log_path = out_dir / "correctness_cutile_rs.txt"
     junit_path = out_dir / testrun.JUNIT_NAME
@@ -217,7 +217,7 @@ def _test(
         junit_xml=xml,
         test_paths=test_paths,
     )
-    result.env_problem = interp.env_report()
+    result.env_problem = interp.env_problem()  # the reasons; their fixes are the fix line, each said once
     result.env_fix = interp.env_fix()
     result.stopped_by_timeout = outcome.stopped
     result.silent_for = outcome.silent_for
