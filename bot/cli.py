@@ -167,6 +167,12 @@ def _add_port(sub) -> None:
     _carry(p)
     _reports_and_interpreter(p)
     p.add_argument("--cargo-target-dir", type=Path, help="reuse compiled dependencies across checkouts")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite your uncommitted edits of the files agent-d writes whole (the wrapper, ffi.rs); "
+        "without it the port refuses and names them",
+    )
     _test_run(p)
     p.set_defaults(func=cmd_port)
 
@@ -317,6 +323,7 @@ def _options(args, **extra) -> PortOptions:
         cargo_target_dir=getattr(args, "cargo_target_dir", None),
         sandbox=getattr(args, "sandbox", False),
         carry=getattr(args, "carry", True),
+        force=getattr(args, "force", False),
         **extra,
     )
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bot.apply import local_edits
 from bot.apply.types import ApplyResult
 from bot.emit import wiring
 from bot.emit.types import GeneratedFiles
@@ -64,7 +65,17 @@ def formatted(files: GeneratedFiles, repo: Path) -> GeneratedFiles:
     return files
 
 
-def apply(files: GeneratedFiles, repo: Path) -> ApplyResult:
+def apply(files: GeneratedFiles, repo: Path, force: bool = False) -> ApplyResult:
+    """Write what changed; refuse (``Blocked`` host, nothing written) when that would overwrite a
+    person's uncommitted edit of a file agent-d writes whole, unless ``force`` (``local_edits``)."""
+    mine = [] if force else local_edits.endangered(files, repo)
+    if mine:
+        raise Blocked(
+            "host",
+            f"your uncommitted changes to {', '.join(mine)} would be overwritten by the generated "
+            "files; nothing was written",
+            host_fix="commit or stash them (or move them aside), or run again with --force to overwrite them",
+        )
     result = ApplyResult([], [])
     for f in files.files:
         path = repo / f.path
@@ -77,6 +88,7 @@ def apply(files: GeneratedFiles, repo: Path) -> ApplyResult:
         path.write_bytes(data)
         result.changed.append(f.path)
         result.previous[f.path] = before
+    local_edits.remember(result.changed + result.unchanged, files, repo)
     return result
 
 

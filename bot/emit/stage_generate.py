@@ -84,7 +84,7 @@ def generate_files(job: Job) -> None:
     )
     applied = run.stage(
         "apply",
-        lambda: apply.apply(files, target.repo),
+        lambda: apply.apply(files, target.repo, force=job.force),
         lambda a: f"{len(a.changed)} changed, {len(a.unchanged)} unchanged",
     )
     result.changed_files = applied.changed

@@ -92,6 +92,7 @@ class PipelinePort:
 
         targets = [Target(repo, check_name(op)) for op in ops]
         options = dict(self.options)
+        options["force"] = True  # the job's own scratch checkout: no person's edit lives in it
         if options.get("sandbox") and options.get("out_root") is None:
             # agent-d's reports outside the checkout the PR's code can write
             options["out_root"] = Path(tempfile.mkdtemp(prefix="agent-d-out-"))
