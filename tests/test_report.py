@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.build.types import BuildResult
+from bot.classify.citation import FORWARD_ONLY_CITATION
 from bot.classify.types import Verdict, VerdictKind
 from bot.plan.types import FfiPlan, LaunchPlan, PyPlan, TestWiring, Variant
 from bot.report import report as R
@@ -278,9 +279,9 @@ def test_forward_only_skip_of_a_backward_test_is_listed_as_cited(tmp_path):
     case = TestCase("t.py::Test_X::test_op_backward[cutile-rs]", "skipped", FORWARD_ONLY_SKIP)
     out = write(tmp_path, result(tmp_path, cases=[*CASES, case]))
     row = next(ln for ln in read(out, "reports/correctness.md").splitlines() if "test_op_backward" in ln)
-    assert row.endswith(f"| SKIP | {FORWARD_ONLY_SKIP} | {R.FORWARD_ONLY_CITATION} |")
+    assert row.endswith(f"| SKIP | {FORWARD_ONLY_SKIP} | {FORWARD_ONLY_CITATION} |")
     log = read(out, "reports/agent_d.md")
-    assert f"- `{case.nodeid}`: {FORWARD_ONLY_SKIP} -> cited ({R.FORWARD_ONLY_CITATION})" in log
+    assert f"- `{case.nodeid}`: {FORWARD_ONLY_SKIP} -> cited ({FORWARD_ONLY_CITATION})" in log
 
 
 def test_reports_are_deterministic(tmp_path):
@@ -429,7 +430,7 @@ def test_cite_skip():
     assert R.cite_skip("see references/coding-rules.md rule 4", gaps) == "coding-rules"
     assert R.cite_skip("too slow", gaps) == ""
     # the forward-only rule, in our wiring's words or a test's own; never a backend that failed to set up
-    assert R.cite_skip("cutile-rs backend does not support the backward pass", []) == R.FORWARD_ONLY_CITATION
+    assert R.cite_skip("cutile-rs backend does not support the backward pass", []) == FORWARD_ONLY_CITATION
     assert R.cite_skip("Backend is not supported: backward", []) == ""
     assert R.cite_skip("", gaps) == ""
 
@@ -463,3 +464,41 @@ def test_written_reports_satisfy_the_report_checks(tmp_path):
             )
         ]
         assert report_fails == [], run.output
+
+
+SKIP_REASONS = [
+    "fp8-inputs: f8e5m2 inputs are not ported",  # a known gap's text
+    "cutile-rs backend does not support the backward pass",  # the forward-only rule
+    "coding-rules: tiles above 8192 elements are out of scope",  # the coding rules
+    "Skipped: impossible shape for this dtype on any backend",  # the test file's own skip
+    "cutile-rs backend not available",  # a wiring gap: never cited
+    "too slow",  # nothing cites it
+]
+
+
+@pytest.mark.parametrize("reason", SKIP_REASONS)
+def test_the_verdict_and_the_reports_cite_a_skip_by_one_rule(tmp_path, reason):
+    """Issue 34, item 12: the classifier and the reports decided by two rules, and disagreed."""
+    from bot.classify.classify import classify
+
+    gaps = ["fp8-inputs: f8e5m2 inputs are not ported"]
+    own = ["Skipped: impossible shape for this dtype"]
+    skip = TestCase("t.py::test_op[x-cutile_rs]", "skipped", reason)
+    res = result(tmp_path, cases=[*CASES, skip])
+    res.tests.test_skips = own
+    out_dir = Path(res.out_dir)
+    (out_dir / "reference").mkdir(parents=True)
+    (out_dir / "reference" / "analysis.json").write_text(
+        json.dumps({"known_gaps": [{"id": "fp8-inputs", "description": "f8e5m2 inputs are not ported"}]})
+    )
+    verdict = classify(res.tests, gaps, own)
+    out = write(tmp_path, res)
+    row = next(
+        ln for ln in read(out, "reports/correctness.md").splitlines() if ln.startswith("| test_op | x |")
+    )
+    listed = next(ln for ln in read(out, "reports/agent_d.md").splitlines() if "test_op[x-cutile_rs]" in ln)
+    uncited_in_report = row.endswith("| UNCITED |")
+    assert listed.endswith("-> UNCITED") == uncited_in_report, (row, listed)
+    uncited_in_verdict = verdict.reason.startswith("uncited skip:")
+    assert uncited_in_report == uncited_in_verdict, (reason, row, verdict.reason)
+    assert uncited_in_report == (reason in ("cutile-rs backend not available", "too slow"))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bot.classify.citation import citation
 from bot.classify.types import Verdict, VerdictKind
 from bot.infer.direct.paths import UNPORTED_PATH
 from bot.testing.types import TestResult
@@ -84,11 +85,9 @@ _HOST_CRASH = re.compile(r"double free|free\(\): invalid|munmap_chunk|corrupted 
 _DEVICE_CRASH = re.compile(
     r"panicked at|has overflowed its stack|CUDA error|CUDA_ERROR|illegal memory access|tileiras", re.I
 )
-_FORWARD_ONLY = re.compile(r"backward", re.I)
 # a test's own check of the outputs failed (any helper's wording: assert_close, allclose, a banner)
 _ASSERTION = re.compile(r"AssertionError|\bassert\b|DID NOT MATCH|allclose", re.I)
 _NAN = re.compile(r"\bnan\b", re.I)
-_BACKEND_MISSING = re.compile(r"backend .*not (available|supported)|not available", re.I)
 
 
 def before_tests(problem: str) -> Verdict:
@@ -206,17 +205,7 @@ def _uncited_skip(result: TestResult, known_gaps: list[str], test_skips: list[st
 
 
 def _cited(reason: str, known_gaps: list[str], test_skips: list[str]) -> bool:
-    if not reason or _BACKEND_MISSING.search(reason):
-        return False
-    if _FORWARD_ONLY.search(reason):
-        return True
-    # The test file's own rule (an impossible parameter combination, a skip for every backend).
-    if any(
-        len(text) >= 12 and reason.startswith(text) and not _BACKEND_MISSING.search(text)
-        for text in test_skips
-    ):
-        return True
-    return any(gap and (gap.lower() in reason.lower() or reason.lower() in gap.lower()) for gap in known_gaps)
+    return bool(citation(reason, known_gaps, test_skips))
 
 
 def _crash(result: TestResult, crashed, launch: _Launch) -> Verdict:

@@ -175,7 +175,7 @@ def _add_backend(text: str) -> str:
 
 
 # The cited skip of a backward test's cutile-rs case: the port is forward-only (TileGym's coding rules,
-# "forward-only port"); the reports cite it (report.cite_skip) and so does the classifier.
+# "forward-only port"); the verdict and the reports cite it by one rule (bot/classify/citation.py).
 FORWARD_ONLY_SKIP = "cutile-rs is forward-only: backward is not ported (coding-rules: forward-only port)"
 
 

@@ -32,10 +32,10 @@ raise on missing pieces (a None plan, build or test result); a report is always 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
+from bot.classify.citation import citation
 from bot.classify.types import Verdict, VerdictKind, verdict_headline
 from bot.report.types import PortResult, ValidatorRun
 from bot.testing.types import TestCase
@@ -52,9 +52,7 @@ _RESULT_WORD = {
     "xpassed": "XPASS",
 }
 FIRST_TIME_LINE = "first build and first pytest passed"
-FORWARD_ONLY_CITATION = "coding-rules: forward-only port"
 # a backend that could not be set up is no citation, whatever else the reason says (classify.py alike)
-_BACKEND_MISSING = re.compile(r"backend .*not (available|supported)|not available", re.I)
 
 
 # --------------------------------------------------------------------------- small pieces
@@ -117,28 +115,10 @@ def load_known_gaps(out_dir: Path) -> list[str]:
     return out
 
 
-def cite_skip(reason: str, known_gaps: list[str]) -> str:
-    """The citation that justifies a skip, or ``""`` when the skip is uncited.
-
-    A skip is cited when its reason names a ``known_gaps`` entry (the entry's text, or its
-    name before ``:``, appears in the reason, or the whole reason appears in the entry), when
-    it is the forward-only skip of a backward test (the coding rules' forward-only port: our
-    wiring's ``cutile-rs is forward-only ...``, or a test's own skip of the backward pass), or
-    when it cites the coding rules (``coding-rules``). Comparison ignores case and spacing.
-    """
-    r = _one_line(reason).lower()
-    if not r:
-        return ""
-    for gap in known_gaps:
-        g = _one_line(gap).lower()
-        name = g.split(":", 1)[0].strip()
-        if g in r or (len(name) >= 4 and name in r) or (len(r) >= 8 and r in g):
-            return f"known_gaps: {gap}"
-    if ("forward-only" in r or "backward" in r) and not _BACKEND_MISSING.search(r):
-        return FORWARD_ONLY_CITATION
-    if "coding-rules" in r or "coding rules" in r or "coding rule" in r:
-        return "coding-rules"
-    return ""
+def cite_skip(reason: str, known_gaps: list[str], test_skips: list[str] | tuple[str, ...] = ()) -> str:
+    """The citation that justifies a skip, or ``""`` when the skip is uncited: the verdict's own
+    rule (``bot/classify/citation.py``)."""
+    return citation(reason, known_gaps, test_skips)
 
 
 def _rel(path: Path | str, root: Path) -> str:
@@ -255,7 +235,7 @@ def _wrapper_line(result: PortResult, repo: Path) -> str:
     )
 
 
-def _table(cases: list[TestCase], known_gaps: list[str]) -> list[str]:
+def _table(cases: list[TestCase], known_gaps: list[str], test_skips: list[str]) -> list[str]:
     rows = [
         "| Test | Config | Result | Error | known_gaps |",
         "|------|--------|--------|-------|------------|",
@@ -268,7 +248,7 @@ def _table(cases: list[TestCase], known_gaps: list[str]) -> list[str]:
         err = c.message if c.outcome in ("failed", "error", "xpassed", "xfailed") else ""
         gap = ""
         if c.outcome == "skipped":
-            gap = cite_skip(c.message, known_gaps) or "UNCITED"
+            gap = cite_skip(c.message, known_gaps, test_skips) or "UNCITED"
             err = c.message
         rows.append(
             "| "
@@ -313,7 +293,8 @@ def render_correctness(result: PortResult, out_dir: Path) -> str:
     lines += ["## Host Artifacts", *_host_artifacts(result, out_dir), ""]
 
     cases = list(t.cases) if t is not None else []
-    lines += ["## Correctness Results", *_table(cases, load_known_gaps(out_dir)), ""]
+    own_skips = list(t.test_skips) if t is not None else []
+    lines += ["## Correctness Results", *_table(cases, load_known_gaps(out_dir), own_skips), ""]
 
     raw = Path(out_dir) / RAW_LOG_NAME
     fail_class = "" if kind == VerdictKind.ALL_PASS else (v.klass if v.klass in ("host", "kernel") else "")
@@ -393,7 +374,7 @@ def render_decision_log(result: PortResult, decision_log: list[str], out_dir: Pa
     if skips:
         gaps = load_known_gaps(out_dir)
         for c in skips:
-            cite = cite_skip(c.message, gaps)
+            cite = cite_skip(c.message, gaps, result.tests.test_skips if result.tests else [])
             lines.append(
                 f"- `{c.nodeid}`: {_one_line(c.message) or '(no reason)'} -> "
                 + (f"cited ({cite})" if cite else "UNCITED")

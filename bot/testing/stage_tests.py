@@ -61,6 +61,7 @@ def smoke_and_test(
         # a run the machine cannot make (no GPU) is blocked, as its verdict is; else a non-zero exit failed
         status=lambda t: "ok" if t.exit_code == 0 else ("blocked" if interp.env_problems() else "failed"),
     )
+    tests.test_skips = list(test_file.skips)  # the reports cite by the verdict's rule
     job.result.tests, job.pytest_rc = tests, tests.exit_code
     gaps = analysis.known_gaps(analysis.load(job.out_dir / "reference" / "analysis.json"))
     differences, unknown = job.result.launch_differences, job.result.launch_unknown

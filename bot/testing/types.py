@@ -44,6 +44,7 @@ class TestResult:
     silent_for: float = 0.0  # seconds pytest had printed nothing when it was stopped (a hang)
     rest_logs: list[str] = field(default_factory=list)  # runs of what remained after a crash (rerun.py)
     skip_groups: list[tuple[int, str]] = field(default_factory=list)  # -rs summary: (count, reason)
+    test_skips: list[str] = field(default_factory=list)  # the test file's own skip texts (cited)
     panics: list[str] = field(default_factory=list)  # Rust panic messages in the log (JIT, launcher)
     located: list[Located] = field(default_factory=list)  # JIT errors the log ties to a source line
     source: str = ""  # where cases and counts were read: "junit" (the XML) or "log" (no XML)
