@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from bot import progress, sandbox
+from bot import progress, sandbox, time_limit
 from bot.apply import apply
 from bot.build import shared_build, toolchain
 from bot.classify.types import VerdictKind
@@ -99,6 +99,20 @@ def _sandbox(jobs: list[Job], options: PortOptions) -> sandbox.Sandbox | None:
         return None
 
 
+def _generate_within_limit(job: Job) -> None:
+    """Generation under ``time_limit``: past it, BLOCKED (host) saying so, with the reports."""
+    try:
+        with time_limit.within(time_limit.seconds(), f"reading, planning and generating {job.target.op}"):
+            stage_generate.generate_files(job)
+    except time_limit.Expired as exc:
+        job.run.record("generate", 0.0, "blocked", str(exc))
+        raise Blocked(
+            "host",
+            f"{exc}: the kernel.rs, the contract or the reference makes agent-d's planning run on",
+            host_fix="report it to agent-d's maintainers with the kernel.rs and host_contract.yaml",
+        ) from None
+
+
 def _port_jobs(jobs: list[Job], options: PortOptions, python: str):
     """Every kernel from discovery to apply, one build, then each kernel's tests; (the interpreter
     probe, the toolchain) for the stages after."""
@@ -109,9 +123,7 @@ def _port_jobs(jobs: list[Job], options: PortOptions, python: str):
         )
         job.attempt(lambda job=job: _discover(job))
         job.attempt(
-            lambda job=job: (
-                stage_verify.existing(job) if options.verify_only else stage_generate.generate_files(job)
-            )
+            lambda job=job: stage_verify.existing(job) if options.verify_only else _generate_within_limit(job)
         )
     left_out = shared_build.LeftOut()
     tools = None
