@@ -273,3 +273,12 @@ def test_the_verify_path_imports_without_jsonschema():
     code = "import sys; sys.modules['jsonschema'] = None; import bot.cli, bot.pipeline; print('ok')"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_the_schema_s_dtype_names_are_the_dtype_table_s():
+    """One table of element types (bot/dtypes.py): the contract's enums are checked against it."""
+    from bot import dtypes
+
+    ffi = schema()["$defs"]["ffi"]["properties"]
+    assert set(ffi["dtypes"]["items"]["enum"]) == set(dtypes.NAMES)
+    assert set(ffi["type_generics"]["additionalProperties"]["enum"]) == {*dtypes.UNPACKED, "dtype"}

@@ -9,8 +9,8 @@ import ast
 import math
 from dataclasses import dataclass
 
+from bot import dtypes
 from bot.plan import per_variant
-from bot.plan.common import TORCH_DTYPES
 from bot.plan.types import FfiPlan, LaunchPlan, Variant
 from bot.read.types import KernelSignature
 
@@ -218,9 +218,7 @@ def _truthy(value) -> bool:
 
 
 # the torch dtype a descriptor records -> the cutile generic string ffi.rs dispatches on
-_RUST_DTYPES = {torch: rust for rust, torch in TORCH_DTYPES.items()} | {
-    "uint8": "f4e2m1fnx2",  # TileGym packs fp4 pairs in uint8 (docs/specification.md, "The C ABI")
-}
+_RUST_DTYPES = dtypes.FROM_TORCH
 
 
 def _dtype_of(desc) -> str:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
+from bot import dtypes
 from bot.plan.types import FfiPlan
 
-_BYTE_TYPES = {"f8e4m3fn", "f8e5m2", "f4e2m1fnx2"}  # TensorDesc codes 7, 5, 6
 _TRAITS = {"TileKernel"}  # needed in scope for their methods only: `as _` keeps them out of the way
 
 
@@ -45,7 +45,7 @@ def _import_groups(ffi: FfiPlan, has_rc_module: bool) -> list[tuple[str, list[st
             [
                 "Device",
                 "Stream",
-                *sorted({t for t in [e.elem for e in ffi.tensors] + ffi.dtypes if t in _BYTE_TYPES}),
+                *sorted({t for t in [e.elem for e in ffi.tensors] + ffi.dtypes if t in dtypes.BYTE_TYPES}),
             ],
         ),
         ("cutile::half", half),

@@ -15,6 +15,7 @@ instead of aborting Python (``sync_on`` would leave its thread-local lock poison
 
 from __future__ import annotations
 
+from bot import dtypes
 from bot.emit import ffi_imports, rustexpr
 from bot.plan import per_variant
 from bot.plan.types import FfiPlan, LaunchPlan, Variant
@@ -254,20 +255,8 @@ def _descriptor_checks(ffi: FfiPlan) -> list[str]:
     return out
 
 
-_FIXED_CODES = {
-    "f32": 0,
-    "f16": 1,
-    "bf16": 2,
-    "i32": 3,
-    "i64": 4,
-    "f8e5m2": 5,
-    "f4e2m1fnx2": 6,
-    "f8e4m3fn": 7,
-}
-
-
 def _fixed_dtype_condition(bind: str, elem: str) -> str:
-    code = _FIXED_CODES.get(elem)
+    code = dtypes.CODES.get(elem)
     if code is None:
         raise rustexpr.ExprError(f"no TensorDesc dtype code for element type {elem}")
     return f"{bind}.dtype != {code}"

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import ast
 
+from bot import dtypes
 from bot.infer.facts import Facts
 from bot.plan.common import DEFAULT_DTYPES
 from bot.targets.types import Discovery, Source, Target
 
 # torch's fp8 dtypes -> cutile element types (ffi_util's dtype_str spelling)
-FP8 = {"float8_e5m2": "f8e5m2", "float8_e4m3fn": "f8e4m3fn"}
+FP8 = dtypes.FP8_FROM_TORCH
 
 
 def gather(target: Target, found: Discovery, facts: Facts) -> None:

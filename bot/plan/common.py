@@ -6,21 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from bot import dtypes
 from bot.plan.types import MissingFact, PyStep
 from bot.targets.types import Source
 
 # cutile generic strings the FFI dispatches, and the torch dtypes the wrapper accepts (the integer
 # ones for an entry whose driving tensor has a fixed integer type, moe_align_block's int64 ids).
 DEFAULT_DTYPES = ["f32", "f16", "bf16"]
-TORCH_DTYPES = {
-    "f32": "float32",
-    "f16": "float16",
-    "bf16": "bfloat16",
-    "f8e5m2": "float8_e5m2",
-    "f8e4m3fn": "float8_e4m3fn",
-    "i32": "int32",
-    "i64": "int64",
-}
+TORCH_DTYPES = dtypes.TORCH
 
 
 @dataclass

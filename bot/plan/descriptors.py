@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bot import dtypes
 from bot.infer import naming
 from bot.plan import common
 from bot.plan.inputs import FfiInputs
@@ -17,7 +18,7 @@ from bot.targets.types import Source
 
 # The dtypes a type slot may be given (the contract's ``ffi.type_generics.<G>``), and the ones a
 # scalar typed by the slot can cross the C ABI as.
-SLOT_DTYPES = ("f32", "f16", "bf16", "i32", "i64", "f8e5m2", "f8e4m3fn", "dtype")
+SLOT_DTYPES = (*dtypes.UNPACKED, "dtype")
 SCALAR_SLOT_TYPES = ("f32", "i32")
 
 
