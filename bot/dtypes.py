@@ -37,4 +37,5 @@ TORCH = {d.name: d.torch for d in TABLE}  # cutile name -> torch dtype name
 FROM_TORCH = {d.torch: d.name for d in TABLE}
 BYTE_TYPES = frozenset(d.name for d in TABLE if d.byte)
 FP8_FROM_TORCH = {d.torch: d.name for d in TABLE if d.byte and not d.packed}
+DEFAULT = ("f32", "f16", "bf16")  # what TileGym's kernels dispatch unless their tests pass more
 UNPACKED = tuple(d.name for d in TABLE if not d.packed)  # a type slot's or a scalar's possible types

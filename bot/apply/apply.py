@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from bot.apply import local_edits
@@ -17,13 +16,8 @@ from bot.apply.types import ApplyResult
 from bot.emit import wiring
 from bot.emit.types import GeneratedFiles
 from bot.errors import Blocked
+from bot.ruff import ruff_command
 from bot.targets.types import Target
-
-
-def ruff_command() -> list[str]:
-    """ruff on PATH, else the one installed beside agent-d's Python."""
-    ruff = shutil.which("ruff")
-    return [ruff] if ruff else [sys.executable, "-m", "ruff"]
 
 
 def format_python(text: str, rel_path: str, repo: Path) -> str:

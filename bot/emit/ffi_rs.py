@@ -57,13 +57,8 @@ def render(plan: LaunchPlan, has_rc_module: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
-def c_declaration(ffi: FfiPlan) -> str:
-    params = ", ".join(f"{ctype} {name}" for name, ctype in ffi.c_params())
-    return f"int32_t {ffi.symbol}({params});"
-
-
 def _signature_comment(ffi: FfiPlan) -> list[str]:
-    return ["// C signature:", "//   " + c_declaration(ffi)]
+    return ["// C signature:", "//   " + ffi.c_declaration()]
 
 
 def _sources_comment(plan: LaunchPlan) -> list[str]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from bot.plan.expr import DTYPE_NAME, ExprError, parse
-from bot.plan.expr import names as names  # re-exported: the emitters read plans through this module
-from bot.plan.expr import tensors as tensors
+from bot.expr import DTYPE_NAME, ExprError, parse
+from bot.expr import names as names  # re-exported: the emitters read plans through this module
+from bot.expr import tensors as tensors
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/", ast.Div: "/", ast.Mod: "%"}
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}

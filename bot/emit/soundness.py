@@ -19,12 +19,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.apply import apply
 from bot.emit import contents
 from bot.emit.types import GeneratedFiles
 from bot.errors import Blocked, OwnBug
 from bot.plan import closure
 from bot.plan.types import LaunchPlan
+from bot.ruff import ruff_command
 
 RUFF_RULES = "F"
 MAX_SHOWN = 3
@@ -93,7 +93,7 @@ def lint_python(text: str, rel_path: str) -> list[Finding]:
     """ruff's pyflakes findings for ``text`` as if it were ``rel_path`` (agent-d's settings, not the checkout's)."""
     proc = subprocess.run(
         [
-            *apply.ruff_command(),
+            *ruff_command(),
             "check",
             "--isolated",
             "--select",

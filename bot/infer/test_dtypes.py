@@ -1,6 +1,6 @@
 """Facts from the op's correctness tests: the fp8 dtypes they parametrize over.
 
-TileGym's kernels dispatch f32, f16 and bf16 (``plan.common.DEFAULT_DTYPES``); an op whose tests
+TileGym's kernels dispatch f32, f16 and bf16 (``bot.dtypes.DEFAULT``); an op whose tests
 also pass ``torch.float8_e5m2`` (attention) must accept it too, or the wrapper would refuse a case
 the cuTile backend runs. Only the decorators of the functional tests discovery found are read, so
 a benchmark's dtypes do not widen the op.
@@ -12,7 +12,6 @@ import ast
 
 from bot import dtypes
 from bot.infer.facts import Facts
-from bot.plan.common import DEFAULT_DTYPES
 from bot.targets.types import Discovery, Source, Target
 
 # torch's fp8 dtypes -> cutile element types (ffi_util's dtype_str spelling)
@@ -37,4 +36,4 @@ def gather(target: Target, found: Discovery, facts: Facts) -> None:
                         extra.append(FP8[node.attr])
                         where.append(f"{site.path}:{deco.lineno} {fn.name} passes torch.{node.attr}")
     if extra:
-        facts.offer("ffi.dtypes", list(DEFAULT_DTYPES) + extra, Source("tests", "; ".join(where)))
+        facts.offer("ffi.dtypes", list(dtypes.DEFAULT) + extra, Source("tests", "; ".join(where)))

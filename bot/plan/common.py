@@ -12,7 +12,7 @@ from bot.targets.types import Source
 
 # cutile generic strings the FFI dispatches, and the torch dtypes the wrapper accepts (the integer
 # ones for an entry whose driving tensor has a fixed integer type, moe_align_block's int64 ids).
-DEFAULT_DTYPES = ["f32", "f16", "bf16"]
+DEFAULT_DTYPES = list(dtypes.DEFAULT)
 TORCH_DTYPES = dtypes.TORCH
 
 

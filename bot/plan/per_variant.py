@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bot.plan import expr
+from bot import expr
 from bot.plan.types import FfiPlan, Variant
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from bot.emit.ffi_rs import c_declaration
 from bot.plan.types import CarryPlan, FfiPlan, LaunchPlan, PyPlan
 
 
@@ -43,7 +42,7 @@ def _carry_lines(carry: CarryPlan) -> list[str]:
 
 def _ffi_lines(ffi: FfiPlan) -> list[str]:
     """The C ABI, its descriptors and dtypes, scalars, FFI locals and launches."""
-    out = ["C ABI:", f"  {c_declaration(ffi)}", "", "descriptors:"]
+    out = ["C ABI:", f"  {ffi.c_declaration()}", "", "descriptors:"]
     for t in ffi.tensors:
         out.append(
             f"  {t.name:<14} {t.role:<6} -> {t.param} ({t.kind} {t.elem}, rank {t.rank})  [{t.source}]"

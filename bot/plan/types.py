@@ -97,6 +97,11 @@ class FfiPlan:
         out += [("device_id", "int32_t"), ("raw_stream", "uint64_t")]
         return out
 
+    def c_declaration(self) -> str:
+        """The C declaration of the symbol (ffi.rs's comment, ``agent-d plan``)."""
+        params = ", ".join(f"{ctype} {name}" for name, ctype in self.c_params())
+        return f"int32_t {self.symbol}({params});"
+
 
 @dataclass
 class PyStep:

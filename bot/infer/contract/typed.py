@@ -27,8 +27,8 @@ import keyword
 import re
 from collections.abc import Iterator
 
-from bot.plan.expr import DTYPE_NAME, TENSOR_FUNCS, ExprError
-from bot.plan.expr import parse as parse_ffi
+from bot.expr import DTYPE_NAME, TENSOR_FUNCS, ExprError
+from bot.expr import parse as parse_ffi
 
 RC_NAMES = ("NULL_PTR", "INVALID_ARGS")  # the codes a contract check may return (ffi.rs's rc table)
 RAISABLE = ("ValueError", "TypeError", "NotImplementedError", "RuntimeError", "IndexError", "AssertionError")
