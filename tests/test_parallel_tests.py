@@ -23,7 +23,9 @@ from bot.testing import testrun
 pytestmark = pytest.mark.slow
 OPS = ["silu_and_mul", "swiglu"]  # the commit's order, which the results keep; both have test files
 TEST_STAGE_LINE = re.compile(r"\[agent-d\] (abi smoke|interpreter|registration|test|classify) {2,}")
-MEETING_S = 120.0  # how long one kernel waits at the barrier for the other before it breaks
+# how long one kernel waits at the barrier for the other before it breaks: each kernel's dry run
+# comes first, and on a loaded 2-core machine one can finish minutes after the other
+MEETING_S = 400.0
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +61,11 @@ class PytestRuns:
         finally:
             with self.lock:
                 self.under_way.discard(target.op)
+
+
+@pytest.fixture(autouse=True)
+def _few_dry_run_cases(monkeypatch):
+    monkeypatch.setenv("AGENT_D_DRYRUN_MAX_CASES", "3")  # the dry run is not what these tests are about
 
 
 def _port(repo: Path, out: Path, cargo_target_dir: Path, test_jobs: int, lines: list[str]):

@@ -26,7 +26,7 @@ KEEP_NAMES = frozenset(
         # agent-d's own settings that the port reads
         "AGENT_D_READER", "AGENT_D_CACHE", "AGENT_D_BUILD_TIMEOUT", "XDG_CACHE_HOME",
         # what agent-d's dry-run plugin reads inside the checkout's pytest (bot/dryrun/plugin.py)
-        "AGENT_D_DRYRUN_OUT", "AGENT_D_DRYRUN_CASES", "AGENT_D_DRYRUN_TESTS",
+        "AGENT_D_DRYRUN_OUT", "AGENT_D_DRYRUN_CASES", "AGENT_D_DRYRUN_TESTS", "AGENT_D_DRYRUN_MAX_CASES",
     }
 )  # fmt: skip
 # GPU, CUDA and TileGym runtime settings
