@@ -61,7 +61,8 @@ def _git_dir(repo: Path) -> Path | None:
 
 
 def _at_head(repo: Path, rel: str) -> bytes | None:
-    proc = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=repo, capture_output=True, check=False)
+    # ``./``: the path is the checkout's, also where the checkout is a folder of a larger repository
+    proc = subprocess.run(["git", "show", f"HEAD:./{rel}"], cwd=repo, capture_output=True, check=False)
     return proc.stdout if proc.returncode == 0 else None
 
 
