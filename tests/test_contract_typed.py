@@ -125,6 +125,11 @@ def test_each_name_slot_is_an_identifier_or_a_word_of_its_table(tmp_path, text, 
     assert any(line.startswith(where + ": ") for line in lines), lines
 
 
+def test_a_let_may_unpack_into_the_bare_underscore(tmp_path):
+    text = "contract_version: 1\npython:\n  steps:\n    - {let: '_, n', expr: x.shape}\n"
+    assert _gather(tmp_path, text).get("python.steps")[0]["let"] == "_, n"
+
+
 def test_a_message_renders_as_one_literal_whatever_it_holds(tmp_path):
     from bot.emit.wrapper_py import _step
     from bot.plan.types import PyStep

@@ -170,7 +170,8 @@ def targets(text: object) -> str:
     """A ``let`` target: one identifier or several, comma-separated."""
     source = _bounded(text)
     for part in source.split(","):
-        identifier(part.strip())
+        if part.strip() != "_":  # the value unpacked and not kept
+            identifier(part.strip())
     return source
 
 
