@@ -43,14 +43,7 @@ def test_cli_three_zones_keep_the_canary_out(world, monkeypatch, capsys, caplog,
 
     caplog.set_level(logging.DEBUG)
     monkeypatch.setattr(finalize, "_pipeline_generator", lambda: fake_generate)
-    pr = world.open_kernel_pr()
-    sha = world.fake.pr_head_sha(pr)
-    monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_WRITES", "0")
-    monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_REQUESTS", "0")
-    event = world.fake.write_webhook(tmp_path / "event.json", "pull_request", "opened", pr=pr.number)
-    out = tmp_path / "gh_output"
-    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
-    assert main(["dispatch", "--event-name", "pull_request", "--event-path", str(event)]) == 0
+    pr, sha, out = _dispatched(world, monkeypatch, tmp_path)
     outputs = _read_outputs(out)
     assert outputs["run"] == "true" and outputs["concurrency_group"] == f"agent-d-pr-{pr.number}"
     matrix = json.loads(outputs["matrix"])["include"]
@@ -85,6 +78,22 @@ def test_cli_three_zones_keep_the_canary_out(world, monkeypatch, capsys, caplog,
     texts += [p.read_text() for p in art.rglob("*") if p.is_file()]
     no_canary_anywhere(world.fake, *texts)
     assert os.environ["GITHUB_TOKEN"] == CANARY
+
+
+def _dispatched(world, monkeypatch, tmp_path: Path):  # noqa: F811
+    """A kernel PR opened and `agent-d dispatch` run on its event through the CLI, as the
+    workflow's first job does: (the PR, its head, the GITHUB_OUTPUT file dispatch wrote)."""
+    from bot.cli import main
+
+    pr = world.open_kernel_pr()
+    sha = world.fake.pr_head_sha(pr)
+    monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_WRITES", "0")
+    monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_REQUESTS", "0")
+    event = world.fake.write_webhook(tmp_path / "event.json", "pull_request", "opened", pr=pr.number)
+    out = tmp_path / "gh_output"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+    assert main(["dispatch", "--event-name", "pull_request", "--event-path", str(event)]) == 0
+    return pr, sha, out
 
 
 def _read_outputs(path: Path) -> dict[str, str]:
@@ -169,14 +178,7 @@ def test_a_check_a_killed_finalize_left_queued_is_concluded_once(world, monkeypa
     the check stayed queued. The workflow's `conclude` job concludes it; run again, it changes nothing."""
     from bot.cli import main
 
-    pr = world.open_kernel_pr()
-    sha = world.fake.pr_head_sha(pr)
-    monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_WRITES", "0")
-    monkeypatch.setenv("AGENT_D_SECONDS_BETWEEN_REQUESTS", "0")
-    event = world.fake.write_webhook(tmp_path / "event.json", "pull_request", "opened", pr=pr.number)
-    out = tmp_path / "gh_output"
-    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
-    assert main(["dispatch", "--event-name", "pull_request", "--event-path", str(event)]) == 0
+    pr, sha, out = _dispatched(world, monkeypatch, tmp_path)
     check_id = _read_outputs(out)["check_run_id"]
     (check,) = world.checks(sha)
     assert check.status != "completed"  # queued; finalize never comes
