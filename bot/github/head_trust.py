@@ -87,8 +87,8 @@ def contract_reason(head: str, contracts: list[str]) -> str:
     return (
         f"commit {head} adds or changes a host contract ({render.path_list(contracts)}) written without "
         "write access to this repository. A contract steers the files agent-d generates and pushes, so it runs "
-        "only for a maintainer's approval of its exact commit: after reviewing the contract, a maintainer "
-        f"comments `/agent-d rerun --sha {head}` (each new push needs a new approval)"
+        "only for a maintainer's approval of its exact commit: after reviewing the contract, "
+        + _approves(head)
     )
 
 
@@ -97,8 +97,12 @@ def guarded_reason(head: str, edits: list[str]) -> str:
         f"commit {head} edits the tests, a `conftest.py` or the TileGym runtime ({render.path_list(edits)}). "
         "agent-d builds and tests them from the base branch, not from the pull request; still, a pull request "
         "that edits them runs only for a maintainer's approval of its exact commit, whoever pushed it: after "
-        f"reviewing it, a maintainer comments `/agent-d rerun --sha {head}` (each new push needs a new approval)"
+        "reviewing it, " + _approves(head)
     )
+
+
+def _approves(head: str) -> str:
+    return f"a maintainer comments `/agent-d rerun --sha {head}` (each new push needs a new approval)"
 
 
 def foreign_commits(repo, head: str, pusher: str, trusted: Callable[[str], bool]) -> str:
