@@ -117,14 +117,20 @@ def _port_jobs(jobs: list[Job], options: PortOptions, python: str):
     """Every kernel from discovery to apply, one build, then each kernel's tests; (the interpreter
     probe, the toolchain) for the stages after."""
     for job in jobs:
-        options.echo(
-            f"[agent-d] {'verify' if options.verify_only else 'port'} {job.target.op}: "
-            f"{job.target.kernel_rs.relative_to(job.target.repo)} -> {job.out_dir}"
-        )
-        job.attempt(lambda job=job: _discover(job))
-        job.attempt(
-            lambda job=job: stage_verify.existing(job) if options.verify_only else _generate_within_limit(job)
-        )
+        verb = "verify" if options.verify_only else "port"
+        with progress.group(
+            options.echo, f"agent-d {verb} {job.target.op}: read the kernel and the reference"
+        ):
+            options.echo(
+                f"[agent-d] {verb} {job.target.op}: "
+                f"{job.target.kernel_rs.relative_to(job.target.repo)} -> {job.out_dir}"
+            )
+            job.attempt(lambda job=job: _discover(job))
+            job.attempt(
+                lambda job=job: (
+                    stage_verify.existing(job) if options.verify_only else _generate_within_limit(job)
+                )
+            )
     left_out = shared_build.LeftOut()
     tools = None
     names = tuple(dict.fromkeys(stage_tests.registry_name(j.found) for j in jobs if j.found))
@@ -132,7 +138,8 @@ def _port_jobs(jobs: list[Job], options: PortOptions, python: str):
     interpreter = _once(lambda: testrun.probe(python, repo=options.repo.resolve(), names=names))
     try:
         if not options.verify_only:
-            tools = _build(jobs, options, left_out)
+            with progress.group(options.echo, "agent-d build"):
+                tools = _build(jobs, options, left_out)
         for job in jobs:  # nothing was built for it (no kernel was left to build)
             if job.awaiting_facts and not job.stopped:
                 job.stop(job.awaiting_facts)
@@ -152,16 +159,18 @@ def _test_each(jobs: list[Job], test: Callable[[Job], None], options: PortOption
     workers = min(options.test_jobs, len(going))
     if workers <= 1:
         for job in going:
-            if len(jobs) > 1:  # the lines that follow are this kernel's
-                options.echo(f"[agent-d] test {job.target.op}")
-            job.attempt(lambda job=job: test(job))
+            with progress.group(options.echo, f"agent-d test {job.target.op}"):
+                if len(jobs) > 1:  # the lines that follow are this kernel's
+                    options.echo(f"[agent-d] test {job.target.op}")
+                job.attempt(lambda job=job: test(job))
         return
     ops = ", ".join(job.target.op for job in going)
-    options.echo(f"[agent-d] test {ops}: {workers} at a time, each line tagged [<kernel>]")
-    echo = progress.one_at_a_time(options.echo)
-    for job in going:
-        job.run.echo = progress.tagged(echo, job.target.op)
-    side_by_side.run_each([lambda job=job: job.attempt(lambda: test(job)) for job in going], workers)
+    with progress.group(options.echo, f"agent-d test {ops}"):  # one group: their lines interleave
+        options.echo(f"[agent-d] test {ops}: {workers} at a time, each line tagged [<kernel>]")
+        echo = progress.one_at_a_time(options.echo)
+        for job in going:
+            job.run.echo = progress.tagged(echo, job.target.op)
+        side_by_side.run_each([lambda job=job: job.attempt(lambda: test(job)) for job in going], workers)
 
 
 def _once(fn: Callable[[], T]) -> Callable[[], T]:

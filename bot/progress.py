@@ -7,6 +7,7 @@ looks hung.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -45,6 +46,20 @@ def tagged(echo: Echo, kernel: str) -> Echo:
     if echo is silent:
         return echo
     return lambda line: echo(f"[{kernel}] {line}")
+
+
+@contextmanager
+def group(echo: Echo, title: str) -> Iterator[None]:
+    """In a GitHub Actions log, the block's lines folded under ``title`` (``::group::``); elsewhere
+    nothing. Groups do not nest there: one phase of the port at a time."""
+    folding = echo is not silent and os.environ.get("GITHUB_ACTIONS") == "true"
+    if folding:
+        echo(f"::group::{title}")
+    try:
+        yield
+    finally:
+        if folding:
+            echo("::endgroup::")
 
 
 @contextmanager

@@ -18,6 +18,7 @@ from test_github_support import BASE_FILES, KERNEL_RS, fake_generate, fake_port,
 
 from bot.github import redact
 from bot.github.client import ClientSettings, make_github
+from bot.github.credentials import TokenCredentials
 from bot.github.events import parse_event
 from bot.github.publish import STATUS_MARKER
 from bot.github.runner import run_all
@@ -87,7 +88,7 @@ class World:
             self.tmp / f"run{self.n}",
             BOTS,
             run_ref=f"run-{self.n}",
-            token=CANARY,
+            credentials=TokenCredentials(CANARY),
             generate=fake_generate,
         )
 

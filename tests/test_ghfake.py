@@ -142,12 +142,15 @@ def test_pygithub_round_trip(github_fake):
     status = commit.create_status("success", description="ok", context="agent-d/legacy")
     assert status.state == "success" and commit.get_combined_status().state == "success"
 
-    assert gh.get_user().login == "agent-d[bot]"
+    with pytest.raises(GithubException) as not_a_user:  # an App's token is no user, as on GitHub
+        _ = gh.get_user().login
+    assert not_a_user.value.status == 403
     assert gh.get_rate_limit().rate.limit == 5000
     assert [e.path for e in fake.log if e.status >= 400] == [
         "/repos/acme/kernels/contents/.github/missing.yml",
         "/repos/acme/kernels/contents/.github/agent-d.yml",
         "/repos/acme/kernels/collaborators/nobody-at-all/permission",
+        "/user",
     ]
 
 

@@ -13,6 +13,7 @@ from test_github_hostile_kernels import OP, _tilegym_main
 from test_github_support import fake_generate, fake_port, kernel_path
 
 from bot.build.types import Annotation
+from bot.github.credentials import TokenCredentials
 from bot.github.runner import pipeline_port_fn, run_all
 
 KERNEL = kernel_path(OP)
@@ -21,7 +22,7 @@ KERNEL = kernel_path(OP)
 def _run(world, port, tmp: Path, name: str = "run"):  # noqa: F811
     pr = world.open_kernel_pr()
     summary = run_all(world.gh, world.event("pull_request", "opened", pr=pr.number), port, tmp / name, BOTS,
-                      name, CANARY, generate=fake_generate)  # fmt: skip
+                      name, TokenCredentials(CANARY), generate=fake_generate)  # fmt: skip
     assert summary.dispatch.run and summary.finalize is not None
     return pr, summary
 
@@ -100,7 +101,7 @@ def test_a_kernel_rs_that_does_not_compile_gets_an_annotation_on_its_line(
     pr = world.open_kernel_pr(files={KERNEL: broken})
     event = world.event("pull_request", "opened", pr=pr.number)
     port = pipeline_port_fn(cargo_target_dir=cargo_target_dir)
-    summary = run_all(world.gh, event, port, tmp_path / "run", BOTS, "annotations", CANARY)
+    summary = run_all(world.gh, event, port, tmp_path / "run", BOTS, "annotations", TokenCredentials(CANARY))
     assert summary.finalize is not None and summary.finalize.conclusion == "failure"
     head = world.fake.branch_sha(REPO, "add-silu")
     [check] = world.checks(head)

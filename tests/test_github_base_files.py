@@ -20,6 +20,7 @@ from ghfake.fixtures import ghfake_assets, ghfake_spec, github_fake  # noqa: F40
 from github_world import BOTS, CANARY, REPO, fake_client, world  # noqa: F401
 from test_github_support import BASE_FILES, KERNEL_RS, OPS, VALIDATOR, fake_generate, kernel_path, visible
 
+from bot.github.credentials import TokenCredentials
 from bot.github.runner import run_all
 
 OP = "silu_and_mul"
@@ -56,7 +57,14 @@ def _what_runs(seen: dict[str, str]):
 def _run(world, event, port, generate=fake_generate):  # noqa: F811
     world.n += 1
     return run_all(
-        world.gh, event, port, world.tmp / f"run{world.n}", BOTS, f"run-{world.n}", CANARY, generate
+        world.gh,
+        event,
+        port,
+        world.tmp / f"run{world.n}",
+        BOTS,
+        f"run-{world.n}",
+        TokenCredentials(CANARY),
+        generate,
     )
 
 

@@ -65,7 +65,7 @@ def test_fork_pr_waits_for_a_maintainer_and_approval_covers_one_sha(world):  # n
         checkout, sha1, ["silu_and_mul"], world.tmp / "art", fake_port, repo_name=REPO, base_sha=base
     )
     sha2 = world.fake.commit(fork, "silu", {"notes.txt": "more\n"}, "more", author="outsider")
-    req = FinalizeRequest(REPO, pr.number, sha1, d.check_run_id, [art], commit=True, push_token=CANARY)
+    req = FinalizeRequest(REPO, pr.number, sha1, d.check_run_id, [art], commit=True, git_token=lambda: CANARY)
     fin = Finalizer(world.gh, req, BOTS, fake_generate).run()
     assert fin.conclusion == "cancelled" and not fin.pushed
     assert world.reviews(pr.number) == []

@@ -19,6 +19,7 @@ from github_world import BOTS, CANARY, REPO, world  # noqa: F401
 from test_github_support import BASE_FILES, kernel_path, visible
 
 from bot.demo import assemble_checkout
+from bot.github.credentials import TokenCredentials
 from bot.github.runner import pipeline_port_fn, run_all
 
 OP = "silu_and_mul"
@@ -43,7 +44,9 @@ def _run_real_port(world, kernel_rs: str, tmp: Path):  # noqa: F811
     pr = world.open_kernel_pr(files={kernel_path(OP): kernel_rs})
     head = world.fake.pr_head_sha(pr)
     event = world.event("pull_request", "opened", pr=pr.number)
-    summary = run_all(world.gh, event, pipeline_port_fn(), tmp / "run", BOTS, "hostile", CANARY)
+    summary = run_all(
+        world.gh, event, pipeline_port_fn(), tmp / "run", BOTS, "hostile", TokenCredentials(CANARY)
+    )
     assert summary.dispatch.run and summary.dispatch.head_sha == head
     return pr, head, summary
 

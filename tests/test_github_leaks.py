@@ -22,6 +22,7 @@ from github_world import BOTS, CANARY, REPO, world  # noqa: F401
 from test_github_artifact import LEAKY
 from test_github_support import VALIDATOR, fake_generate
 
+from bot.github.credentials import TokenCredentials
 from bot.github.dispatch import Dispatcher
 from bot.github.finalize import Finalizer, FinalizeRequest
 from bot.github.runner import run_all
@@ -48,7 +49,16 @@ def test_pr_code_prints_its_environment_and_no_runner_secret_reaches_github(
 
     pr = world.open_kernel_pr()
     event = world.event("pull_request", "opened", pr=pr.number)
-    s = run_all(world.gh, event, pr_code_prints_env, tmp_path / "run", BOTS, "env", CANARY, fake_generate)
+    s = run_all(
+        world.gh,
+        event,
+        pr_code_prints_env,
+        tmp_path / "run",
+        BOTS,
+        "env",
+        TokenCredentials(CANARY),
+        fake_generate,
+    )
     assert s.dispatch.run and s.finalize.pushed and s.finalize.conclusion == "success"
     assert "PATH" in seen and "HOME" in seen
     [review] = world.reviews(pr.number)
@@ -123,7 +133,14 @@ def test_pr_code_in_the_sandbox_finds_no_runner_variable_in_proc_and_none_reache
         pr = world.open_kernel_pr()
         event = world.event("pull_request", "opened", pr=pr.number)
         s = run_all(
-            world.gh, event, pr_code_reads_proc, tmp_path / "run", BOTS, "proc", CANARY, fake_generate
+            world.gh,
+            event,
+            pr_code_reads_proc,
+            tmp_path / "run",
+            BOTS,
+            "proc",
+            TokenCredentials(CANARY),
+            fake_generate,
         )
     finally:
         listener.close()

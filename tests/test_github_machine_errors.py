@@ -14,6 +14,7 @@ from github_world import BOTS, CANARY, REPO, world  # noqa: F401
 from test_github_hostile_kernels import OP, _tilegym_main
 from test_github_support import kernel_path, visible
 
+from bot.github.credentials import TokenCredentials
 from bot.github.publish import STATUS_MARKER
 from bot.github.runner import pipeline_port_fn, run_all
 
@@ -31,7 +32,7 @@ def test_a_test_file_nested_too_deeply_is_a_named_blocked_verdict_without_a_trac
     pr = world.open_kernel_pr(files={kernel_path(OP): kernel})
     head = world.fake.pr_head_sha(pr)
     event = world.event("pull_request", "opened", pr=pr.number)
-    s = run_all(world.gh, event, pipeline_port_fn(), tmp_path / "run", BOTS, "deep", CANARY)
+    s = run_all(world.gh, event, pipeline_port_fn(), tmp_path / "run", BOTS, "deep", TokenCredentials(CANARY))
     assert s.dispatch.run and s.finalize is not None and not s.finalize.pushed
     assert world.fake.branch_sha(REPO, "add-silu") == head
     [check] = world.checks(head)

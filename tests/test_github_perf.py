@@ -72,6 +72,13 @@ def test_a_done_port_gets_the_table_and_a_successful_perf_check(world, caplog): 
     assert body.rstrip().endswith("VERDICT: ALL_PASS")  # the perf section leaves the verdict last
     art = read_artifact(s.artifacts[0])
     assert art.perf["silu_and_mul"]["verdict"] == "DONE"
+    # the Actions job summary: the verdict table and the perf table, as in the review
+    summary = s.finalize.summary
+    assert summary.startswith("## agent-d finalize: VERDICT: ALL_PASS (success)")
+    assert "| `silu_and_mul` | ALL_PASS |" in summary and "### Performance" in summary
+    assert "| `silu_and_mul` | **all** | 2 | **0.980** | 0.490 |" in summary
+    assert f"- Committed the generated files as `{head}`." in summary
+    assert "summary" not in s.finalize.outputs()  # Markdown for the page, not a job output
 
 
 def test_a_slow_port_gets_a_neutral_check_naming_the_slowest_config_as_inert_text(world):  # noqa: F811

@@ -199,13 +199,24 @@ def _event_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _setup() -> tuple[object, str]:
-    from bot.github.client import ClientSettings, make_github, token_from_env
+def _setup(repository: str):
+    """A client on GitHub as agent-d, and its credentials (a token, or the App's token minted here)."""
+    from bot.github.client import ClientSettings, make_github
+    from bot.github.credentials import credentials_from_env
 
-    token = token_from_env()  # before anything else: no token is a usage error, not a traceback
     redact.install()
-    gh = make_github(token, ClientSettings.from_env())
-    return gh, token
+    settings = ClientSettings.from_env()
+    # before anything else: no token is a usage error, not a traceback
+    credentials = credentials_from_env(repository, settings)
+    return make_github(credentials.auth, settings), credentials
+
+
+def _bots(credentials) -> tuple[str, ...]:
+    """The logins whose comments and reviews are agent-d's own: the App's bot user among them."""
+    from bot.github.client import bot_logins
+
+    known = bot_logins()
+    return known if not credentials.login or credentials.login in known else (credentials.login, *known)
 
 
 def _run_ref() -> str:
@@ -244,27 +255,32 @@ def _event(args):
 
 
 def cmd_dispatch(args) -> int:
-    from bot.github.client import bot_logins, log_rate_limit
+    from bot.github import job_summary
+    from bot.github.client import log_rate_limit
     from bot.github.dispatch import Dispatcher
 
     event = _event(args)
-    gh, _ = _setup()
+    gh, credentials = _setup(event.repo)
     log_rate_limit(gh)
     details = os.environ.get("GITHUB_SERVER_URL", "") and _run_ref()
     result = Dispatcher(
-        gh, event, bot_logins(), run_ref=os.environ.get("GITHUB_RUN_ID", ""), details_url=details
+        gh, event, _bots(credentials), run_ref=os.environ.get("GITHUB_RUN_ID", ""), details_url=details
     ).run()
+    job_summary.append(job_summary.dispatch(result.run, result.reason, result.kernels, result.check_run_id))
     write_outputs(result.outputs())
     return 0
 
 
 def cmd_finalize(args) -> int:
-    from bot.github.client import bot_logins, log_rate_limit
+    from bot.github import job_summary
+    from bot.github.client import log_rate_limit
     from bot.github.finalize import Finalizer, FinalizeRequest
 
     if not args.repo:
         raise UsageError("--repo owner/name (or $GITHUB_REPOSITORY) is required")
-    gh, token = _setup()
+    gh, credentials = _setup(args.repo)
+    push_token = os.environ.get("AGENT_D_PUSH_TOKEN", "")
+    redact.REDACTOR.add(push_token)
     request = FinalizeRequest(
         repo=args.repo,
         pr=args.pr,
@@ -274,22 +290,28 @@ def cmd_finalize(args) -> int:
         artifact_dirs=list(args.artifacts),
         commit=args.commit == "true",
         run_ref=_run_ref(),
-        push_token=os.environ.get("AGENT_D_PUSH_TOKEN") or token,
+        git_token=(lambda: push_token) if push_token else credentials.git_token,
+        author=credentials.commit_author(gh),
         port_result=args.port_result,
         kernels=_kernel_list(args.kernels),
     )
-    result = Finalizer(gh, request, bot_logins()).run()
+    result = Finalizer(gh, request, _bots(credentials)).run()
     log_rate_limit(gh)
-    write_outputs({k: json.dumps(v) if isinstance(v, list) else str(v) for k, v in asdict(result).items()})
+    job_summary.append(
+        result.summary or job_summary.finalize(result.conclusion, "nothing published", [], result.notes)
+    )
+    outputs = asdict(result)
+    del outputs["summary"]
+    write_outputs({k: json.dumps(v) if isinstance(v, list) else str(v) for k, v in outputs.items()})
     return 0
 
 
 def cmd_conclude(args) -> int:
-    from bot.github import publish
+    from bot.github import job_summary, publish
 
     if not args.repo:
         raise UsageError("--repo owner/name (or $GITHUB_REPOSITORY) is required")
-    gh, _token = _setup()
+    gh, _ = _setup(args.repo)
     check = gh.get_repo(args.repo).get_check_run(args.check_run_id)
     if check.status == "completed":
         print(f"check run {args.check_run_id} is concluded already ({check.conclusion}): nothing to do")
@@ -301,6 +323,7 @@ def cmd_conclude(args) -> int:
         f"published: see the workflow run {_run_ref()}. Re-run the workflow, or comment `/agent-d rerun`."
     )
     publish.conclude(check, "failure", "agent-d error", why)
+    job_summary.append(job_summary.conclude(args.check_run_id, "failure", why))
     print(f"check run {args.check_run_id} concluded as failure: finalize ended{ended} without concluding it")
     write_outputs({"conclusion": "failure"})
     return 0
@@ -317,23 +340,24 @@ def _kernel_list(text: str) -> tuple[str, ...]:
 
 
 def cmd_run(args) -> int:
-    from bot.github.client import bot_logins
     from bot.github.runner import pipeline_port_fn, run_all
 
     event = _event(args)
-    gh, token = _setup()
+    gh, credentials = _setup(event.repo)
     with tempfile.TemporaryDirectory(prefix="agent-d-run-") as tmp:
         workdir = args.workdir or Path(tmp)
-        summary = run_all(gh, event, pipeline_port_fn(), workdir, bot_logins(), _run_ref(), token)
+        summary = run_all(gh, event, pipeline_port_fn(), workdir, _bots(credentials), _run_ref(), credentials)
     outputs = summary.dispatch.outputs()
     if summary.finalize is not None:
-        outputs.update({f"finalize_{k}": str(v) for k, v in asdict(summary.finalize).items()})
+        outputs.update({f"finalize_{k}": v for k, v in summary.finalize.outputs().items()})
     write_outputs(outputs)
     return 0
 
 
 def cmd_port_job(args) -> int:
     from bot.build.runner_cache import CacheRoots
+    from bot.github import job_summary
+    from bot.github.artifact import read_artifact
     from bot.github.port_job import PortJobError, run_port_job
     from bot.github.runner import pipeline_port_fn
     from bot.targets.targets import existing_dir
@@ -367,6 +391,8 @@ def cmd_port_job(args) -> int:
         )
     except PortJobError as exc:  # a wrong commit or kernel name: said before any port ran
         raise UsageError(str(exc)) from None
+    if job_summary.wanted():
+        job_summary.append(job_summary.port_job([read_artifact(artifact)]))
     print(f"agent-d: artifact written to {artifact}")
     return 0
 

@@ -76,12 +76,15 @@ def token_from_env(env: dict[str, str] | None = None) -> str:
     return token
 
 
-def make_github(token: str, settings: ClientSettings | None = None) -> Github:
-    """A client for ``settings.api_url`` authenticated with ``token`` (registered for redaction)."""
+def make_github(token: str | Auth.Auth, settings: ClientSettings | None = None) -> Github:
+    """A client for ``settings.api_url`` authenticated with ``token`` (registered for redaction), or
+    with an ``Auth`` that registers its own (bot/github/credentials.py)."""
     settings = settings or ClientSettings.from_env()
-    REDACTOR.add(token)
+    if isinstance(token, str):
+        REDACTOR.add(token)
+        token = Auth.Token(token)
     return Github(
-        auth=Auth.Token(token),
+        auth=token,
         base_url=settings.api_url.rstrip("/"),
         timeout=settings.timeout,
         retry=make_retry(settings),

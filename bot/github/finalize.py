@@ -22,13 +22,14 @@ import logging
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bot.errors import StageStop
-from bot.github import base_tree, gitops, publish, regenerate, render, render_perf
+from bot.github import base_tree, gitops, job_summary, publish, regenerate, render, render_perf
 from bot.github.artifact import Artifact, ArtifactError, change_refusals, listed_reset, read_artifact
 from bot.github.config import Config, ConfigError, load_config
+from bot.github.credentials import CommitAuthor
 from bot.github.kernels import added_kernels
 from bot.github.path_classes import kernel_inputs
 from bot.github.perf_check import publish_perf_check
@@ -38,7 +39,13 @@ from bot.github.redact import redact
 from bot.github.trust import is_fork
 
 log = logging.getLogger(__name__)
-BOT_NAME, BOT_EMAIL = "agent-d[bot]", "agent-d[bot]@users.noreply.github.com"
+# who commits when the caller names no one (a test, a library use): the credentials' own author is
+# what links the commit to an account (bot/github/credentials.py)
+UNNAMED_AUTHOR = CommitAuthor("agent-d[bot]", "agent-d[bot]@users.noreply.github.com")
+
+
+def _no_token() -> str | None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,9 @@ class FinalizeRequest:
     artifact_dirs: list[Path]
     commit: bool = True
     run_ref: str = "local"
-    push_token: str | None = None
+    # asked at each fetch and push, so a token minted again meanwhile is the one git uses
+    git_token: Callable[[], str | None] = _no_token
+    author: CommitAuthor = UNNAMED_AUTHOR
     port_result: str = "success"  # the GPU job's result as Actions reports it
     kernels: tuple[str, ...] = ()  # dispatch's kernels; empty: any kernel the PR adds
     base_sha: str = ""  # dispatch's base commit; empty: the pull request's base as the API gives it now
@@ -80,6 +89,10 @@ class FinalizeResult:
     pushed: bool = False
     review: str = ""  # created | edited | unchanged | ""
     notes: list[str] = field(default_factory=list)
+    summary: str = ""  # the job summary's Markdown (bot/github/job_summary.py); not an output
+
+    def outputs(self) -> dict[str, str]:
+        return {k: str(v) for k, v in asdict(self).items() if k != "summary"}
 
 
 class FinalizeCrash(RuntimeError):
@@ -190,7 +203,7 @@ class Finalizer:
     def _fetch(self, gitdir: Path) -> str:
         gitops.init_bare(gitdir)
         head_repo = self.pr.head.repo
-        token = self.req.push_token
+        token = self.req.git_token()
         if head_repo is not None:
             gitops.fetch(
                 gitdir, head_repo.clone_url, f"+refs/heads/{self.pr.head.ref}:refs/agent-d/head", token
@@ -337,7 +350,12 @@ class Finalizer:
         publish.upsert_sticky(
             self.pr, render.status_comment(done.head, state, "\n\n".join(done.notes)), self.bots
         )
-        return FinalizeResult(conclusion, done.head, done.pushed, action, done.notes + done.review_notes)
+        perf = render_perf.table(perfs) if render_perf.measured(perfs) else []
+        tables = [render.verdict_table(verdicts), *(["", "### Performance", "", *perf] if perf else [])]
+        summary = job_summary.finalize(conclusion, title, tables, done.notes)
+        return FinalizeResult(
+            conclusion, done.head, done.pushed, action, done.notes + done.review_notes, summary
+        )
 
     def _changed_contracts(self, gitdir: Path, tested: str, ops: list[str]) -> dict[str, str]:
         """The host contracts of ``ops`` in the tested tree that the base does not have as they are."""
@@ -376,8 +394,8 @@ class Finalizer:
                 [render.patch_instructions(patch, req.pr, refusal)],
             )
         message = render.commit_message(ops, built.tested, req.run_ref)
-        sha = gitops.commit_tree(gitdir, tree, req.head_sha, message, BOT_NAME, BOT_EMAIL)
-        ok, err = gitops.push(gitdir, self._push_url(), sha, self.pr.head.ref, req.push_token)
+        sha = gitops.commit_tree(gitdir, tree, req.head_sha, message, req.author.name, req.author.email)
+        ok, err = gitops.push(gitdir, self._push_url(), sha, self.pr.head.ref, req.git_token())
         if ok:
             self._wait_for_head(sha)
             return Committed(sha, True, [f"Committed the generated files as `{sha}`."], [])
@@ -423,7 +441,9 @@ class Finalizer:
     def _cancel(self, why: str) -> FinalizeResult:
         log.info("finalize: cancelled: %s", why)
         publish.conclude(self.check, "cancelled", "superseded", why)
-        return FinalizeResult("cancelled", notes=[why])
+        return FinalizeResult(
+            "cancelled", notes=[why], summary=job_summary.finalize("cancelled", "superseded", [], [why])
+        )
 
     def _fail(self, title: str, why: str) -> FinalizeResult:
         log.warning("finalize: %s: %s", title, why)
@@ -431,7 +451,9 @@ class Finalizer:
         pr = getattr(self, "pr", None)
         if pr is not None:
             publish.upsert_sticky(pr, render.status_comment(self.req.head_sha, title, why), self.bots)
-        return FinalizeResult("failure", notes=[why])
+        return FinalizeResult(
+            "failure", notes=[why], summary=job_summary.finalize("failure", title, [], [why])
+        )
 
 
 def _pipeline_generator() -> regenerate.Generator:

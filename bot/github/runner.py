@@ -16,6 +16,7 @@ from pathlib import Path
 from bot.build import runner_cache
 from bot.classify import machine_errors
 from bot.github import gitops
+from bot.github.credentials import Credentials
 from bot.github.dispatch import Dispatcher, DispatchResult
 from bot.github.events import Event
 from bot.github.finalize import Finalizer, FinalizeRequest, FinalizeResult
@@ -127,7 +128,7 @@ def run_all(
     workdir: Path,
     bots: tuple[str, ...],
     run_ref: str = "local",
-    token: str | None = None,
+    credentials: Credentials | None = None,
     generate: Generator | None = None,
 ) -> RunSummary:
     decision = Dispatcher(gh, event, bots, run_ref=run_ref).run()
@@ -140,6 +141,7 @@ def run_all(
     ref = f"refs/heads/{pr.head.ref}" if head_repo is not None else f"refs/pull/{decision.pr}/head"
     base = (pr.base.repo.clone_url, f"refs/heads/{pr.base.ref}")
     for entry in decision.matrix:
+        token = credentials.git_token() if credentials is not None else None  # asked now: ports take hours
         checkout = prepare_checkout(url, ref, entry.head_sha, workdir / f"checkout-{entry.slug}", token, base)
         artifact = workdir / f"artifact-{entry.slug}"
         run_port_job(
@@ -152,6 +154,11 @@ def run_all(
             base_sha=entry.base_sha,
         )
         summary.artifacts.append(artifact)
+    who = (
+        {}
+        if credentials is None
+        else {"git_token": credentials.git_token, "author": credentials.commit_author(gh)}
+    )
     request = FinalizeRequest(
         repo=event.repo,
         pr=decision.pr,
@@ -161,8 +168,8 @@ def run_all(
         artifact_dirs=summary.artifacts,
         commit=decision.commit,
         run_ref=run_ref,
-        push_token=token,
         kernels=tuple(decision.kernels),
+        **who,
     )
     summary.finalize = Finalizer(gh, request, bots, generate).run()
     return summary

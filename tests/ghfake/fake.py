@@ -117,6 +117,21 @@ class GitHubFake(FakeServer):
         self.tokens[token] = login
         self.add_user(login)
 
+    def register_app(self, app_id: int = 1, slug: str = "agent-d", token_lifetime: float = 3600.0) -> str:
+        """Install a GitHub App ``slug`` on every repository: its own operations then need a JWT
+        signed with the returned private key (PEM); its installation tokens last ``token_lifetime``
+        seconds, and a request with an expired one is a violation."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.app.app_id, self.app.slug, self.app.token_lifetime = app_id, slug, token_lifetime
+        self.app.public_key = key.public_key()
+        self.add_user(f"{slug}[bot]")
+        return key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode()
+
     # ------------------------------------------------------------------ pull requests
     def open_pr(
         self,

@@ -37,6 +37,8 @@ class Ctx:
     body: Any
     user: User
     server_tokens: dict[str, str] = field(default_factory=dict)  # token -> login (shared with the server)
+    bearer: str = ""  # the request's Authorization token (a JWT for the App's own operations)
+    server: Any = None  # the FakeServer (its App side: bot/ghfake handlers_app.AppSide)
 
     def repo(self) -> Repo:
         return self.state.repo(self.path["owner"], self.path["repo"])
@@ -87,6 +89,8 @@ def rate_limit(ctx: Ctx) -> Reply:
 
 @handles("users/get-authenticated")
 def get_authenticated(ctx: Ctx) -> Reply:
+    if ctx.user.type == "Bot":  # an installation token or GITHUB_TOKEN is no user
+        raise ApiError(403, "Resource not accessible by integration")
     return Reply(200, ctx.render.public_user(ctx.user))
 
 

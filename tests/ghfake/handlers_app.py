@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import itertools
 import time
+from dataclasses import dataclass
+from typing import Any
+
+import jwt
 
 from . import gitops
 from .handlers import Ctx, Reply, _unprocessable, handles
@@ -14,15 +18,46 @@ APP_SLUG = "agent-d"
 _tokens = itertools.count(1)
 
 
+@dataclass
+class AppSide:
+    """The GitHub App the fake knows. With ``public_key`` set, its own operations need a JWT
+    signed with the App's private key and issued by ``app_id``, as GitHub's do."""
+
+    app_id: int = 1
+    slug: str = APP_SLUG
+    public_key: Any = None
+    token_lifetime: float = 3600.0  # GitHub's: one hour
+
+
+def _require_app_jwt(ctx: Ctx) -> None:
+    app: AppSide = ctx.server.app
+    if app.public_key is None:
+        return
+    try:
+        claims = jwt.decode(
+            ctx.bearer, app.public_key, algorithms=["RS256"], options={"require": ["iat", "exp", "iss"]}
+        )
+    except jwt.PyJWTError as exc:
+        ctx.server.violations.append(f"{ctx.request_path}: the App's JWT was refused: {exc}")
+        raise ApiError(401, "A JSON web token could not be decoded") from None
+    if str(claims["iss"]) != str(app.app_id):
+        ctx.server.violations.append(
+            f"{ctx.request_path}: a JWT issued by {claims['iss']}, not App {app.app_id}"
+        )
+        raise ApiError(401, "A JSON web token could not be decoded")
+
+
 @handles("apps/get-repo-installation")
 def get_repo_installation(ctx: Ctx) -> Reply:
+    _require_app_jwt(ctx)
+    app: AppSide = ctx.server.app
     repo = ctx.repo()
     f = ctx.render.f
     inst = f.skeleton(
         "installation",
         id=INSTALLATION_ID,
-        app_id=1,
-        app_slug=APP_SLUG,
+        app_id=app.app_id,
+        app_slug=app.slug,
         client_id="Iv1.fake",
         target_id=repo.owner.id,
         target_type="Organization" if repo.owner.type == "Organization" else "User",
@@ -44,12 +79,17 @@ def get_repo_installation(ctx: Ctx) -> Reply:
 
 @handles("apps/create-installation-access-token")
 def create_installation_token(ctx: Ctx) -> Reply:
+    _require_app_jwt(ctx)
+    app: AppSide = ctx.server.app
     if ctx.path["installation_id"] != INSTALLATION_ID:
         raise ApiError(404, "Not Found")
     token = f"ghs_fake{next(_tokens):032d}"
-    bot = f"{APP_SLUG}[bot]"
+    bot = f"{app.slug}[bot]"
+    ctx.state.user(bot)
     ctx.server_tokens[token] = bot
-    expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+    until = time.time() + app.token_lifetime
+    ctx.server.token_expires[token] = until
+    expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(until))
     body = {
         "token": token,
         "expires_at": expires,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,9 @@ from .state import LEGACY_PERMISSION, CheckRun, Repo, Status, User
 if TYPE_CHECKING:
     from .factories import Factory
     from .state import State
+
+
+NOREPLY = re.compile(r"(?P<id>\d+)\+(?P<login>[^@]+)@users\.noreply\.github\.com")
 
 
 class GitRenderMixin:
@@ -113,8 +117,13 @@ class GitRenderMixin:
         api = self.f.api(f"repos/{repo.full_name}")
 
         def person(name: str, email: str) -> User | None:
-            u = self.state.users.get(name.lower())
-            return u
+            # GitHub links a commit to an account by its email; <id>+<login>@users.noreply.github.com
+            # names the account itself (with the wrong id it links to no one)
+            linked = NOREPLY.fullmatch(email)
+            if linked:
+                u = self.state.user(linked["login"])
+                return u if u.id == int(linked["id"]) else None
+            return self.state.users.get(name.lower())  # the fake's own commits: <login>@users.noreply.example
 
         author = person(info.author_name, info.author_email)
         committer = person(info.committer_name, info.committer_email)

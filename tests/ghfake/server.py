@@ -51,6 +51,7 @@ class Exchange:
     operation_id: str | None
     injected: bool
     seconds: float
+    token: str = ""  # the Authorization credential it carried (a token, or the App's JWT)
 
 
 @dataclass
@@ -72,6 +73,9 @@ class FakeServer:
     strict_query: bool = True
     default_login: str = "agent-d[bot]"
     tokens: dict[str, str] = field(default_factory=dict)  # token -> login
+    # installation tokens: token -> when it stops working (time.time()); using it later is a violation
+    token_expires: dict[str, float] = field(default_factory=dict)
+    app: handlers_app.AppSide = field(default_factory=handlers_app.AppSide)
     log: list[LogEntry] = field(default_factory=list)
     exchanges: list[Exchange] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
@@ -227,6 +231,7 @@ class FakeServer:
                     op_id,
                     injected,
                     time.perf_counter() - t0,
+                    _bearer(request),
                 )
             )
         return Response(
@@ -257,16 +262,28 @@ class FakeServer:
         handler = HANDLERS.get(op.operation_id)
         if handler is None:
             raise _Violation(501, f"{method} {path}: {op.operation_id} exists but the fake does not model it")
-        auth = request.headers.get("Authorization", "")
-        token = auth.split(None, 1)[1] if " " in auth else ""
+        token = _bearer(request)
         if method in WRITE_METHODS and not token:
             raise _Violation(401, f"{method} {path}: write without Authorization")
+        expires = self.token_expires.get(token)
+        if expires is not None and time.time() >= expires:
+            raise _Violation(401, f"{method} {path}: an installation token used after it expired")
         login = self.tokens.get(token, self.default_login)
         with self.state.lock:
             self.state.begin_request()
             user = self.state.user(login)
             ctx = Ctx(
-                self.state, self.render, self.base_url, path, typed_path, typed_query, body, user, self.tokens
+                self.state,
+                self.render,
+                self.base_url,
+                path,
+                typed_path,
+                typed_query,
+                body,
+                user,
+                self.tokens,
+                bearer=token,
+                server=self,
             )
             try:
                 reply = handler(ctx)
@@ -311,3 +328,8 @@ class _Violation(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def _bearer(request: Request) -> str:
+    auth = request.headers.get("Authorization", "")
+    return auth.split(None, 1)[1] if " " in auth else ""
