@@ -2,7 +2,10 @@
 # Rust (edition 2024), libclang for bindgen, Python with torch/pytest/cffi, and agent-d.
 # Build:  docker build -t agent-d-gpu .
 # The job runs it with `--gpus all`; nothing here holds a credential.
-ARG CUDA_IMAGE=nvidia/cuda:13.0.0-devel-ubuntu24.04
+# The base is pinned by its manifest-list digest (every architecture's image): a tag can be moved,
+# a digest cannot. To move to a newer CUDA image, take the new digest from
+# `docker buildx imagetools inspect nvidia/cuda:<tag>` and change both together.
+ARG CUDA_IMAGE=nvidia/cuda:13.0.1-devel-ubuntu24.04@sha256:7d2f6a8c2071d911524f95061a0db363e24d27aa51ec831fcccf9e76eb72bc92
 FROM ${CUDA_IMAGE}
 
 ARG RUST_TOOLCHAIN=1.89.0

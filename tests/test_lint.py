@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,14 @@ def test_workflows_pass_actionlint():
 def test_dockerfile_passes_hadolint():
     proc = subprocess.run([_tool("hadolint"), "Dockerfile"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_every_dockerfile_base_image_is_pinned_by_digest():
+    """A tag can be moved under a built image; the digest names one image (issue 34, item 10)."""
+    text = (ROOT / "Dockerfile").read_text()
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)", text, re.M))
+    bases = [args.get(name.strip("${}"), name) for name in re.findall(r"^FROM (\S+)", text, re.M)]
+    assert bases and all(re.fullmatch(r"[^@\s]+@sha256:[0-9a-f]{64}", base) for base in bases), bases
 
 
 def test_shell_scripts_pass_shellcheck():
