@@ -95,3 +95,55 @@ def test_a_process_started_after_the_signal_is_ended_at_once():
         assert late.wait(timeout=10) == -signal.SIGKILL
     finally:
         children._stopping.clear()  # this process goes on testing
+
+
+def _processes_naming(text: str) -> list[str]:
+    found = subprocess.run(["pgrep", "-af", text], capture_output=True, text=True)
+    return [line for line in found.stdout.splitlines() if "pgrep" not in line]
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_real_ports_cold_build_ends_cargo_and_rustc(tmp_path, tilegym_wheel):
+    """`agent-d port` on the demo checkout with a cold target folder: Ctrl-C while cargo compiles
+    the cutile crates. Exit 130, one line naming what was stopped and what is left in the checkout,
+    no traceback, and 10 s later no cargo or rustc building into that folder."""
+    from bot.demo import assemble_checkout
+
+    repo = assemble_checkout(tmp_path / "tilegym", tilegym_wheel, ["silu_and_mul"], ["silu_and_mul"]).repo
+    target = tmp_path / "cold-target"  # named in every rustc's arguments, and nowhere else
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "port",
+            "--repo",
+            str(repo),
+            "--cargo-target-dir",
+            str(target),
+            "--no-sandbox",
+        ],  # fmt: skip
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not any("rustc" in p for p in _processes_naming(str(target))):  # the build is under way
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        time.sleep(2)  # a few crates in
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    [said] = [line for line in err.splitlines() if line.startswith("agent-d: interrupted")]
+    assert said == err.strip().splitlines()[-1]  # the last word, and the only one about it
+    assert said.startswith("agent-d: interrupted by SIGINT: stopped cargo build.")
+    assert "silu_and_mul" in said or "`git status` shows them" in said
+    time.sleep(10)
+    assert _processes_naming(str(target)) == []
