@@ -100,15 +100,20 @@ def _sandbox(jobs: list[Job], options: PortOptions) -> sandbox.Sandbox | None:
 
 
 def _generate_within_limit(job: Job) -> None:
-    """Generation under ``time_limit``: past it, BLOCKED (host) saying so, with the reports."""
+    """Generation under ``time_limit``'s time and memory limits: past either, BLOCKED (host) saying
+    so, with the reports."""
+    what = f"reading, planning and generating {job.target.op}"
     try:
-        with time_limit.within(time_limit.seconds(), f"reading, planning and generating {job.target.op}"):
+        with (
+            time_limit.within(time_limit.seconds(), what),
+            time_limit.memory_within(time_limit.memory_mb(), what),
+        ):
             stage_generate.generate_files(job)
-    except time_limit.Expired as exc:
+    except (time_limit.Expired, time_limit.OutOfMemory) as exc:
         job.run.record("generate", 0.0, "blocked", str(exc))
         raise Blocked(
             "host",
-            f"{exc}: the kernel.rs, the contract or the reference makes agent-d's planning run on",
+            f"{exc}: the kernel.rs, the contract or the reference makes agent-d's planning run on or grow",
             host_fix="report it to agent-d's maintainers with the kernel.rs and host_contract.yaml",
         ) from None
 

@@ -11,6 +11,8 @@ uts and cgroup namespaces, and sees only
   ``CUDA_HOME``, ``LIBCLANG_PATH``, the ``PATH``/``PYTHONPATH``/``LD_LIBRARY_PATH`` entries, the
   interpreter's own prefix and ``sys.path``), plus what the caller names for that process;
 - writable: the checkout, the cargo target and a fresh folder per result file, nothing else;
+- of every bound folder, never what holds a credential: ``SECRET_PLACES`` at its top two levels (a
+  runner's registration, keys, logins) and the runner's step-script folder are empty inside;
 - a new ``/proc`` of its own pid namespace (no runner process, no ``environ`` of one), a minimal
   ``/dev`` with the NVIDIA device nodes, a private ``/tmp`` and ``HOME``;
 - the environment of ``bot.github.pr_env`` only (``--clearenv``, then each kept variable).
@@ -56,6 +58,13 @@ TOOLCHAIN_DIRS = ("CARGO_HOME", "RUSTUP_HOME", "CUDA_HOME", "CUDA_PATH", "CUDA_T
 CARGO_READ = ("bin", "registry/index", "registry/cache", "registry/src", "git/checkouts", "git/db")
 CARGO_SECRETS = ("credentials.toml", "credentials", "config.toml", "config", "env")
 TOOLCHAIN_PATHS = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH")
+# what a bound folder may hold at its top two levels and PR code must never read: a runner's
+# registration (.credentials, .runner), a person's keys and logins (a PATH entry may be a home's
+# tool folder's parent); found there, each is empty inside
+SECRET_PLACES = (".credentials", ".credentials_rsaparams", ".runner", ".env", ".ssh", ".gnupg", ".docker",
+                 ".aws", ".kube", ".azure", ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".config")  # fmt: skip
+# the runner's folders of step scripts (expressions, secrets among them, written out) and command files
+RUNNER_PLACES = ("RUNNER_TEMP",)
 SANDBOX_HOME = "/tmp/home"
 
 WHAT_TO_CHANGE = (
@@ -98,6 +107,8 @@ class Sandbox:
         for secret in _cargo_secrets(inside):  # bound above through a wider folder: empty inside
             if _covered(secret, (*tools, *rw)):
                 args += ["--ro-bind", "/dev/null", str(secret)]
+        for place in _secret_places([*tools, *rw]):
+            args += ["--tmpfs", str(place)] if place.is_dir() else ["--ro-bind", "/dev/null", str(place)]
         for path in self.hidden:  # a folder above it was bound: leave it empty inside
             if _covered(path, (*tools, *rw)):
                 args += ["--tmpfs", str(path)]
@@ -246,6 +257,27 @@ def _cargo_secrets(env: dict[str, str]) -> list[Path]:
     if not home:
         return []
     return [p.resolve() for name in CARGO_SECRETS if (p := Path(home) / name).is_file()]
+
+
+def _secret_places(bound: list[Path]) -> list[Path]:
+    """What the bound folders hold that PR code must not read: ``SECRET_PLACES`` at their top two
+    levels, and the runner's own folders where a bound folder holds them."""
+    found: set[Path] = set()
+    for root in _outermost(bound):
+        for folder in [root, *_subfolders(root)]:
+            found.update(folder / name for name in SECRET_PLACES if os.path.lexists(folder / name))
+    for key in RUNNER_PLACES:
+        place = os.environ.get(key, "")
+        if place and Path(place).is_dir() and _covered(Path(place), bound):
+            found.add(Path(place).resolve())
+    return sorted(p for p in found if not p.is_symlink())
+
+
+def _subfolders(root: Path) -> list[Path]:
+    try:
+        return [e for e in root.iterdir() if e.is_dir() and not e.is_symlink()]
+    except OSError:
+        return []
 
 
 def _too_wide(path: Path) -> bool:

@@ -384,3 +384,66 @@ def test_pr_code_reads_of_cargo_home_only_its_binaries_and_sources(tmp_path):
         "unreadable: Permission denied",
     }
     assert "secret" not in json.dumps(seen) and "pass@" not in json.dumps(seen)
+
+
+def _mounts_inside(box, checkout: Path, env: dict[str, str]) -> list[str]:
+    """The mount points PR code in ``box`` has: every path it can read is under one of them."""
+    code = "print('\\n'.join(line.split()[4] for line in open('/proc/self/mountinfo')))"
+    with sandbox.active(box):
+        argv = sandbox.wrap([sys.executable, "-c", code], checkout, env)
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_what_pr_code_can_read_is_the_system_the_toolchains_and_the_checkout_without_secrets(
+    tmp_path, monkeypatch
+):
+    """A runner whose PATH names two wide folders: a home holding keys and logins, and the runner's
+    own folder with its registration and the step scripts Actions writes out (secrets expanded in
+    them). Every mount inside is listed and accounted for; none of those files is readable."""
+    _require_sandbox(tmp_path)
+    checkout, target = tmp_path / "checkout", tmp_path / "target"
+    home, runner = tmp_path / "runner-home", tmp_path / "actions-runner"
+    secret_files = {
+        home / ".ssh" / "id_ed25519": "PRIVATE KEY",
+        home / ".docker" / "config.json": '{"auths": {"ghcr.io": "c2VjcmV0"}}',
+        home / ".netrc": "machine github.com password ghp_secret",
+        home / ".config" / "gh" / "hosts.yml": "oauth_token: gho_secret",
+        runner / ".credentials": '{"scheme": "OAuth"}',
+        runner / ".credentials_rsaparams": "rsa secret",
+        runner / ".runner": '{"agentId": 1}',
+        runner / "_work" / "_temp" / "step.sh": "curl -H 'Authorization: token ghs_secret'",
+    }
+    for path, text in secret_files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (home / "bin").mkdir()
+    (runner / "bin").mkdir()
+    for folder in (checkout, target):
+        folder.mkdir()
+    monkeypatch.setenv("RUNNER_TEMP", str(runner / "_work" / "_temp"))
+    box = sandbox.make([checkout, target], [])
+    path = os.pathsep.join([str(home), str(runner), os.environ["PATH"]])  # two wide entries
+    env = {"PATH": path, "HOME": os.environ.get("HOME", "/root")}
+    mounts = _mounts_inside(box, checkout, env)
+    hidden = {str(p) for p in (home / ".ssh", home / ".docker", home / ".netrc", home / ".config",
+                               runner / ".credentials", runner / ".credentials_rsaparams", runner / ".runner",
+                               runner / "_work" / "_temp")}  # fmt: skip
+    bound = {str(checkout), str(target), str(home), str(runner)}
+    system = ("/usr", "/etc/", "/proc", "/dev", "/tmp", "/bin", "/sbin", "/lib")
+    inside = sandbox._sandbox_env(env)  # with the CARGO_HOME and RUSTUP_HOME a build reads
+    toolchains = [p for p in os.environ["PATH"].split(os.pathsep) if p] + [sys.prefix, sys.base_prefix]
+    toolchains += [
+        inside["RUSTUP_HOME"],
+        *(str(Path(inside["CARGO_HOME"]) / part) for part in sandbox.CARGO_READ),
+    ]
+    for mount in mounts:
+        assert (
+            mount == "/"
+            or mount in bound | hidden
+            or mount.startswith(system)
+            or any(mount == t or t.startswith(mount + "/") or mount.startswith(t + "/") for t in toolchains)
+        ), f"PR code can read {mount}, which is neither the system, a toolchain nor the checkout"
+    assert hidden <= set(mounts)  # each secret place has its own empty mount over it
+    seen = {**_readable_tree(box, checkout, env, home), **_readable_tree(box, checkout, env, runner)}
+    assert not any(text in json.dumps(seen) for text in secret_files.values()), seen
+    assert "bin" not in seen  # folders, not files: the tool folders themselves are still there

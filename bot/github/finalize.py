@@ -460,8 +460,17 @@ def _pipeline_generator() -> regenerate.Generator:
     """The port's own generation stages (imported late: the planner is heavy and needs no GitHub)."""
 
     def generate(repo: Path, op: str) -> str:
+        from bot import time_limit
         from bot.pipeline import generate_only
 
-        return generate_only(repo, op)
+        what = f"regenerating {op}"
+        try:  # the same limits as the port's: a contract that makes planning run on ends in a reason
+            with (
+                time_limit.within(time_limit.seconds(), what),
+                time_limit.memory_within(time_limit.memory_mb(), what),
+            ):
+                return generate_only(repo, op)
+        except (time_limit.Expired, time_limit.OutOfMemory) as exc:
+            return str(exc)
 
     return generate
