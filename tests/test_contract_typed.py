@@ -118,6 +118,12 @@ def test_each_expression_slot_reads_only_its_grammar(tmp_path, key, value, why):
         ("python:\n  configs: [{'A=1, **{}) or (B': 2}]\n", "python.configs[0].A=1, **{}) or (B"),
         ("ffi:\n  selector: 'entry) { loop {} } fn x('\n", "ffi.selector"),
         ("ffi:\n  generics:\n    BLOCK: 'n; std::process::exit(0)'\n", "ffi.generics.BLOCK"),
+        # found by the schema-wide fuzz: written as torch.<name> into the wrapper's dtype check
+        (
+            "python:\n  dtypes: [float16, \"float16 if __import__('os').system('id') else float32\"]\n",
+            "python.dtypes[1]",
+        ),
+        ("python:\n  dtypes: ['']\n", "python.dtypes[0]"),
     ],
 )
 def test_each_name_slot_is_an_identifier_or_a_word_of_its_table(tmp_path, text, where):

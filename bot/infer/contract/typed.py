@@ -5,7 +5,8 @@ becomes code in the wrapper or in ffi.rs, so each one must be one of:
 
 - an identifier (a name the generated code binds or reads): the language's own rules, not a
   keyword, not a builtin, no dunder;
-- a return-code name of ffi.rs (``RC_NAMES``), an exception class of ``RAISABLE``;
+- a return-code name of ffi.rs (``RC_NAMES``), an exception class of ``RAISABLE``, a torch dtype
+  of ``TORCH_DTYPES``;
 - an FFI expression (``bot/plan/expr.py``): names, integers, a dtype name, arithmetic,
   comparisons and the plan's functions (``dim``, ``stride``, ``cdiv``, ...);
 - a wrapper expression: Python's expression syntax without lambdas, comprehensions, f-strings,
@@ -56,6 +57,9 @@ METHODS = {
     "to", "size", "dim", "stride", "numel", "element_size", "is_contiguous", "new_empty", "new_zeros",
     "new_full", "item", "t", "float", "half", "bfloat16", "int", "long", "detach", "get",
 }  # fmt: skip
+# what python.dtypes may name: torch's dtypes (the wrapper writes each as torch.<name>)
+TORCH_DTYPES = ("float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool",
+                "float8_e4m3fn", "float8_e5m2")  # fmt: skip
 MODULE_VALUES = {
     "torch": {"float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool"}
     | {"float8_e4m3fn", "float8_e5m2", "half", "float", "int", "long", "Size", "Tensor"},
@@ -313,6 +317,8 @@ def _python_slots(py: dict, each) -> Iterator[tuple[str, object]]:
             yield f"python.{key}", lambda v=py[key]: py_expr(v)
     for i, name in enumerate(py.get("tensor_params") or []):
         yield f"python.tensor_params[{i}]", lambda n=name: identifier(n)
+    for i, name in enumerate(py.get("dtypes") or []):
+        yield f"python.dtypes[{i}]", lambda n=name: _one_of(n, TORCH_DTYPES)
     yield from each("python.generics", py.get("generics"), py_expr)
     yield from each("python.alloc", py.get("alloc"), py_expr)
     yield from each("python.tensors", py.get("tensors"), py_expr)
