@@ -15,11 +15,18 @@ from dataclasses import dataclass
 from bot.infer.direct.autotune import (
     ConfigChoice,
     configs_calls,
-    generator_choice,
-    generator_of,
     switch_name,
     untuned_branch,
 )
+from bot.infer.direct.flatten_ast import (
+    is_list_value,
+    none_of,
+    passed_through,
+    renamed,
+    simple_block,
+    wrapper_expr,
+)
+from bot.infer.direct.flatten_configs import ConfigSteps
 from bot.infer.direct.module import MAX_INLINE, ReferenceModule, is_launch
 from bot.infer.direct.paths import entry_key, launch_path, not_ported
 from bot.infer.direct.statements import (
@@ -42,14 +49,8 @@ from bot.infer.launch.syntax import (
     NotThisShape,
     assert_step,
     bind,
-    ceil_to_cdiv,
-    ct_cdiv,
-    device_capability,
-    is_call,
     none_default_step,
-    num_sms,
     plain_assign,
-    products,
     substitute,
 )
 
@@ -73,7 +74,7 @@ class Launch:
         return self.kernel.name if self.kernel is not None else ast.unparse(self.call.args[2])
 
 
-class Flattener:
+class Flattener(ConfigSteps):
     """The statements on the way to the launch, as wrapper steps, with callees inlined."""
 
     def __init__(self, module: ReferenceModule, op: str, params: list[str], entries: Iterable[str] = ()):
@@ -183,22 +184,6 @@ class Flattener:
                 self._let(stmt.targets[0], value)
         return False, None
 
-    def _tuned_key(self, stmts: list[ast.stmt]) -> None:
-        """The tuning branch's cache key (``if key not in _cache:``, ``key = (...)`` there or before
-        the switch) keys the wrapper's."""
-        assigned = {k: v for k, v in self.local.items() if isinstance(v, ast.Tuple)}
-        for node in (n for stmt in stmts for n in ast.walk(stmt)):
-            if plain_assign(node) and isinstance(node.value, ast.Tuple):
-                assigned[node.targets[0].id] = node.value
-            if (
-                isinstance(node, ast.Compare)
-                and isinstance(node.ops[0], ast.NotIn)
-                and isinstance(node.left, ast.Name)
-                and node.left.id in assigned
-            ):
-                self.key = self.expr(assigned[node.left.id])
-                return
-
     def _promote(self, call: ast.Call, post: dict[str, ast.expr]) -> None:
         """A name assigned after an earlier launch that this launch reads (``num_experts_pow2 =
         next_power_of_2(num_experts)`` between two stages) is a wrapper step when its value is
@@ -244,7 +229,7 @@ class Flattener:
         if self.launches:
             # a later launch's callee must not rebind a name an earlier launch reads (a parameter
             # handed the caller's variable of the same name is that variable)
-            callee, renames = _renamed(callee, self.bound, _passed_through(callee, call, skip))
+            callee, renames = renamed(callee, self.bound, passed_through(callee, call, skip))
         params = [a.arg for a in callee.args.posonlyargs + callee.args.args][skip:]
         defaults = dict(zip(reversed(params), reversed(callee.args.defaults), strict=False))
         given = dict(zip(params, call.args, strict=False))
@@ -378,12 +363,12 @@ class Flattener:
         raising branch is the same check, an assignment keeps its name's value when its branch is
         not taken."""
         branches = if_chain(stmt)
-        if not all(block and (raised(block) or _simple(block)) for _, block in branches):
+        if not all(block and (raised(block) or simple_block(block)) for _, block in branches):
             return False
         flags: list[ast.expr] = []
         conditions: list[ast.expr] = []
         for node, _ in branches:
-            earlier = _none_of(flags)
+            earlier = none_of(flags)
             if node is None:
                 conditions.append(earlier)
                 continue
@@ -406,7 +391,7 @@ class Flattener:
         assert holds under its branch's condition."""
         body = [s for s in stmt.body if not is_dropped(s)]
         orelse = [s for s in stmt.orelse if not is_dropped(s)]
-        if not body or not _simple(body) or not _simple(orelse):
+        if not body or not simple_block(body) or not simple_block(orelse):
             return False
         test = stmt.test
         nested_else = any(isinstance(n, ast.If) and n.orelse for s in body + orelse for n in ast.walk(s))
@@ -447,46 +432,6 @@ class Flattener:
             keep = ast.Name(name, ast.Load()) if name in self.bound else ast.Constant(None)
             self._let(ast.Name(name, ast.Store()), ast.IfExp(test=test, body=s.value, orelse=keep))
 
-    def _config_statement(self, target: ast.expr, value: ast.expr) -> bool:
-        """``configs = list(_gen(...))`` and ``cfg = configs[0]`` (or ``cfg = next(_gen())``): the
-        configs the wrapper tunes over and the name of the one launched; ``_fn = _a if <device> else
-        _b``: the generator the device picks. No wrapper step for any of them."""
-        if not isinstance(target, ast.Name):
-            return False
-        choice = generator_choice(self.module.functions, value, self.local)
-        if choice is not None:
-            self.choices[target.id] = choice
-            return True
-        first = is_call(value, "next") and len(value.args) == 1 and not value.keywords
-        generator = generator_of(self.module.functions, value.args[0] if first else value, self.choices)
-        if generator is not None:
-            self._use_configs(generator, value)
-            if first:  # the first config is the one launched
-                self.config_var = target.id
-            else:
-                self.config_lists.add(target.id)
-            return True
-        if (
-            isinstance(value, ast.Subscript)
-            and isinstance(value.value, ast.Name)
-            and value.value.id in self.config_lists
-        ):
-            self.config_var = target.id
-            return True
-        return False
-
-    def _use_configs(self, configs: ConfigChoice, where: ast.expr) -> None:
-        if self.generator is not None and self.generator != configs:
-            raise NotThisShape(
-                f"line {getattr(where, 'lineno', '?')}: configs of two generators: "
-                f"{self.generator.name}, {configs.name}"
-            )
-        self.generator = configs
-
-    def _per_config(self, value: ast.expr) -> bool:
-        names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
-        return bool(self.config_var) and (self.config_var in names or bool(names & set(self.per_config)))
-
     def _let(self, target: ast.expr, value: ast.expr) -> None:
         if not isinstance(target, (ast.Name, ast.Tuple)):
             raise NotThisShape(f"line {value.lineno}: cannot assign to `{ast.unparse(target)}`")
@@ -497,7 +442,7 @@ class Flattener:
         value = self._inline_helpers(value)
         bind(target, value, self.local)
         if isinstance(target, ast.Name):
-            (self.lists.add if _is_list(value) else self.lists.discard)(target.id)
+            (self.lists.add if is_list_value(value) else self.lists.discard)(target.id)
         names = target.elts if isinstance(target, ast.Tuple) else [target]
         self.bound |= {ast.unparse(n) for n in names}
         self.steps.append({"let": ", ".join(ast.unparse(n) for n in names), "expr": self.expr(value)})
@@ -527,77 +472,4 @@ class Flattener:
         node, generator = configs_calls(self.module.functions, node, self.choices)
         if generator is not None:  # `max(c.TILE_N for c in _gen(d))`: over the wrapper's configs
             self._use_configs(generator, node)
-        return ast.unparse(_wrapper_expr(self._inline_helpers(node)))
-
-
-def _simple(block: list[ast.stmt]) -> bool:
-    """Plain assignments, asserts, ``if c: x = f(x)`` and ``if c: raise E(..)`` inside: what a
-    guarded branch may hold."""
-    return all(
-        (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name))
-        or isinstance(s, ast.Assert)
-        or (isinstance(s, ast.If) and (_simple(s.body) or raised(s.body) is not None) and _simple(s.orelse))
-        for s in block
-    )
-
-
-def _none_of(flags: list[ast.expr]) -> ast.expr | None:
-    """``not f`` / ``not (f or g)``: none of the earlier branches was taken (None: no earlier one)."""
-    if not flags:
-        return None
-    held = flags[0] if len(flags) == 1 else ast.BoolOp(op=ast.Or(), values=list(flags))
-    return ast.UnaryOp(op=ast.Not(), operand=held)
-
-
-def _is_list(value: ast.expr) -> bool:
-    """``list(...)``, ``[...]`` or a list comprehension: a value whose items may be assigned."""
-    return isinstance(value, (ast.List, ast.ListComp)) or (
-        isinstance(value, ast.Call) and getattr(value.func, "id", "") == "list"
-    )
-
-
-def _passed_through(fn: ast.FunctionDef, call: ast.Call, skip: int) -> set[str]:
-    """Parameters of ``fn`` the call hands the caller's variable of the same name, never reassigned."""
-    params = [a.arg for a in fn.args.posonlyargs + fn.args.args][skip:]
-    given = dict(zip(params, call.args, strict=False))
-    given.update({k.arg: k.value for k in call.keywords if k.arg})
-    stored = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    return {p for p, v in given.items() if isinstance(v, ast.Name) and v.id == p and p not in stored}
-
-
-def _renamed(fn: ast.FunctionDef, bound: set[str], keep: set[str]) -> tuple[ast.FunctionDef, dict[str, str]]:
-    """A copy of ``fn`` whose parameters and assigned names that are already bound get a number
-    (``head_dim`` -> ``head_dim_2``), those in ``keep`` aside."""
-    own = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
-    own |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    taken = bound | own
-    renames: dict[str, str] = {}
-    for name in sorted((own & bound) - keep):
-        i = 2
-        while f"{name}_{i}" in taken:
-            i += 1
-        renames[name] = f"{name}_{i}"
-        taken.add(renames[name])
-    return with_names(fn, renames), renames
-
-
-def with_names(fn: ast.FunctionDef, renames: dict[str, str]) -> ast.FunctionDef:
-    """A copy of ``fn`` with every name and parameter in ``renames`` renamed."""
-
-    class Rename(ast.NodeTransformer):
-        def visit_Name(self, node: ast.Name) -> ast.AST:
-            node.id = renames.get(node.id, node.id)
-            return node
-
-        def visit_arg(self, node: ast.arg) -> ast.AST:
-            node.arg = renames.get(node.arg, node.arg)
-            return node
-
-    return Rename().visit(copy.deepcopy(fn))
-
-
-def _wrapper_expr(node: ast.expr) -> ast.expr:
-    """The reference's spelling turned into the wrapper's: ``math.ceil(a / b)`` and ``ct.cdiv(a, b)``
-    -> ``cdiv(a, b)``, the SM count query -> ``get_num_sm()``, ``functools.reduce(operator.mul, xs,
-    1)`` -> ``math.prod(xs)``, the device capability -> ``_device_capability()``."""
-    return device_capability(products(ct_cdiv(num_sms(ceil_to_cdiv(copy.deepcopy(node))))))
+        return ast.unparse(wrapper_expr(self._inline_helpers(node)))

@@ -36,7 +36,8 @@ import copy
 from pathlib import Path
 
 from bot.infer import naming
-from bot.infer.direct.flatten import Flattener, Launch, with_names
+from bot.infer.direct.flatten import Flattener, Launch
+from bot.infer.direct.flatten_ast import with_names
 from bot.infer.direct.launch import Direct, kernel_hints, map_launch, param_names
 from bot.infer.direct.module import ReferenceModule
 from bot.infer.direct.paths import entry_key
