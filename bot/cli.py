@@ -129,6 +129,7 @@ COMMANDS = (
     "plan",
     "demo",
     "validate",
+    "check",
     "dispatch",
     "finalize",
     "conclude",
@@ -151,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plan(sub)
     _add_demo(sub)
     _add_validate(sub)
+    _add_check(sub)
     add_subcommands(sub)
     return parser
 
@@ -266,6 +268,40 @@ def _add_demo(sub) -> None:
     )
     _quiet(p)
     p.set_defaults(func=cmd_demo)
+
+
+def _add_check(sub) -> None:
+    p = sub.add_parser(
+        "check",
+        help="check a port's own ffi.rs and wrapper as they are (changes nothing)",
+        description="For an op whose ffi.rs and cffi wrapper already exist (written by hand or by another "
+        "tool): the wrapper's _FFI_CDEF against ffi.rs's export (count, order, C types, names), and the host "
+        "rules on both files, each finding on its line. Builds and runs nothing.",
+        epilog="exit status: 0 every check holds, 1 findings, 2 usage error",
+    )
+    p.add_argument("--repo", type=Path, default=Path("."), help="TileGym checkout (default: .)")
+    p.add_argument("--kernel", required=True, help="kernel name (the <op> of <op>_kernel/)")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.set_defaults(func=cmd_check)
+
+
+def cmd_check(args) -> int:
+    from bot.check.run import check
+    from bot.read.reader import reader_binary
+    from bot.targets.targets import existing_dir
+
+    repo = existing_dir(args.repo, "--repo").resolve()
+    result = check(repo, args.kernel, str(reader_binary()))
+    if args.json:
+        doc = {"op": result.op, "holds": result.holds, "checked": result.checked,
+               "findings": [f.as_json(repo) for f in result.findings]}  # fmt: skip
+        print(json.dumps(doc, indent=2))
+    else:
+        for finding in result.findings:
+            print(finding.shown(repo))
+        state = "holds" if result.holds else f"{len(result.findings)} finding(s)"
+        print(f"agent-d check {result.op}: {state} ({'; '.join(result.checked)})")
+    return 0 if result.holds else 1
 
 
 def _add_validate(sub) -> None:

@@ -1,6 +1,8 @@
 //! `kernel-reader <path/to/kernel.rs>`: print the entry signatures of a cutile-rs kernel file as JSON.
 //! `kernel-reader --contents <file.rs | ->`: print the macros, paths, attributes and outside-reaching
 //! items of a Rust file (`contents.rs`), for agent-d's check of the files it generates.
+//! `kernel-reader --exports <file.rs | ->`: print the `extern "C"` functions of a Rust file
+//! (`exports.rs`), for `agent-d check` of a port's own ffi.rs.
 //!
 //! Exit status: 0 with a report on stdout; 2 with an error object on stdout (unreadable file,
 //! Rust syntax error, no `#[cutile::module]`, internal fault); 64 on bad usage (message on stderr).
@@ -10,6 +12,7 @@ mod allow;
 mod blockid;
 mod contents;
 mod dataflow;
+mod exports;
 mod json;
 mod model;
 mod nesting;
@@ -46,10 +49,15 @@ fn main() -> ExitCode {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     if args.len() == 2 && args[0] == "--contents" {
-        return print_contents(&args[1]);
+        return print_source_report(&args[1], contents::contents);
+    }
+    if args.len() == 2 && args[0] == "--exports" {
+        return print_source_report(&args[1], exports::exports);
     }
     if args.len() != 1 || args[0].starts_with('-') {
-        eprintln!("usage: kernel-reader <path/to/kernel.rs> | kernel-reader --contents <file.rs>");
+        eprintln!(
+            "usage: kernel-reader <path/to/kernel.rs> | kernel-reader --contents <file.rs> | kernel-reader --exports <file.rs>"
+        );
         return ExitCode::from(64);
     }
     let path = args[0].clone();
@@ -86,7 +94,10 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-fn print_contents(path: &str) -> ExitCode {
+fn print_source_report(
+    path: &str,
+    read_source: fn(&str) -> Result<serde_json::Value, String>,
+) -> ExitCode {
     // `-`: the text on stdin (agent-d checks a file before it is written anywhere)
     let read = if path == "-" {
         let mut text = String::new();
@@ -96,7 +107,7 @@ fn print_contents(path: &str) -> ExitCode {
     };
     let outcome = read
         .map_err(|e| format!("cannot read {path}: {e}"))
-        .and_then(|source| contents::contents(&source));
+        .and_then(|source| read_source(&source));
     let (value, code) = match outcome {
         Ok(value) => (value, 0),
         Err(message) => (serde_json::json!({ "error": message }), 2),

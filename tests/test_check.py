@@ -1,0 +1,84 @@
+"""``agent-d check`` (issue 35, deliverable 1, first part): a port's own ffi.rs and wrapper checked
+as they are. TileGym's five hand-written ports of the tilegym 1.5.1 wheel hold; each host fault
+planted into them is found on its line, naming both sides, exit 1; nothing in the checkout changes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from bot.demo import assemble_checkout
+
+HAND_PORTED = ["silu_and_mul", "swiglu", "matmul", "bmm", "attention_sink"]
+OPS = Path("src/tilegym/ops/cutile_rs")
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory, tilegym_wheel) -> Path:
+    return assemble_checkout(tmp_path_factory.mktemp("check") / "tg", tilegym_wheel, HAND_PORTED, []).repo
+
+
+def _check(repo: Path, op: str, capsys) -> tuple[int, dict]:
+    code = main(["check", "--repo", str(repo), "--kernel", op, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _status(repo: Path) -> str:
+    return subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout
+
+
+@pytest.mark.parametrize("op", HAND_PORTED)
+def test_tilegyms_hand_written_ports_hold_as_they_are(checkout, op, capsys):
+    code, doc = _check(checkout, op, capsys)
+    assert (code, doc["findings"]) == (0, []), doc
+    assert doc["checked"][0] == f"_FFI_CDEF against ffi.rs's export of cutile_{op}"
+    assert _status(checkout) == ""  # nothing written
+
+
+# (file under the ops folder, text replaced, its replacement, the finding's line text, the words it says)
+PLANTED = [
+    ("bmm.py", "int32_t bm, int32_t bn, int32_t bk", "int32_t bn, int32_t bm, int32_t bk",
+     "int32_t bn, int32_t bm, int32_t bk,", "parameter 4 is `bn` in the cdef, `bm` in ffi.rs (line 37)"),
+    ("bmm.py", "int32_t group_size_m, int32_t trans_a", "int32_t group_size_m, float trans_a",
+     "int32_t group_size_m, float trans_a,", "parameter 8 `trans_a` is `float` in the cdef, `trans_a: int32_t` in ffi.rs"),
+    ("bmm.py", "int32_t bm, int32_t bn, int32_t bk,", "int32_t bm, int32_t bn,",
+     "int32_t cutile_bmm(", "`cutile_bmm` takes 14 parameters in the cdef, 15 in ffi.rs"),
+    ("bmm_kernel/ffi.rs", "#[unsafe(no_mangle)]", "#[no_mangle]",
+     "pub unsafe extern \"C\" fn cutile_bmm(", "uses `#[no_mangle]`: edition 2024 needs `#[unsafe(no_mangle)]`"),
+    ("bmm_kernel/ffi.rs", "    crate::setup_device_stream!", "    std::mem::forget(bm);\n    crate::setup_device_stream!",
+     "    std::mem::forget(bm);", "op-level `mem::forget`"),
+    ("bmm.py", "    check_rc(rc, _FFI_NAME)", "    pass",
+     "    rc = lib.cutile_bmm(", "the return code of `lib.cutile_bmm(...)` is not passed to check_rc"),
+    ("bmm.py", '@register_impl("bmm", backend="cutile-rs")', '@register_impl("bmm", backend="cutile")',
+     None, 'no `register_impl("bmm", backend="cutile-rs")`'),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rel", "old", "new", "line_text", "words"), PLANTED, ids=[p[4][:40] for p in PLANTED]
+)
+def test_each_planted_host_fault_is_found_on_its_line(checkout, capsys, rel, old, new, line_text, words):
+    path = checkout / OPS / rel
+    original = path.read_text()
+    assert original.count(old) == 1, old
+    path.write_text(original.replace(old, new))
+    try:
+        code, doc = _check(checkout, "bmm", capsys)
+    finally:
+        path.write_text(original)
+    assert code == 1, doc
+    [finding] = [f for f in doc["findings"] if words in f["message"]] or [doc["findings"]]
+    lines = path.read_text().replace(old, new).splitlines()
+    expected_line = (
+        0 if line_text is None else next(i for i, t in enumerate(lines, 1) if t.strip().startswith(line_text.strip()))
+    )
+    assert (finding["path"], finding["line"]) == (str(OPS / rel), expected_line), finding
+
+
+def test_a_missing_host_file_is_a_usage_error(checkout, capsys):
+    assert main(["check", "--repo", str(checkout), "--kernel", "no_such_op"]) == 2
+    assert "no_such_op has no ffi.rs" in capsys.readouterr().err
