@@ -63,9 +63,10 @@ class Function:
     line: int
 
 
-def rust_exports(ffi_rs: Path, reader: str) -> tuple[list[Function], list[Finding]]:
-    """The ``extern "C"`` functions of ``ffi_rs`` with C types; findings for what the ABI cannot carry."""
-    proc = subprocess.run([reader, "--exports", str(ffi_rs)], capture_output=True, text=True, timeout=120)
+def rust_exports(ffi_rs: Path, text: str, reader: str) -> tuple[list[Function], list[Finding]]:
+    """The ``extern "C"`` functions of ``text`` (ffi.rs, shown as ``ffi_rs``) with C types; findings
+    for what the ABI cannot carry. The text goes on stdin: a file of a pull request is never written."""
+    proc = subprocess.run([reader, "--exports", "-"], input=text, capture_output=True, text=True, timeout=120)
     try:
         doc = json.loads(proc.stdout)
     except json.JSONDecodeError:
@@ -105,9 +106,9 @@ def _short(rust_type: str) -> str:
     return f"{pointer} {name}" if pointer else name
 
 
-def wrapper_cdef(wrapper: Path) -> tuple[str, int] | None:
+def wrapper_cdef(source: str) -> tuple[str, int] | None:
     """The wrapper's ``_FFI_CDEF`` text and the line it starts on; None when it has none."""
-    tree = ast.parse(wrapper.read_text(encoding="utf-8"))
+    tree = ast.parse(source)
     for node in tree.body:
         if (
             isinstance(node, ast.Assign)

@@ -19,12 +19,9 @@ _BANNED = re.compile(r"\b(from_raw_parts(?:_mut)?|mem::forget|transmute)\b")
 _DEVICE_ZERO = re.compile(r"Device::new\(\s*0\s*[,)]")
 
 
-def null_checking_macros(ffi_util: Path) -> set[str]:
-    """The checkout's ``macro_rules!`` whose body checks its arguments for null (``$p.is_null()``):
-    an invocation of one checks the descriptors it is given."""
-    if not ffi_util.is_file():
-        return set()
-    text = ffi_util.read_text(encoding="utf-8")
+def null_checking_macros(text: str) -> set[str]:
+    """The ``macro_rules!`` of ``text`` (the checkout's ffi_util.rs) whose body checks its arguments
+    for null (``$p.is_null()``): an invocation of one checks the descriptors it is given."""
     found = set()
     for m in re.finditer(r"macro_rules!\s*(\w+)\s*\{", text):
         depth, end = 1, m.end()
@@ -44,9 +41,8 @@ def _null_checked(text: str, macros: set[str]) -> set[str]:
     return checked
 
 
-def ffi_rules(ffi_rs: Path, launcher: Function, macros: set[str] = frozenset()) -> list[Finding]:
-    """``macros``: the checkout's null-checking macros (``null_checking_macros``)."""
-    text = ffi_rs.read_text(encoding="utf-8")
+def ffi_rules(ffi_rs: Path, text: str, launcher: Function, macros: set[str] = frozenset()) -> list[Finding]:
+    """``text``: ffi.rs (shown as ``ffi_rs``); ``macros``: the checkout's null-checking macros."""
     checked = _null_checked(text, macros)
     lines = text.splitlines()
     found = []
@@ -77,9 +73,19 @@ def ffi_rules(ffi_rs: Path, launcher: Function, macros: set[str] = frozenset()) 
     return found
 
 
-def wrapper_rules(wrapper: Path, registry_name: str, symbol: str) -> list[Finding]:
+def registered_names(source: str) -> list[str]:
+    """The names a wrapper registers for cutile-rs (``register_impl("<name>", backend="cutile-rs")``)."""
+    return [
+        n.args[0].value
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Constant)
+        and _registers(n, str(n.args[0].value))
+    ]  # fmt: skip
+
+
+def wrapper_rules(wrapper: Path, source: str, registry_name: str, symbol: str) -> list[Finding]:
     """``registry_name``: what the cuTile reference registers the op as (``get_<op>`` for a getter)."""
-    tree = ast.parse(wrapper.read_text(encoding="utf-8"))
+    tree = ast.parse(source)
     found = []
     checked = _checked_names(tree)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _calls(n, symbol)]

@@ -14,6 +14,23 @@ from bot.check.findings import Finding
 from bot.errors import UsageError
 from bot.targets.types import Target
 
+MAX_BYTES = 512 * 1024  # a host file larger than this is not read
+
+
+@dataclass(frozen=True)
+class HostFiles:
+    """What the check reads: ffi.rs and the wrapper (with the paths findings name them by), the
+    checkout's ffi_util.rs, and the name the op must be registered under for cutile-rs."""
+
+    op: str
+    symbol: str
+    ffi_rs: Path
+    ffi_text: str
+    wrapper: Path
+    wrapper_text: str
+    ffi_util_text: str
+    registry_name: str
+
 
 @dataclass
 class CheckResult:
@@ -27,28 +44,52 @@ class CheckResult:
 
 
 def check(repo: Path, op: str, reader: str) -> CheckResult:
+    """The port of ``op`` in the checkout ``repo``, as it is."""
     target = Target(repo, op)
     for path, what in ((target.ffi_rs, "ffi.rs"), (target.wrapper_py, "wrapper")):
         if not path.is_file():
             raise UsageError(f"{op} has no {what} at {path.relative_to(repo)}: `agent-d port` writes one")
-    result = CheckResult(op)
-    exports, found = abi.rust_exports(target.ffi_rs, reader)
+    util = target.ops_dir / "ffi_util.rs"
+    files = HostFiles(
+        op, target.symbol, target.ffi_rs, _read(target.ffi_rs), target.wrapper_py, _read(target.wrapper_py),
+        _read(util) if util.is_file() else "", _registry_name(target),
+    )  # fmt: skip
+    return check_files(files, reader)
+
+
+def _read(path: Path) -> str:
+    if path.stat().st_size > MAX_BYTES:
+        raise UsageError(f"{path} is larger than {MAX_BYTES // 1024} KiB: not a host file agent-d reads")
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def check_files(files: HostFiles, reader: str) -> CheckResult:
+    result = CheckResult(files.op)
+    exports, found = abi.rust_exports(files.ffi_rs, files.ffi_text, reader)
     result.findings += found
-    given = abi.wrapper_cdef(target.wrapper_py)
-    if given is None:
-        result.findings.append(Finding(target.wrapper_py, 0, "the wrapper has no `_FFI_CDEF` string"))
+    try:
+        given = abi.wrapper_cdef(files.wrapper_text)
+    except SyntaxError as exc:
+        result.findings.append(
+            Finding(files.wrapper, exc.lineno or 0, f"the wrapper does not parse: {exc.msg}")
+        )
         return result
-    declared, found = abi.cdef_functions(given[0], target.wrapper_py, given[1])
+    if given is None:
+        result.findings.append(Finding(files.wrapper, 0, "the wrapper has no `_FFI_CDEF` string"))
+        return result
+    declared, found = abi.cdef_functions(given[0], files.wrapper, given[1])
     result.findings += found
     if exports and declared:
-        result.findings += abi.compare(exports, declared, target.symbol, target.ffi_rs, target.wrapper_py)
-        result.checked.append(f"_FFI_CDEF against ffi.rs's export of {target.symbol}")
-    launcher = next((f for f in exports if f.name == target.symbol), None)
+        result.findings += abi.compare(exports, declared, files.symbol, files.ffi_rs, files.wrapper)
+        result.checked.append(f"_FFI_CDEF against ffi.rs's export of {files.symbol}")
+    launcher = next((f for f in exports if f.name == files.symbol), None)
     if launcher is not None:
-        macros = rules.null_checking_macros(target.ops_dir / "ffi_util.rs")
-        result.findings += rules.ffi_rules(target.ffi_rs, launcher, macros)
+        macros = rules.null_checking_macros(files.ffi_util_text)
+        result.findings += rules.ffi_rules(files.ffi_rs, files.ffi_text, launcher, macros)
         result.checked.append("ffi.rs host rules")
-    result.findings += rules.wrapper_rules(target.wrapper_py, _registry_name(target), target.symbol)
+    result.findings += rules.wrapper_rules(
+        files.wrapper, files.wrapper_text, files.registry_name, files.symbol
+    )
     result.checked.append("wrapper host rules")
     return result
 

@@ -8,17 +8,16 @@ Everything it decides ends in a concluded or queued check: a PR without kernels 
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
-from dataclasses import asdict, dataclass, field
 
 from github import GithubException
 
 from bot.errors import UsageError
-from bot.github import head_trust, publish, render
+from bot.github import head_trust, host_check, publish, render
 from bot.github.commands import Command, kernel_name_errors, parse_commands
 from bot.github.config import Config, ConfigError, load_config
+from bot.github.dispatch_result import DispatchResult
 from bot.github.events import Event
 from bot.github.kernels import added_kernels, checked_ops
 from bot.github.pr_lock import pr_lock
@@ -37,60 +36,6 @@ log = logging.getLogger(__name__)
 NO_KERNEL_TEXT = (
     "This pull request adds no `src/tilegym/ops/cutile_rs/<op>_kernel/kernel.rs`; nothing to port."
 )
-
-
-@dataclass(frozen=True)
-class MatrixEntry:
-    pr: int
-    head_sha: str
-    kernel: str  # one name, or several separated by spaces (matrix: single)
-    check_run_id: int
-    commit: bool
-    base_sha: str  # the base commit whose files the port builds and tests (bot/github/base_tree.py)
-
-    @property
-    def slug(self) -> str:
-        return "+".join(self.kernel.split())
-
-
-@dataclass
-class DispatchResult:
-    run: bool
-    reason: str
-    pr: int | None = None
-    head_sha: str = ""
-    base_sha: str = ""
-    check_run_id: int | None = None
-    kernels: list[str] = field(default_factory=list)
-    commit: bool = False
-    single_job: bool = False
-    conclusion: str = ""  # set when dispatch concluded the check itself
-    concurrency_group: str = ""
-
-    @property
-    def matrix(self) -> list[MatrixEntry]:
-        if not self.run or self.check_run_id is None or self.pr is None:
-            return []
-        groups = [" ".join(self.kernels)] if self.single_job else list(self.kernels)
-        return [
-            MatrixEntry(self.pr, self.head_sha, k, self.check_run_id, self.commit, self.base_sha)
-            for k in groups
-        ]
-
-    def outputs(self) -> dict[str, str]:
-        return {
-            "run": "true" if self.run else "false",
-            "reason": self.reason.replace("\n", " "),
-            "pr": str(self.pr or ""),
-            "head_sha": self.head_sha,
-            "base_sha": self.base_sha,
-            "check_run_id": str(self.check_run_id or ""),
-            "kernels": json.dumps(self.kernels),
-            "commit": "true" if self.commit else "false",
-            "matrix": json.dumps({"include": [{**asdict(m), "slug": m.slug} for m in self.matrix]}),
-            "concurrency_group": self.concurrency_group,
-            "conclusion": self.conclusion,
-        }
 
 
 def _draft_key(trusted_push: bool) -> str:
@@ -194,6 +139,9 @@ class Dispatcher:
         except UsageError as exc:
             return self._bad_kernel_name(head, key, exc)
         if not kernels:
+            ports = host_check.changed_ports(self._pr_files())
+            if ports:  # a port's own host code changed: checked as it is, nothing pushed
+                return self._host_check(head, key, ports)
             return self._conclude(head, key, "neutral", "no kernel files added", NO_KERNEL_TEXT)
         if not trust.allowed:
             result = self._conclude(head, key, "action_required", "waiting for a maintainer", trust.reason)
@@ -201,6 +149,22 @@ class Dispatcher:
                 self._sticky(head, "Waiting for approval", trust.reason)
             return result
         return self._queue(head, key, kernels, commit=self.cfg.auto_commit, why=trust.reason)
+
+    def _host_check(self, head: str, key: str, ports: list[str]) -> DispatchResult:
+        """``agent-d check`` of each port whose host code the pull request changes (host_check.py)."""
+        done = host_check.publish_check(
+            self.repo, self.pr, head, ports, (self.cfg.check_name, self._external(head, key), self.details_url),
+            self.bots,
+        )  # fmt: skip
+        if isinstance(done, str):  # nothing was checked: why
+            title = "no kernel files added" if not done else "host code not checked"
+            return self._conclude(head, key, "neutral", title, done or NO_KERNEL_TEXT)
+        if done is None:
+            return self._skip("already handled", pr=self.ev.pr_number, head_sha=head)
+        conclusion, title, run_id = done
+        return self._skip(
+            title, pr=self.ev.pr_number, head_sha=head, check_run_id=run_id, conclusion=conclusion
+        )
 
     def _head_trust(self, head: str) -> Trust:
         """May the head run without an approval of that commit? Decided on who pushed it, on what
@@ -365,6 +329,9 @@ class Dispatcher:
             return self._skip("unknown kernels requested")
         kernels = list(cmd.kernels) or available
         if not kernels:
+            ports = host_check.changed_ports(self._pr_files())
+            if ports:  # a port's own host code changed: checked as it is, nothing pushed
+                return self._host_check(head, key, ports)
             return self._conclude(head, key, "neutral", "no kernel files added", NO_KERNEL_TEXT)
         self._cancel_superseded([], head, keep=self._external(head, key))
         commit = self.cfg.auto_commit or cmd.name == "apply"

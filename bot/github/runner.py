@@ -17,7 +17,8 @@ from bot.build import runner_cache
 from bot.classify import machine_errors
 from bot.github import gitops
 from bot.github.credentials import Credentials
-from bot.github.dispatch import Dispatcher, DispatchResult
+from bot.github.dispatch import Dispatcher
+from bot.github.dispatch_result import DispatchResult
 from bot.github.events import Event
 from bot.github.finalize import Finalizer, FinalizeRequest, FinalizeResult
 from bot.github.port_job import PortFn, run_port_job

@@ -117,13 +117,15 @@ def reader_binary() -> Path:
         if not path.is_file():
             raise ReaderUnavailable(f"AGENT_D_READER={env} is not a file")
         return path
-    if (CRATE_DIR / "Cargo.toml").is_file():
-        binary = CRATE_DIR / "target" / "release" / BINARY_NAME
+    # AGENT_D_CRATE: the crate of an installed agent-d (the action's own checkout), built on first need
+    crate = Path(os.environ.get("AGENT_D_CRATE", "").strip() or CRATE_DIR)
+    if (crate / "Cargo.toml").is_file():
+        binary = crate / "target" / "release" / BINARY_NAME
         with _build_lock:
             if _built is not None and _built.is_file():
                 return _built
-            if not _is_fresh(binary, CRATE_DIR):
-                binary = _build(CRATE_DIR)
+            if not _is_fresh(binary, crate):
+                binary = _build(crate)
             _built = binary
             return binary
     found = shutil.which(BINARY_NAME)
