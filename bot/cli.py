@@ -281,6 +281,12 @@ def _add_check(sub) -> None:
     )
     p.add_argument("--repo", type=Path, default=Path("."), help="TileGym checkout (default: .)")
     p.add_argument("--kernel", required=True, help="kernel name (the <op> of <op>_kernel/)")
+    p.add_argument(
+        "--python",
+        default=sys.executable,
+        help="interpreter with torch and cuda.tile for the launch dry run (default: this one; "
+        "without them the dry run is skipped and the output says so); '' skips it",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(func=cmd_check)
 
@@ -291,14 +297,16 @@ def cmd_check(args) -> int:
     from bot.targets.targets import existing_dir
 
     repo = existing_dir(args.repo, "--repo").resolve()
-    result = check(repo, args.kernel, str(reader_binary()))
+    result = check(repo, args.kernel, str(reader_binary()), args.python)
     if args.json:
-        doc = {"op": result.op, "holds": result.holds, "checked": result.checked,
+        doc = {"op": result.op, "holds": result.holds, "checked": result.checked, "notes": result.notes,
                "findings": [f.as_json(repo) for f in result.findings]}  # fmt: skip
         print(json.dumps(doc, indent=2))
     else:
         for finding in result.findings:
             print(finding.shown(repo))
+        for note in result.notes:
+            print(f"note: {note}")
         state = "holds" if result.holds else f"{len(result.findings)} finding(s)"
         print(f"agent-d check {result.op}: {state} ({'; '.join(result.checked)})")
     return 0 if result.holds else 1

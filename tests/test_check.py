@@ -74,7 +74,9 @@ def test_each_planted_host_fault_is_found_on_its_line(checkout, capsys, rel, old
     [finding] = [f for f in doc["findings"] if words in f["message"]] or [doc["findings"]]
     lines = path.read_text().replace(old, new).splitlines()
     expected_line = (
-        0 if line_text is None else next(i for i, t in enumerate(lines, 1) if t.strip().startswith(line_text.strip()))
+        0
+        if line_text is None
+        else next(i for i, t in enumerate(lines, 1) if t.strip().startswith(line_text.strip()))
     )
     assert (finding["path"], finding["line"]) == (str(OPS / rel), expected_line), finding
 
@@ -82,3 +84,57 @@ def test_each_planted_host_fault_is_found_on_its_line(checkout, capsys, rel, old
 def test_a_missing_host_file_is_a_usage_error(checkout, capsys):
     assert main(["check", "--repo", str(checkout), "--kernel", "no_such_op"]) == 2
     assert "no_such_op has no ffi.rs" in capsys.readouterr().err
+
+
+# (op, text replaced in its hand-written wrapper, the replacement, the parameter whose value differs, what)
+PLANTED_LAUNCH = [
+    ("silu_and_mul", "block_size = next_power_of_2(hidden_size)", "block_size = next_power_of_2(hidden_size) // 2",
+     "block_size", "tile"),
+    ("silu_and_mul", "xd = make_tensor_desc(ffi, x2)", "xd = make_tensor_desc(ffi, x2.t().contiguous().t())",
+     "inp", "strides"),
+    ("silu_and_mul", "xd = make_tensor_desc(ffi, x2)", "xd = make_tensor_desc(ffi, x2.float())", "inp", "dtype"),
+    ("matmul", "num_programs = _non_persistent_grid(m, n, cfg.BM, cfg.BN)",
+     "num_programs = _non_persistent_grid(m, n, cfg.BM, cfg.BN) + 1", "num_programs", "grid"),
+]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_hand_written_silu_and_mul_wrapper_launches_as_agent_ds_port_does(checkout, capsys):
+    from checkout_support import torch_python
+
+    code = main(
+        ["check", "--repo", str(checkout), "--kernel", "silu_and_mul", "--python", torch_python(), "--json"]
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert (code, doc["findings"]) == (0, []), doc
+    assert doc["checked"][-1].startswith("the wrapper's C calls against agent-d's port (")
+    assert _status(checkout) == ""  # agent-d's port was generated into a copy
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("op", "old", "new", "param", "what"), PLANTED_LAUNCH, ids=[p[4] for p in PLANTED_LAUNCH]
+)
+def test_each_planted_launch_fault_is_found_with_both_values(checkout, capsys, op, old, new, param, what):
+    from checkout_support import torch_python
+
+    path = checkout / OPS / f"{op}.py"
+    original = path.read_text()
+    assert original.count(old) == 1, old
+    path.write_text(original.replace(old, new))
+    try:
+        code = main(["check", "--repo", str(checkout), "--kernel", op, "--python", torch_python(), "--json"])
+        doc = json.loads(capsys.readouterr().out)
+    finally:
+        path.write_text(original)
+    assert code == 1, doc
+    planted = [f for f in doc["findings"] if f"`{param}` is " in f["message"]]
+    assert planted, doc["findings"]
+    declared = next(
+        i for i, t in enumerate(original.splitlines(), 1) if f" {param}," in t or f" {param})" in t
+    )
+    assert planted[0]["line"] == declared
+    said = planted[0]["message"]
+    assert " from the wrapper, " in said and said.endswith(" from agent-d's port")
+    if what in ("strides", "dtype"):
+        assert f"{what} " in said  # a tensor's difference names its fields, both sides

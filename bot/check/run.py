@@ -37,14 +37,16 @@ class CheckResult:
     op: str
     checked: list[str] = field(default_factory=list)  # what was checked, one line each
     findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what was not compared, and why
 
     @property
     def holds(self) -> bool:
         return not self.findings
 
 
-def check(repo: Path, op: str, reader: str) -> CheckResult:
-    """The port of ``op`` in the checkout ``repo``, as it is."""
+def check(repo: Path, op: str, reader: str, python: str = "") -> CheckResult:
+    """The port of ``op`` in the checkout ``repo``, as it is; with ``python`` (an interpreter with
+    torch and cuda.tile), also the launch dry run of its wrapper against agent-d's."""
     target = Target(repo, op)
     for path, what in ((target.ffi_rs, "ffi.rs"), (target.wrapper_py, "wrapper")):
         if not path.is_file():
@@ -54,7 +56,29 @@ def check(repo: Path, op: str, reader: str) -> CheckResult:
         op, target.symbol, target.ffi_rs, _read(target.ffi_rs), target.wrapper_py, _read(target.wrapper_py),
         _read(util) if util.is_file() else "", _registry_name(target),
     )  # fmt: skip
-    return check_files(files, reader)
+    result = check_files(files, reader)
+    if python:
+        _dry_run(result, target, python)
+    return result
+
+
+def _dry_run(result: CheckResult, target: Target, python: str) -> None:
+    from bot.check.wrapper_run import wrapper_dry_run
+    from bot.errors import StageStop
+    from bot.pipeline import generate_only
+    from bot.targets.discover import discover
+    from bot.testing.testrun import read_test_files
+
+    try:
+        tests = read_test_files(target.repo, discover(target).test_sites)
+    except StageStop as stop:
+        result.notes.append(f"dry run not run: {stop.reason}")
+        return
+    found = wrapper_dry_run(target.repo, target.op, python, tests, generate_only)
+    result.findings += found.findings
+    result.notes += found.notes
+    if found.compared_cases:
+        result.checked.append(f"the wrapper's C calls against agent-d's port ({found.compared_cases} cases)")
 
 
 def _read(path: Path) -> str:

@@ -49,13 +49,32 @@ def dry_run(
 ) -> DryRun:
     """``cases``: how many of the test file's cases to compare; by default ``$AGENT_D_DRYRUN_CASES``
     when that is a positive number (a porter's wider check), else :data:`CASES`."""
+    data = record(target, python, tests, out_dir, cases, timeout)
+    if isinstance(data, str):
+        return DryRun("not run", data)
+    found = compare(plan, signature, data.get("cases", {}), reference_module)
+    if found.status == "not compared" and data.get("skipped_files"):
+        found.why = "pytest skipped the test file: " + "; ".join(data["skipped_files"])
+    return found
+
+
+def record(
+    target: Target,
+    python: str,
+    tests: testrun.TestFile,
+    out_dir: Path,
+    cases: int | None = None,
+    timeout: float = TIMEOUT_S,
+) -> dict | str:
+    """The plugin's records of the op's test cases on the CPU (``{"cases": {nodeid: ...}, ...}``),
+    every launch and C call recorded instead of run; a string: why there are none."""
     cases = cases or case_count(os.environ.get("AGENT_D_DRYRUN_CASES", ""))
     records = out_dir / RECORDS_NAME
     records.unlink(missing_ok=True)
     missing = _missing_modules(python)
     if missing:
         verb = "is" if len(missing) == 1 else "are"
-        return DryRun("not run", f"{', '.join(missing)} {verb} not importable by {python}")
+        return f"{', '.join(missing)} {verb} not importable by {python}"
     argv, selection = testrun.command(python, tests, backend="cutile")  # both cutile and cutile_rs ids
     argv = [python, "-m", "pytest", "-p", "bot.dryrun.plugin", "-p", "no:cacheprovider", *tests.paths]
     argv += ["-k", selection, "-q", "--tb=line", "-o", "addopts="]
@@ -80,19 +99,16 @@ def dry_run(
                 boxed, cwd=target.repo, env=env, capture_output=True, text=True, timeout=timeout, check=False
             )
     except subprocess.TimeoutExpired:
-        return DryRun("not run", f"the dry run outlasted {timeout:.0f} s")
+        return f"the dry run outlasted {timeout:.0f} s"
     except OSError as exc:
-        return DryRun("not run", f"{python} could not be started ({exc})")
+        return f"{python} could not be started ({exc})"
     if not records.is_file():
         tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
-        return DryRun("not run", f"pytest wrote no records (exit {proc.returncode}: {tail[0][:200]})")
+        return f"pytest wrote no records (exit {proc.returncode}: {tail[0][:200]})"
     data = json.loads(records.read_text(encoding="utf-8"))
     if data.get("unavailable"):
-        return DryRun("not run", "; ".join(data["unavailable"]))
-    found = compare(plan, signature, data.get("cases", {}), reference_module)
-    if found.status == "not compared" and data.get("skipped_files"):
-        found.why = "pytest skipped the test file: " + "; ".join(data["skipped_files"])
-    return found
+        return "; ".join(data["unavailable"])
+    return data
 
 
 _PROBE = (
