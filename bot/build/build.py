@@ -109,7 +109,7 @@ def compile_crate(
     # CARGO_TARGET_DIR (ours, or one exported to us) moves cargo's output: follow it to find the library.
     target_dir = Path(env.get("CARGO_TARGET_DIR") or crate / "target")
     runtime_so = crate / "target" / "release" / SO_NAME
-    with _exclusive(target_dir, echo):
+    with exclusive(target_dir, echo):
         # Several crates named cutile_kernels may share one target dir: hold it until our copy is made.
         _forget_other_checkout(target_dir, crate, toolchain.cargo, env)
         if sandbox.current() is not None:  # the registry filled out here: no network inside
@@ -389,7 +389,7 @@ def _forget_other_checkout(target_dir: Path, crate: Path, cargo: str, env: dict[
 
 
 @contextlib.contextmanager
-def _exclusive(target_dir: Path, echo: progress.Echo = progress.silent):
+def exclusive(target_dir: Path, echo: progress.Echo = progress.silent):
     target_dir.mkdir(parents=True, exist_ok=True)
     with open(target_dir / TARGET_LOCK, "w") as lock:
         # another build holding the shared target dir can take minutes: say that we wait for it

@@ -67,6 +67,7 @@ def compare(
         if pairs_here is None:
             continue
         learned.append((label, pairs_here))
+        run.launches += [(label, launch) for launch, _ref in pairs_here]
         for mine, theirs in pairs_here:
             run.rows += _grid_rows(label, mine, theirs) + _tensor_rows(label, mine, theirs)
             run.rows += _declared_rows(label, plan, signature, mine)

@@ -25,6 +25,9 @@ class PortLaunch:
     grid: list[int]
     values: dict[str, object]  # kernel.rs parameter or generic -> a tensor description or a number
     kinds: dict[str, str]  # name -> "ten" | "ptr" | "scalar" | "generic" | "dtype flag"
+    # every generic in the entry's order, as ffi.rs's launch spells it ("f16", "128"); empty where one
+    # cannot be evaluated here (the device compile then skips the launch)
+    generics: tuple[str, ...] = ()
 
 
 def port_launches(plan: LaunchPlan, signature: KernelSignature, call: list) -> list[PortLaunch] | str:
@@ -61,8 +64,20 @@ def port_launches(plan: LaunchPlan, signature: KernelSignature, call: list) -> l
                 # a flag of the element type (`cast_tf32(a)`): the reference's kernel reads the dtype
                 # itself, so it has no argument to compare with; the dtype rows compare its source
                 kinds[generic.name] = "dtype flag" if _of_dtype(expr, ffi) else "generic"
-        out.append(PortLaunch(v.entry, [int(_number(evaluate(g, env))) for g in v.grid], values, kinds))
+        grid = [int(_number(evaluate(g, env))) for g in v.grid]
+        out.append(PortLaunch(v.entry, grid, values, kinds, _generic_words(v.generics, env)))
     return out
+
+
+def _generic_words(exprs, env: dict) -> tuple[str, ...]:
+    words = []
+    for expr in exprs:
+        try:
+            value = evaluate(expr, env)
+        except (EvalError, KeyError, TypeError, ValueError, ZeroDivisionError):
+            return ()
+        words.append(str(value).lower() if isinstance(value, bool) else str(value))
+    return tuple(words)
 
 
 def _of_dtype(expr: str, ffi: FfiPlan) -> bool:

@@ -32,6 +32,7 @@ class DryRun:
     rows: list[Row] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # cases not compared, with why
     notes: list[str] = field(default_factory=list)  # what the compared values cannot show
+    launches: list = field(default_factory=list)  # (case, port_side.PortLaunch) of each compared launch
 
     @property
     def differences(self) -> list[Row]:

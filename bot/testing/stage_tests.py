@@ -19,7 +19,7 @@ from bot.errors import Blocked, Failed
 from bot.infer import analysis
 from bot.job import Job, PortOptions
 from bot.targets.types import Discovery, Target
-from bot.testing import rerun, smoke, testrun
+from bot.testing import device_compile, rerun, smoke, testrun
 from bot.testing.types import TestResult
 from bot.testresults.combine import to_test_result
 
@@ -48,6 +48,7 @@ def smoke_and_test(
             lambda b: ", ".join(b or []),
         )
     launch_dry_run(job, python, interp, test_file)  # registered first: else the dispatcher falls back
+    device_compile.stage(job, tools, options.cargo_target_dir)  # the dry run's launches, on the CPU
     junit_xml = testrun.junit_arg(job.out_dir / testrun.JUNIT_NAME, target.repo)
     argv, _selection = testrun.command(python, test_file, junit_xml=junit_xml)
     job.pytest_cmd = testrun.shown(argv)
