@@ -21,6 +21,7 @@ ends BLOCKED (env) within a second, so the ratio there covers generation, build 
 run it on a GPU runner for the tests. Figures, not assertions.
 
     python benchmarks/pr_path.py [--runs 3] [--cargo-target-dir DIR] [--python EXE] [--no-pacing]
+                                 [--read-pacing SECONDS]
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def one_pr(spec, assets, work: Path, kernels: list[str], port: TimedPort, settin
         ported = time.monotonic()
         request = FinalizeRequest(
             repo=REPO, pr=decision.pr, head_sha=decision.head_sha, check_run_id=decision.check_run_id,
-            artifact_dirs=[artifact], commit=decision.commit, run_ref="bench", push_token=TOKEN,
+            artifact_dirs=[artifact], commit=decision.commit, run_ref="bench", git_token=lambda: TOKEN,
             kernels=tuple(decision.kernels), base_sha=decision.base_sha,
         )  # fmt: skip
         result = Finalizer(gh, request, BOTS, generate_only).run()
@@ -159,6 +160,12 @@ def main() -> None:
     ap.add_argument("--cargo-target-dir", type=Path, default=default_cache_dir() / "cargo-target")
     ap.add_argument("--python", default="", help="interpreter that runs pytest (default: this one)")
     ap.add_argument("--no-pacing", action="store_true", help="no pause between GitHub requests")
+    ap.add_argument(
+        "--read-pacing",
+        type=float,
+        default=None,
+        help="seconds between any two requests, reads too (before issue 35: 0.25; now: none, writes 1 s apart)",
+    )
     args = ap.parse_args()
     assets = ensure_assets()  # the download, if any, stays outside the timings
     spec = load_spec(assets.spec_path)
@@ -167,6 +174,8 @@ def main() -> None:
 
     def settings_for(url: str) -> ClientSettings:
         pacing = {"seconds_between_requests": None, "seconds_between_writes": None} if args.no_pacing else {}
+        if args.read_pacing is not None and not args.no_pacing:
+            pacing["seconds_between_requests"] = args.read_pacing or None
         return ClientSettings(api_url=url, **pacing)
 
     quiet = {"echo": lambda _: None, "answer": lambda _: None}  # no progress lines, no validator blocks

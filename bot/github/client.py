@@ -34,7 +34,8 @@ class ClientSettings:
     backoff_factor: float = 0.5
     secondary_rate_wait: float = 60.0
     max_rate_limit_wait: float = 600.0  # past this, fail instead of sleeping out a reset
-    seconds_between_requests: float | None = 0.25
+    # GitHub asks for a second between writes; reads go one at a time, unpaced (issue 35: review sooner)
+    seconds_between_requests: float | None = None
     seconds_between_writes: float | None = 1.0
     timeout: int = 30
 
@@ -50,7 +51,7 @@ class ClientSettings:
             backoff_factor=num("AGENT_D_BACKOFF", 0.5),
             secondary_rate_wait=num("AGENT_D_SECONDARY_RATE_WAIT", 60.0),
             max_rate_limit_wait=num("AGENT_D_MAX_RATE_LIMIT_WAIT", 600.0),
-            seconds_between_requests=num("AGENT_D_SECONDS_BETWEEN_REQUESTS", 0.25) or None,
+            seconds_between_requests=num("AGENT_D_SECONDS_BETWEEN_REQUESTS", 0.0) or None,
             seconds_between_writes=num("AGENT_D_SECONDS_BETWEEN_WRITES", 1.0) or None,
         )
 
