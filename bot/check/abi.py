@@ -149,7 +149,7 @@ def _c_type(spell: CGenerator, param: c_ast.Decl) -> str:
     text = spell.visit(param)
     if param.name:
         text = text.rsplit(param.name, 1)[0]
-    return " ".join(text.replace("*", " * ").split()).replace("* ", "*").replace(" *", " *")
+    return " ".join(text.replace("*", " * ").split())
 
 
 def compare(
