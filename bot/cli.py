@@ -287,6 +287,9 @@ def _add_check(sub) -> None:
         help="interpreter with torch and cuda.tile for the launch dry run (default: this one; "
         "without them the dry run is skipped and the output says so); '' skips it",
     )
+    p.add_argument(
+        "--cargo-target-dir", type=Path, help="where the device compile builds (default: the crate's target/)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(func=cmd_check)
 
@@ -297,7 +300,7 @@ def cmd_check(args) -> int:
     from bot.targets.targets import existing_dir
 
     repo = existing_dir(args.repo, "--repo").resolve()
-    result = check(repo, args.kernel, str(reader_binary()), args.python)
+    result = check(repo, args.kernel, str(reader_binary()), args.python, args.cargo_target_dir)
     if args.json:
         doc = {"op": result.op, "holds": result.holds, "checked": result.checked, "notes": result.notes,
                "findings": [f.as_json(repo) for f in result.findings]}  # fmt: skip

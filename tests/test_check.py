@@ -99,15 +99,17 @@ PLANTED_LAUNCH = [
 
 
 @pytest.mark.slow
-def test_the_hand_written_silu_and_mul_wrapper_launches_as_agent_ds_port_does(checkout, capsys):
+def test_the_hand_written_silu_and_mul_wrapper_launches_as_agent_ds_port_does(
+    checkout, capsys, cargo_target_dir
+):
     from checkout_support import torch_python
 
-    code = main(
-        ["check", "--repo", str(checkout), "--kernel", "silu_and_mul", "--python", torch_python(), "--json"]
-    )
+    code = main(["check", "--repo", str(checkout), "--kernel", "silu_and_mul", "--python", torch_python(),
+                 "--cargo-target-dir", str(cargo_target_dir), "--json"])  # fmt: skip
     doc = json.loads(capsys.readouterr().out)
     assert (code, doc["findings"]) == (0, []), doc
-    assert doc["checked"][-1].startswith("the wrapper's C calls against agent-d's port (")
+    assert doc["checked"][-2].startswith("the wrapper's C calls against agent-d's port (")
+    assert doc["checked"][-1].startswith("kernel.rs compiled for sm_90 on the CPU (")
     assert _status(checkout) == ""  # agent-d's port was generated into a copy
 
 
@@ -115,7 +117,9 @@ def test_the_hand_written_silu_and_mul_wrapper_launches_as_agent_ds_port_does(ch
 @pytest.mark.parametrize(
     ("op", "old", "new", "param", "what"), PLANTED_LAUNCH, ids=[p[4] for p in PLANTED_LAUNCH]
 )
-def test_each_planted_launch_fault_is_found_with_both_values(checkout, capsys, op, old, new, param, what):
+def test_each_planted_launch_fault_is_found_with_both_values(
+    checkout, capsys, cargo_target_dir, op, old, new, param, what
+):
     from checkout_support import torch_python
 
     path = checkout / OPS / f"{op}.py"
@@ -123,7 +127,8 @@ def test_each_planted_launch_fault_is_found_with_both_values(checkout, capsys, o
     assert original.count(old) == 1, old
     path.write_text(original.replace(old, new))
     try:
-        code = main(["check", "--repo", str(checkout), "--kernel", op, "--python", torch_python(), "--json"])
+        code = main(["check", "--repo", str(checkout), "--kernel", op, "--python", torch_python(),
+                     "--cargo-target-dir", str(cargo_target_dir), "--json"])  # fmt: skip
         doc = json.loads(capsys.readouterr().out)
     finally:
         path.write_text(original)
@@ -138,3 +143,34 @@ def test_each_planted_launch_fault_is_found_with_both_values(checkout, capsys, o
     assert " from the wrapper, " in said and said.endswith(" from agent-d's port")
     if what in ("strides", "dtype"):
         assert f"{what} " in said  # a tensor's difference names its fields, both sides
+
+
+@pytest.mark.slow
+def test_a_kernel_the_device_compile_refuses_is_found_on_its_entry_line(checkout, capsys, cargo_target_dir):
+    """The same left shift as tests/test_device_compile.py, in the hand-written port's kernel.rs."""
+    from checkout_support import torch_python
+
+    kernel = checkout / OPS / "silu_and_mul_kernel" / "kernel.rs"
+    original = kernel.read_text()
+    mask = "        let mask: Tile<bool, { [BLOCK_SIZE] }> = cmpi(cols, hidden_tile, predicate::LessThan);\n"
+    shift = "        let shifted: Tile<i32, { [BLOCK_SIZE] }> = shli(cols, cols, overflow::None);\n"
+    kernel.write_text(
+        original.replace(
+            mask, mask + shift + "        let _ = cmpi(shifted, hidden_tile, predicate::LessThan);\n"
+        )
+    )
+    try:
+        code = main(["check", "--repo", str(checkout), "--kernel", "silu_and_mul", "--python", torch_python(),
+                     "--cargo-target-dir", str(cargo_target_dir), "--json"])  # fmt: skip
+        doc = json.loads(capsys.readouterr().out)
+    finally:
+        kernel.write_text(original)
+    assert code == 1, doc
+    entry = next(i for i, t in enumerate(original.splitlines(), 1) if "fn silu_and_mul_kernel" in t)
+    assert [(f["path"], f["line"]) for f in doc["findings"]] == [
+        (str(OPS / "silu_and_mul_kernel/kernel.rs"), entry)
+    ] * len(doc["findings"])
+    assert (
+        "fails at the bytecode step" in doc["findings"][0]["message"]
+        and "op ShLI" in doc["findings"][0]["message"]
+    )

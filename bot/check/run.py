@@ -44,9 +44,12 @@ class CheckResult:
         return not self.findings
 
 
-def check(repo: Path, op: str, reader: str, python: str = "") -> CheckResult:
+def check(
+    repo: Path, op: str, reader: str, python: str = "", cargo_target_dir: Path | None = None
+) -> CheckResult:
     """The port of ``op`` in the checkout ``repo``, as it is; with ``python`` (an interpreter with
-    torch and cuda.tile), also the launch dry run of its wrapper against agent-d's."""
+    torch and cuda.tile), also the launch dry run of its wrapper against agent-d's, and the device
+    compile of kernel.rs with the launches' generics (in ``cargo_target_dir``, default the crate's)."""
     target = Target(repo, op)
     for path, what in ((target.ffi_rs, "ffi.rs"), (target.wrapper_py, "wrapper")):
         if not path.is_file():
@@ -58,11 +61,13 @@ def check(repo: Path, op: str, reader: str, python: str = "") -> CheckResult:
     )  # fmt: skip
     result = check_files(files, reader)
     if python:
-        _dry_run(result, target, python)
+        launches = _dry_run(result, target, python)
+        if launches:
+            _device_compile(result, target, launches, cargo_target_dir or target.crate_dir / "target")
     return result
 
 
-def _dry_run(result: CheckResult, target: Target, python: str) -> None:
+def _dry_run(result: CheckResult, target: Target, python: str) -> list:
     from bot.check.wrapper_run import wrapper_dry_run
     from bot.errors import StageStop
     from bot.pipeline import generate_only
@@ -73,12 +78,51 @@ def _dry_run(result: CheckResult, target: Target, python: str) -> None:
         tests = read_test_files(target.repo, discover(target).test_sites)
     except StageStop as stop:
         result.notes.append(f"dry run not run: {stop.reason}")
-        return
+        return []
     found = wrapper_dry_run(target.repo, target.op, python, tests, generate_only)
     result.findings += found.findings
     result.notes += found.notes
     if found.compared_cases:
         result.checked.append(f"the wrapper's C calls against agent-d's port ({found.compared_cases} cases)")
+    return found.launches
+
+
+def _device_compile(result: CheckResult, target: Target, launches: list, target_dir: Path) -> None:
+    """kernel.rs compiled for the GPU on the CPU with each launch's generics and strides."""
+    from bot.build import build, device_compile, toolchain
+    from bot.emit.stage_generate import read_signature
+    from bot.errors import StageStop
+    from bot.testing.device_compile import jobs_of
+
+    try:
+        tools, signature = toolchain.resolve(), read_signature(target)
+    except StageStop as stop:
+        result.notes.append(f"device compile not run: {stop.reason}")
+        return
+    jobs = jobs_of(launches)
+    with build.exclusive(target_dir):
+        outcomes = device_compile.run(
+            target.op,
+            target.kernel_rs,
+            signature.module,
+            jobs,
+            target.crate_dir / "Cargo.toml",
+            tools,
+            target_dir,
+        )
+    if isinstance(outcomes, str):
+        result.notes.append(f"device compile not run: {outcomes}")
+        return
+    result.checked.append(
+        f"kernel.rs compiled for {device_compile.arch()} on the CPU ({len(outcomes)} launches)"
+    )
+    for o in outcomes:
+        if not o.ok:
+            line = next((e.line for e in signature.entries if e.name == o.job.entry), 0)
+            why = (
+                f"entry `{o.job.entry}` <{', '.join(o.job.generics)}> fails at the {o.step} step: {o.message}"
+            )
+            result.findings.append(Finding(target.kernel_rs, line, why))
 
 
 def _read(path: Path) -> str:

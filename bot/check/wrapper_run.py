@@ -30,6 +30,9 @@ class WrapperRun:
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was compared, or why not
     compared_cases: int = 0
+    # agent-d's port's kernel launches over the same cases, (case, port_side.PortLaunch): what the
+    # device compile compiles (the kernel.rs is the same; only the host side differs)
+    launches: list = field(default_factory=list)
 
 
 def c_calls(data: dict, symbol: str) -> dict[str, list[list]]:
@@ -127,11 +130,28 @@ def wrapper_dry_run(repo: Path, op: str, python: str, tests, generate) -> Wrappe
         symbol = target.symbol
         their_cdef = _params(target.wrapper_py, symbol)
         our_cdef = _params(Target(copy, op).wrapper_py, symbol)
+        launches = _our_launches(Target(copy, op), ours, Path(tmp) / "ours-out")
     found = compare_calls(
         c_calls(theirs, symbol), their_cdef, c_calls(ours, symbol), our_cdef, target.wrapper_py
     )
     found.notes.insert(0, f"dry run: {found.compared_cases} case(s) compared with agent-d's port of {op}")
+    found.launches = launches
     return found
+
+
+def _our_launches(target: Target, records: dict, out_dir: Path) -> list:
+    """agent-d's port's kernel launches of ``records``, read through its own plan; [] where the plan
+    cannot be made (the device compile then has nothing to compile)."""
+    from bot.dryrun.compare import compare
+    from bot.emit.stage_generate import make_plan, read_signature
+    from bot.errors import StageStop
+
+    try:
+        plan, _facts, _co = make_plan(target, out_dir)
+        signature = read_signature(target)
+    except StageStop:
+        return []
+    return compare(plan, signature, records.get("cases", {})).launches
 
 
 def _params(wrapper: Path, symbol: str) -> tuple[abi.Param, ...]:
