@@ -40,6 +40,13 @@ DRIVER = textwrap.dedent("""
 """)
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C's default meaning in the child, as in a terminal's foreground job. A suite started in
+    the background (`cmd &` from a script) inherits SIGINT ignored, and then so would agent-d, rightly:
+    a background job is not the one Ctrl-C is for."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     marker = tmp_path / "child"
     proc = subprocess.Popen(
@@ -48,6 +55,7 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_as_in_a_terminal,
     )
     deadline = time.monotonic() + 30
     while not Path(f"{marker}.started").exists():
@@ -127,6 +135,7 @@ def test_ctrl_c_during_a_real_ports_cold_build_ends_cargo_and_rustc(tmp_path, ti
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_as_in_a_terminal,
     )
     try:
         deadline = time.monotonic() + 240
