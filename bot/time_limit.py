@@ -27,11 +27,16 @@ class Expired(BaseException):
     """The limit ran out; the message says what was stopped."""
 
 
-def seconds() -> float:
+def _setting(name: str, default: float) -> float:
+    """A number from the environment; the default where it is unset or not a number."""
     try:
-        return float(os.environ.get(ENV, DEFAULT_S))
+        return float(os.environ.get(name, default))
     except ValueError:
-        return DEFAULT_S
+        return default
+
+
+def seconds() -> float:
+    return _setting(ENV, DEFAULT_S)
 
 
 @contextmanager
@@ -58,10 +63,7 @@ class OutOfMemory(BaseException):
 
 
 def memory_mb() -> float:
-    try:
-        return float(os.environ.get(MEMORY_ENV, DEFAULT_MEMORY_MB))
-    except ValueError:
-        return DEFAULT_MEMORY_MB
+    return _setting(MEMORY_ENV, DEFAULT_MEMORY_MB)
 
 
 def _address_space() -> int:

@@ -166,9 +166,9 @@ def _registry_name(target: Target) -> str:
     """The name the cuTile reference registers the op under; the op's own where none is found."""
     from bot.errors import StageStop
     from bot.targets.discover import discover
+    from bot.testing.stage_tests import registry_name
 
     try:
-        found = discover(target)
+        return registry_name(discover(target)) or target.op
     except StageStop:
         return target.op
-    return found.registry_name or found.dispatch_name or target.op

@@ -84,15 +84,20 @@ def make_github(token: str | Auth.Auth, settings: ClientSettings | None = None) 
     if isinstance(token, str):
         REDACTOR.add(token)
         token = Auth.Token(token)
-    return Github(
-        auth=token,
-        base_url=settings.api_url.rstrip("/"),
-        timeout=settings.timeout,
-        retry=make_retry(settings),
-        seconds_between_requests=settings.seconds_between_requests,
-        seconds_between_writes=settings.seconds_between_writes,
-        user_agent="agent-d",
-    )
+    return Github(auth=token, **connection(settings))
+
+
+def connection(settings: ClientSettings) -> dict:
+    """How every PyGithub object agent-d makes talks to GitHub: where, how long, retried and paced
+    as ``settings`` say (a ``Github`` client and the App's ``GithubIntegration`` alike)."""
+    return {
+        "base_url": settings.api_url.rstrip("/"),
+        "timeout": settings.timeout,
+        "retry": make_retry(settings),
+        "seconds_between_requests": settings.seconds_between_requests,
+        "seconds_between_writes": settings.seconds_between_writes,
+        "user_agent": "agent-d",
+    }
 
 
 def log_rate_limit(gh: Github) -> None:

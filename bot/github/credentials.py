@@ -21,7 +21,7 @@ from github import Auth, GithubException, GithubIntegration
 from github.InstallationAuthorization import InstallationAuthorization
 
 from bot.errors import UsageError
-from bot.github.client import ClientSettings, make_retry, token_from_env
+from bot.github.client import ClientSettings, connection, token_from_env
 from bot.github.redact import REDACTOR
 
 
@@ -96,15 +96,7 @@ class AppCredentials:
                 f"the App's installation is looked up by repository owner/name, not {repository!r}"
             )
         app_auth = Auth.AppAuth(app_id, private_key)
-        integration = GithubIntegration(
-            auth=app_auth,
-            base_url=settings.api_url.rstrip("/"),
-            timeout=settings.timeout,
-            retry=make_retry(settings),
-            seconds_between_requests=settings.seconds_between_requests,
-            seconds_between_writes=settings.seconds_between_writes,
-            user_agent="agent-d",
-        )
+        integration = GithubIntegration(auth=app_auth, **connection(settings))
         try:
             installation = integration.get_repo_installation(owner, name)
         except GithubException as exc:
