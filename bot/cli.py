@@ -385,6 +385,7 @@ def cmd_port_like(args, verify_only: bool) -> int:
         args,
         test_timeout=args.test_timeout,
         test_jobs=args.test_jobs,
+        dry_run_first=args.dry_run_first,
         echo_pytest=args.show_pytest,
         verify_only=verify_only,
         perf=perf_choice(args.perf, dict(os.environ)),

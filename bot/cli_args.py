@@ -27,6 +27,13 @@ def add_test_jobs(p: argparse.ArgumentParser) -> None:
         help="test up to N kernels side by side after the one build (default: 1, one after the other). "
         "They share the GPU: give more than 1 only where their tests fit in its memory together",
     )
+    p.add_argument(
+        "--dry-run-first",
+        action="store_true",
+        help="run the launch dry run and the device compile before pytest, not beside it: a fault they "
+        "find then spends no GPU time, at the cost of their seconds before the tests start (default: side "
+        "by side, pytest stopped at once when they find one)",
+    )
 
 
 def add_sandbox(p: argparse.ArgumentParser, default: bool) -> None:

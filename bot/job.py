@@ -40,6 +40,7 @@ class PortOptions:
     cargo_home: Path | None = None  # CARGO_HOME of the build (a runner's cargo cache); None: inherited
     test_timeout: float = 3600.0
     test_jobs: int = 1  # kernels tested side by side (bot/testing/side_by_side.py); they share the GPU
+    dry_run_first: bool = False  # the CPU checks before pytest, not beside it (bot/testing/beside.py)
     echo: Callable[[str], None] = progress.to_stderr  # progress lines
     answer: Callable[[str], None] = print  # the returned text: validator block and verdict line
     echo_pytest: bool = False

@@ -2,8 +2,8 @@
 The only module that knows the order.
 
 targets -> kernel signature -> checkout -> facts -> launch plan -> check plan -> generated files
--> check generated -> apply -> toolchain -> build (+ ELF export) -> ABI smoke -> dry run -> test -> classify
--> reports + validator -> perf (after ALL_PASS: TileGym's stage E, bot/perf).
+-> check generated -> apply -> toolchain -> build (+ ELF export) -> ABI smoke
+-> (dry run -> device compile) beside test -> classify -> reports + validator -> perf (after ALL_PASS: TileGym's stage E, bot/perf).
 
 The kernels of one change go through it side by side: every kernel up to apply
 (``bot/emit/stage_generate.py``; ``verify``: ``bot/testing/stage_verify.py``), then one shared build

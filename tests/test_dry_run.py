@@ -124,8 +124,9 @@ def test_each_launch_changing_host_fault_of_the_corpus_is_found_with_both_values
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("dry_run_first", [True, False], ids=["dry-run-first", "beside-pytest"])
 def test_a_port_stops_at_the_dry_run_with_both_values_before_any_gpu_time(
-    tmp_path, tilegym_wheel, python, cargo_target_dir
+    tmp_path, tilegym_wheel, python, cargo_target_dir, dry_run_first
 ):
     repo = assemble_checkout(tmp_path / "tg", tilegym_wheel, ["silu_and_mul"], ["silu_and_mul"]).repo
     shutil.copy(
@@ -141,15 +142,19 @@ def test_a_port_stops_at_the_dry_run_with_both_values_before_any_gpu_time(
         python=python,
         cargo_target_dir=cargo_target_dir,
         echo=lambda _: None,
+        dry_run_first=dry_run_first,
     )
     (result,) = port(options)
     verdict = result.verdict
     assert (verdict.kind, verdict.klass) == (VerdictKind.FAIL, "host"), verdict
+    failed = [s.name for s in result.stages if s.status == "failed"]
+    assert failed == ["dry run"], result.stages  # beside pytest too, the dry run's stop is the verdict
     # both values of the case the reason names: the contract's grid is half the reference's
     m = re.search(r"grid: reference \((\d+), 1, 1\), cutile-rs \((\d+), 1, 1\) \(test_op\[", verdict.reason)
     assert m and int(m.group(1)) == 2 * int(m.group(2)), verdict.reason
     assert verdict.host_fix.startswith("host_contract.yaml: silu_and_mul_kernel grid")
-    assert [s.name for s in result.stages][-1] == "dry run" and result.tests is None  # pytest never ran
+    if dry_run_first:
+        assert [s.name for s in result.stages][-1] == "dry run" and result.tests is None  # pytest never ran
     table = (out / "silu_and_mul" / "reports" / dry.TABLE_NAME).read_text()
     assert "| **no** |" in table and f"({m.group(2)}, 1, 1)" in table
     records = json.loads((out / "silu_and_mul" / dry.RECORDS_NAME).read_text())

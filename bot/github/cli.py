@@ -381,6 +381,7 @@ def cmd_port_job(args) -> int:
             pipeline_port_fn(
                 cargo_cache=cache,
                 test_jobs=args.test_jobs,
+                dry_run_first=args.dry_run_first,
                 perf=perf,
                 perf_timeout=args.perf_timeout,
                 perf_configs=args.perf_configs,

@@ -43,22 +43,23 @@ def run_what_remains(
     env: dict[str, str],
     deadline: float,
     echo: progress.Echo = progress.silent,
+    cancel: testrun.Cancel | None = None,
 ) -> TestResult:
     """``first`` with the results of later runs added, while the last run crashed and time is left."""
-    if first.stopped_by_timeout:  # stopped by us, not a crash
+    if first.stopped_by_timeout or (cancel is not None and cancel.is_set()):  # stopped by us, not a crash
         return first
     if crashed(first):
-        _hear_the_crash(target, argv, first, out_dir, env, deadline)
+        _hear_the_crash(target, argv, first, out_dir, env, deadline, cancel)
     result, last = first, first
     for n in range(1, MAX_RERUNS + 1):
         left = deadline - time.monotonic()
-        if not crashed(last) or left <= 0:
+        if not crashed(last) or left <= 0 or (cancel is not None and cancel.is_set()):
             break
         seen = [c.nodeid for c in result.cases]
         echo(f"[agent-d]   pytest died in {seen[-1]}: running the {len(seen)} tests not seen yet again")
         log_path = out_dir / f"correctness_cutile_rs.rest-{n}.txt"
         rest_argv = [*argv, *(f"--deselect={nodeid}" for nodeid in seen)]
-        outcome = testrun.run(target, rest_argv, log_path, env, left, None, echo)
+        outcome = testrun.run(target, rest_argv, log_path, env, left, None, echo, cancel=cancel)
         last = to_test_result(
             log_path.read_text(encoding="utf-8", errors="replace"),
             command=testrun.shown(rest_argv),
@@ -78,7 +79,13 @@ CRASH_PROBE_S = 120.0
 
 
 def _hear_the_crash(
-    target: Target, argv: list[str], first: TestResult, out_dir: Path, env: dict[str, str], deadline: float
+    target: Target,
+    argv: list[str],
+    first: TestResult,
+    out_dir: Path,
+    env: dict[str, str],
+    deadline: float,
+    cancel: testrun.Cancel | None = None,
 ) -> None:
     """The crashed test alone, capture off; what it printed goes into its case's detail."""
     case = next(c for c in first.cases if c.message.startswith("crashed:"))
@@ -87,7 +94,7 @@ def _hear_the_crash(
         return
     log_path = out_dir / "correctness_cutile_rs.crash.txt"
     alone = [*argv[:3], case.nodeid, "-s", "-v", "--tb=short", "--timeout=60"]  # python -m pytest <test>
-    testrun.run(target, alone, log_path, env, left)
+    testrun.run(target, alone, log_path, env, left, cancel=cancel)
     said = log_path.read_text(encoding="utf-8", errors="replace")
     tail = " | ".join(line.strip() for line in said.splitlines()[-40:] if line.strip())
     case.detail = (case.detail + " | alone, capture off: " + tail)[: DETAIL_LIMIT * 2]

@@ -19,7 +19,7 @@ from bot.errors import Blocked, Failed
 from bot.infer import analysis
 from bot.job import Job, PortOptions
 from bot.targets.types import Discovery, Target
-from bot.testing import device_compile, rerun, smoke, testrun
+from bot.testing import beside, device_compile, rerun, smoke, testrun
 from bot.testing.types import TestResult
 from bot.testresults.combine import to_test_result
 
@@ -47,21 +47,42 @@ def smoke_and_test(
             lambda: registered(target, job.found, python, interp),
             lambda b: ", ".join(b or []),
         )
-    launch_dry_run(job, python, interp, test_file)  # registered first: else the dispatcher falls back
-    device_compile.stage(job, tools, options.cargo_target_dir)  # the dry run's launches, on the CPU
     junit_xml = testrun.junit_arg(job.out_dir / testrun.JUNIT_NAME, target.repo)
     argv, _selection = testrun.command(python, test_file, junit_xml=junit_xml)
     job.pytest_cmd = testrun.shown(argv)
-    tests = run.stage(
-        "test",
-        lambda: _test(target, argv, job.out_dir, interp, tools, options, test_file.paths, run.echo),
-        lambda t: (
-            f"exit={t.exit_code}: {t.passed} passed, {t.failed} failed, {t.skipped} skipped"
-            + ("" if t.source == "junit" else " (read from the log: pytest wrote no JUnit XML)")
-        ),
-        # a run the machine cannot make (no GPU) is blocked, as its verdict is; else a non-zero exit failed
-        status=lambda t: "ok" if t.exit_code == 0 else ("blocked" if interp.env_problems() else "failed"),
-    )
+    cancel = testrun.Cancel()
+
+    def cpu_checks() -> None:  # registered first: else the dispatcher falls back
+        launch_dry_run(job, python, interp, test_file)
+        device_compile.stage(job, tools, options.cargo_target_dir)  # the dry run's launches, on the CPU
+
+    def tests_stage() -> TestResult:
+        return run.stage(
+            "test",
+            lambda: _test(
+                target, argv, job.out_dir, interp, tools, options, test_file.paths, run.echo, cancel
+            ),
+            lambda t: (
+                f"stopped: {cancel.why}"
+                if cancel.is_set()
+                else f"exit={t.exit_code}: {t.passed} passed, {t.failed} failed, {t.skipped} skipped"
+                + ("" if t.source == "junit" else " (read from the log: pytest wrote no JUnit XML)")
+            ),
+            # a run the machine cannot make (no GPU) is blocked, as its verdict is; else a non-zero exit failed
+            status=lambda t: (
+                "skipped"
+                if cancel.is_set()
+                else "ok"
+                if t.exit_code == 0
+                else ("blocked" if interp.env_problems() else "failed")
+            ),
+        )
+
+    if options.dry_run_first:  # a fault the CPU finds spends no GPU time at all
+        cpu_checks()
+        tests = tests_stage()
+    else:
+        tests = beside.first_beside(tests_stage, cpu_checks, cancel)
     tests.test_skips = list(test_file.skips)  # the reports cite by the verdict's rule
     job.result.tests, job.pytest_rc = tests, tests.exit_code
     gaps = analysis.known_gaps(analysis.load(job.out_dir / "reference" / "analysis.json"))
@@ -191,7 +212,15 @@ def abi_smoke(target: Target, so_path: str) -> tuple[bool, str]:
 
 
 def _test(
-    target, argv, out_dir: Path, interp, tools, options: PortOptions, test_paths, echo: progress.Echo
+    target,
+    argv,
+    out_dir: Path,
+    interp,
+    tools,
+    options: PortOptions,
+    test_paths,
+    echo: progress.Echo,
+    cancel: testrun.Cancel | None = None,
 ) -> TestResult:
     """pytest on the kernel's tests; ``echo``: its progress lines (the kernel's own, tagged when
     kernels are tested side by side)."""
@@ -207,7 +236,7 @@ def _test(
         env["CUDA_TOOLKIT_PATH"] = str(tools.cuda_toolkit_path)
     deadline = time.monotonic() + options.test_timeout
     shown = echo if options.echo_pytest else None
-    outcome = testrun.run(target, argv, log_path, env, options.test_timeout, shown, echo)
+    outcome = testrun.run(target, argv, log_path, env, options.test_timeout, shown, echo, cancel=cancel)
     text = log_path.read_text(encoding="utf-8", errors="replace")
     xml = junit_path.read_text(encoding="utf-8", errors="replace") if junit_path.is_file() else None
     result = to_test_result(
@@ -223,4 +252,4 @@ def _test(
     result.env_fix = interp.env_fix()
     result.stopped_by_timeout = outcome.stopped
     result.silent_for = outcome.silent_for
-    return rerun.run_what_remains(target, argv, result, out_dir, env, deadline, echo)
+    return rerun.run_what_remains(target, argv, result, out_dir, env, deadline, echo, cancel)

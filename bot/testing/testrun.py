@@ -293,11 +293,12 @@ def run(
     timeout: float,
     echo=None,
     progress_echo: progress.Echo = progress.silent,
+    cancel: Cancel | None = None,
 ) -> RunOutcome:
     """Run pytest, tee its output to ``log_path`` (and ``echo``); say whether we had to stop it.
 
     ``progress_echo`` gets one line per finished test file and a heartbeat when pytest is silent
-    for 15 s (a cold import of torch, a slow JIT)."""
+    for 15 s (a cold import of torch, a slow JIT). ``cancel``: another thread may end the run."""
     env = dict(os.environ)
     env.update(extra_env)
     _with_src_on_path(env, target.repo)
@@ -321,12 +322,14 @@ def run(
             return RunOutcome(None, 0.0)
         deadline = _Deadline(proc, timeout)
         try:
-            with children.started(proc, "pytest"):
+            with children.started(proc, "pytest"), (cancel or Cancel()).watching(proc):
                 code = _tee(proc, log, deadline, echo, progress_echo)
         finally:
             deadline.cancel()
         if deadline.stopped.is_set():
             log.write(f"\n{STOPPED} {timeout:.0f} s ({deadline.silent:.0f} s after its last output line)\n")
+        elif cancel is not None and cancel.is_set():
+            log.write(f"\n{CANCELLED}: {cancel.why}\n")
     return RunOutcome(code, time.monotonic() - start, deadline.stopped.is_set(), deadline.silent)
 
 
@@ -348,6 +351,46 @@ def _with_src_on_path(env: dict[str, str], repo: Path) -> None:
     """The checkout's ``src`` first on ``PYTHONPATH``: the tests import the tilegym being ported."""
     src = str(repo / "src")
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+
+
+CANCELLED = "agent-d: pytest stopped"
+
+
+class Cancel:
+    """Ends pytest runs from another thread: the dry run, run beside the tests, found a fault that
+    is the verdict, so the GPU time left is not spent. A run started after ``set`` ends at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen] = set()
+        self.why = ""
+
+    def is_set(self) -> bool:
+        return bool(self.why)
+
+    def set(self, why: str) -> None:
+        with self._lock:
+            self.why = why or "cancelled"
+            for proc in self._running:
+                _kill_group(proc)
+
+    @contextlib.contextmanager
+    def watching(self, proc: subprocess.Popen) -> Iterator[None]:
+        with self._lock:
+            if self.why:
+                _kill_group(proc)
+            self._running.add(proc)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running.discard(proc)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 class _Deadline:
