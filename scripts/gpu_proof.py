@@ -80,12 +80,13 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--ops", nargs="+", help="default: every op of the bundle")
     s.add_argument(
         "--stage",
-        choices=("unpack", "test", "all", "bench", "faults", "perf"),
+        choices=("unpack", "test", "all", "bench", "faults", "perf", "review"),
         default="all",
         help="unpack: keep/extract the parts present (idempotent); test/all: unpack what is there, then test "
         "and time; bench: unpack, then only time the wrappers; faults: unpack, then run the fault corpus; "
         "perf: unpack, then `agent-d verify --perf` of each generated op, one at a time (the perf stage after "
-        "its ALL_PASS: TileGym's test_perf for cutile-rs, cuTile and PyTorch)",
+        "its ALL_PASS: TileGym's test_perf for cutile-rs, cuTile and PyTorch); review: unpack, then `agent-d verify` "
+        "of each generated op with the dry run before pytest and beside it, alternated (the time-to-review table)",
     )
     s.add_argument("--budget", type=float, default=510.0, help="seconds for the whole command (default 510)")
     s.add_argument("--python", default="python3", help="interpreter with torch and pytest")

@@ -342,7 +342,7 @@ def run(
     logs.mkdir(parents=True, exist_ok=True)
     for op in ops:
         # a bench-only or perf-only run keeps the op's test results from an earlier run of this bundle
-        entry = results["ops"].get(op, {}) if stage in ("bench", "perf") else {}
+        entry = results["ops"].get(op, {}) if stage in ("bench", "perf", "review") else {}
         entry.update({"pack": manifest["ops"][op]["pack"], "pytest_args": manifest["ops"][op]["pytest_args"]})
         if manifest["ops"][op].get("new"):  # no hand-written port: tree A ran the cuTile baseline
             entry.update({"new": True, "contract_lines": manifest["ops"][op].get("contract_lines", 0)})
@@ -373,6 +373,10 @@ def run(
         from gpu.run.perf import perf_steps
 
         steps = perf_steps(manifest, root, site, ops, python, logs, **(perf_options or {}))
+    elif stage == "review":  # the port job's seconds, the CPU checks before and beside pytest
+        from gpu.run.review import review_steps
+
+        steps = review_steps(manifest, root, site, ops, python, logs)
     else:
         steps = plan(manifest, root, site, ops, python, logs, cross)
     if stage == "bench":  # host time only, e.g. on a later machine for a bundle already tested
@@ -412,6 +416,11 @@ def _record(step: Step, res: dict, results: dict, root: Path) -> None:
     text = Path(step.log).read_text(encoding="utf-8", errors="replace")
     # when this step finished: a later bench-only call carries these results, not their time
     res["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if step.kind == "review":
+        from gpu.run.review import record_review
+
+        log(f"  review {step.op} [{step.tree}] -> exit={res['exit']}: {record_review(step, res, results)}")
+        return
     if step.kind == "perf":
         from gpu.run.perf import record_perf
 

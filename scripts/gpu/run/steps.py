@@ -19,7 +19,7 @@ def log(msg: str) -> None:
 
 @dataclass
 class Step:
-    kind: str  # "pytest" | "verify" | "bench" | "perf" (verify --perf)
+    kind: str  # "pytest" | "verify" | "bench" | "perf" (verify --perf) | "review" (verify, two orders)
     op: str
     tree: str
     argv: list[str]
