@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bot.errors import StageStop
-from bot.github import base_tree, gitops, job_summary, publish, regenerate, render, render_perf
+from bot.github import base_tree, gitops, job_summary, own_host, publish, regenerate, render, render_perf
 from bot.github.artifact import Artifact, ArtifactError, change_refusals, listed_reset, read_artifact
 from bot.github.config import Config, ConfigError, load_config
 from bot.github.credentials import CommitAuthor
@@ -320,6 +320,20 @@ class Finalizer:
         summary = render.check_summary(verdicts, done.notes)
         # on the run that carries the results (agent-d never edits kernel.rs: its lines stay put)
         places = render.annotations(verdicts)
+        own = own_host.check_and_suggest(
+            self.repo,
+            self.pr,
+            gitdir,
+            self.req.head_sha,
+            self.base_sha,
+            built.tested,
+            built.pushed.overwritten,
+        )
+        if own is not None:  # the pull request's own host files: checked, never pushed over
+            places += own.annotations()
+            summary += "\n\n" + own.section()
+            if not own.holds:
+                conclusion, title = "failure", f"{title}; own host code: findings"
         if done.pushed:  # created concluded: one write (a run found from an earlier try is concluded)
             target, created = publish.ensure_check_run(
                 self.repo, done.head, self.cfg.check_name, f"{self.check.external_id}+commit", title, summary,
@@ -342,10 +356,11 @@ class Finalizer:
             artifacts,
             done.head,
             built.tested,
-            [*contracts, *unused, *done.review_notes],
+            [*contracts, *unused, *([own.section()] if own else []), *done.review_notes],
             render_perf.section(perfs),
         )
-        _, action = publish.post_review(self.repo, self.pr, done.head, body, self.bots)
+        comments = own.suggested.comments if own else []
+        _, action = publish.post_review(self.repo, self.pr, done.head, body, self.bots, comments)
         state = f"{title} ({conclusion})"
         publish.upsert_sticky(
             self.pr, render.status_comment(done.head, state, "\n\n".join(done.notes)), self.bots

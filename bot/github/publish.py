@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from github import GithubException
+from github.GithubObject import NotSet
 
 from bot.build.types import Annotation
 from bot.github.redact import REDACTOR
@@ -215,8 +216,12 @@ def find_marked(items, marker: str, bots: tuple[str, ...]):
 # --------------------------------------------------------------------------- review
 
 
-def post_review(repo, pr, sha: str, body: str, bots: tuple[str, ...]) -> tuple[object, str]:
+def post_review(
+    repo, pr, sha: str, body: str, bots: tuple[str, ...], comments: list[dict] | None = None
+) -> tuple[object, str]:
     """One COMMENT review per commit, marked; an edit (or nothing) if it already exists.
+    ``comments`` (suggested changes on the pull request's lines) go with the review when it is
+    created: a review's comments cannot be edited with it.
 
     Returns (review, action) with action in created | edited | unchanged.
     """
@@ -225,7 +230,9 @@ def post_review(repo, pr, sha: str, body: str, bots: tuple[str, ...]) -> tuple[o
 
     review, created = create_once(
         lambda: find_marked(pr.get_reviews(), marker, bots),
-        lambda: pr.create_review(commit=repo.get_commit(sha), body=full, event="COMMENT"),
+        lambda: pr.create_review(
+            commit=repo.get_commit(sha), body=full, event="COMMENT", comments=comments or NotSet
+        ),
         "review",
     )
     if created:

@@ -8,6 +8,7 @@ module imported by ``server.py``) decorated with ``@handles("<operationId>")``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -302,6 +303,24 @@ def get_review(ctx: Ctx) -> Reply:
     return Reply(200, ctx.render.review(rv))
 
 
+def _comment_on_the_diff(comment: dict, patch: str | None) -> None:
+    """GitHub places a comment by ``line`` (and ``start_line``) only on the right side's lines of one
+    hunk of the file's diff; anything else is refused as it refuses it."""
+    if "line" not in comment:
+        return  # placed by ``position`` in the diff: not modelled
+    if comment.get("side", "RIGHT") != "RIGHT" or comment.get("start_side", "RIGHT") != "RIGHT":
+        return
+    line, start = comment["line"], comment.get("start_line", comment["line"])
+    hunks = [
+        range(int(m[1]), int(m[1]) + int(m[2] if m[2] is not None else 1))
+        for m in re.finditer(r"^@@ -\S+ \+(\d+)(?:,(\d+))? @@", patch or "", re.M)
+    ]
+    if not any(line in h and start in h for h in hunks) or start > line:
+        raise _unprocessable(
+            "pull_request_review_thread.line must be part of the diff", "line", "PullRequestReviewComment"
+        )
+
+
 @handles("pulls/create-review")
 def create_review(ctx: Ctx) -> Reply:
     repo = ctx.repo()
@@ -322,12 +341,13 @@ def create_review(ctx: Ctx) -> Reply:
         for r in ctx.state.reviews.values()
     ):
         raise _unprocessable("User can only have one pending review per pull request", "user_id")
-    files = {f["filename"] for f in ctx.state.pull_files(pr)}
+    files = {f["filename"]: f for f in ctx.state.pull_files(pr)}
     for c in body.get("comments", []):
         if c.get("path") not in files:
             raise _unprocessable(
                 f"Path could not be resolved: {c.get('path')}", "path", "PullRequestReviewComment"
             )
+        _comment_on_the_diff(c, files[c["path"]].get("patch"))
     state = _REVIEW_STATE[event]
     rv = Review(
         ctx.state.next_id(),
