@@ -95,6 +95,11 @@ PLANTED_LAUNCH = [
     ("silu_and_mul", "xd = make_tensor_desc(ffi, x2)", "xd = make_tensor_desc(ffi, x2.float())", "inp", "dtype"),
     ("matmul", "num_programs = _non_persistent_grid(m, n, cfg.BM, cfg.BN)",
      "num_programs = _non_persistent_grid(m, n, cfg.BM, cfg.BN) + 1", "num_programs", "grid"),
+    ("attention_sink", "float(sm_scale),", "float(sm_scale) * 2,", "qk_scale", "scalar"),
+    ("silu_and_mul", "torch.empty((n_rows, hidden_size), device=x.device, dtype=x.dtype)",
+     "torch.empty((n_rows, hidden_size), device=x.device, dtype=torch.float32)", "out", "dtype"),
+    ("silu_and_mul", "torch.empty((n_rows, hidden_size), device=x.device, dtype=x.dtype)",
+     "torch.empty((n_rows, hidden_size + 1), device=x.device, dtype=x.dtype)", "out", "shape"),
 ]  # fmt: skip
 
 
@@ -115,7 +120,9 @@ def test_the_hand_written_silu_and_mul_wrapper_launches_as_agent_ds_port_does(
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("op", "old", "new", "param", "what"), PLANTED_LAUNCH, ids=[p[4] for p in PLANTED_LAUNCH]
+    ("op", "old", "new", "param", "what"),
+    PLANTED_LAUNCH,
+    ids=[f"{p[0]}-{p[3]}-{p[4]}" for p in PLANTED_LAUNCH],
 )
 def test_each_planted_launch_fault_is_found_with_both_values(
     checkout, capsys, cargo_target_dir, op, old, new, param, what
@@ -141,7 +148,7 @@ def test_each_planted_launch_fault_is_found_with_both_values(
     assert planted[0]["line"] == declared
     said = planted[0]["message"]
     assert " from the wrapper, " in said and said.endswith(" from agent-d's port")
-    if what in ("strides", "dtype"):
+    if what in ("strides", "dtype", "shape"):
         assert f"{what} " in said  # a tensor's difference names its fields, both sides
 
 
