@@ -104,16 +104,15 @@ PLANTED_LAUNCH = [
 
 
 @pytest.mark.slow
-def test_the_hand_written_silu_and_mul_wrapper_launches_as_agent_ds_port_does(
-    checkout, capsys, cargo_target_dir
-):
+@pytest.mark.parametrize("op", HAND_PORTED)
+def test_each_hand_written_wrapper_launches_as_the_reference_does(checkout, capsys, cargo_target_dir, op):
     from checkout_support import torch_python
 
-    code = main(["check", "--repo", str(checkout), "--kernel", "silu_and_mul", "--python", torch_python(),
+    code = main(["check", "--repo", str(checkout), "--kernel", op, "--python", torch_python(),
                  "--cargo-target-dir", str(cargo_target_dir), "--json"])  # fmt: skip
     doc = json.loads(capsys.readouterr().out)
     assert (code, doc["findings"]) == (0, []), doc
-    assert doc["checked"][-2].startswith("the wrapper's C calls against agent-d's port (")
+    assert doc["checked"][-2].startswith("the wrapper's launches against the cuTile reference (")
     assert doc["checked"][-1].startswith("kernel.rs compiled for sm_90 on the CPU (")
     assert _status(checkout) == ""  # agent-d's port was generated into a copy
 
@@ -140,16 +139,18 @@ def test_each_planted_launch_fault_is_found_with_both_values(
     finally:
         path.write_text(original)
     assert code == 1, doc
-    planted = [f for f in doc["findings"] if f"`{param}` is " in f["message"]]
+    planted = [f for f in doc["findings"] if f"`{param}` (" in f["message"]]
     assert planted, doc["findings"]
     declared = next(
         i for i, t in enumerate(original.splitlines(), 1) if f" {param}," in t or f" {param})" in t
     )
     assert planted[0]["line"] == declared
     said = planted[0]["message"]
-    assert " from the wrapper, " in said and said.endswith(" from agent-d's port")
-    if what in ("strides", "dtype", "shape"):
-        assert f"{what} " in said  # a tensor's difference names its fields, both sides
+    assert " from the wrapper; the reference launches " in said
+    # a tensor's difference names the field that differs (a raw pointer's: its order and extent)
+    fields = {"strides": ("strides", "contiguous"), "shape": ("shape", "numel"), "dtype": ("dtype",)}
+    if what in fields:
+        assert any(f", {field}) is " in said for field in fields[what]), said
 
 
 @pytest.mark.slow

@@ -72,18 +72,23 @@ def _dry_run(result: CheckResult, target: Target, python: str) -> list:
     from bot.errors import StageStop
     from bot.pipeline import generate_only
     from bot.targets.discover import discover
+    from bot.testing.stage_tests import module_of
     from bot.testing.testrun import read_test_files
 
     try:
-        tests = read_test_files(target.repo, discover(target).test_sites)
+        discovered = discover(target)
+        tests = read_test_files(target.repo, discovered.test_sites)
     except StageStop as stop:
         result.notes.append(f"dry run not run: {stop.reason}")
         return []
-    found = wrapper_dry_run(target.repo, target.op, python, tests, generate_only)
+    reference = module_of(discovered.reference.path) if discovered.reference else ""
+    found = wrapper_dry_run(target.repo, target.op, python, tests, generate_only, reference)
     result.findings += found.findings
     result.notes += found.notes
     if found.compared_cases:
-        result.checked.append(f"the wrapper's C calls against agent-d's port ({found.compared_cases} cases)")
+        result.checked.append(
+            f"the wrapper's launches against the cuTile reference ({found.compared_cases} cases)"
+        )
     return found.launches
 
 

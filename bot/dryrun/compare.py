@@ -69,7 +69,8 @@ def compare(
         learned.append((label, pairs_here))
         run.launches += [(label, launch) for launch, _ref in pairs_here]
         for mine, theirs in pairs_here:
-            run.rows += _grid_rows(label, mine, theirs) + _tensor_rows(label, mine, theirs)
+            run.rows += _grid_rows(label, mine, theirs, _grid_stride(signature, mine.entry))
+            run.rows += _tensor_rows(label, mine, theirs)
             run.rows += _declared_rows(label, plan, signature, mine)
     run.rows += _scalar_rows(learned)
     if not run.cases:
@@ -197,9 +198,20 @@ def _note_per_element(run: DryRun, refs: list[dict], calls: int) -> None:
         run.notes.append(note)
 
 
-def _grid_rows(case: str, mine: PortLaunch, theirs: dict) -> list[Row]:
+def _grid_stride(signature: KernelSignature, entry: str) -> bool:
+    """The entry loops over its tiles with a stride of the number of blocks launched (kernel.rs's
+    ``step_by(num_tile_blocks)``): any 1-D grid of at least one block covers the work."""
+    found = next((e for e in signature.entries if e.name == entry), None)
+    return found is not None and found.block.grid_stride
+
+
+def _grid_rows(case: str, mine: PortLaunch, theirs: dict, grid_stride: bool = False) -> list[Row]:
     ref = (list(theirs["grid"]) + [1, 1, 1])[:3]
-    return [Row(case, f"{mine.entry} grid", "grid", str(tuple(ref)), str(tuple(mine.grid)), ref == mine.grid)]
+    same = ref == mine.grid
+    shown = str(tuple(ref))
+    if grid_stride and not same and mine.grid[1:] == [1, 1] and ref[1:] == [1, 1] and mine.grid[0] >= 1:
+        same, shown = True, f"{shown} (a grid-stride loop: any number of blocks covers the work)"
+    return [Row(case, f"{mine.entry} grid", "grid", shown, str(tuple(mine.grid)), same)]
 
 
 def _tensor_rows(case: str, mine: PortLaunch, theirs: dict) -> list[Row]:
@@ -384,6 +396,28 @@ def _scalar_rows(learned: list[tuple[str, list[tuple[PortLaunch, dict]]]]) -> li
                 best = _nearest(name, {q for q in fits if _is_argument(q)} or fits)
                 rows += [
                     Row(case, name, "value", f"{best} = {pool[best]}", str(mine), True)
+                    for case, mine, pool in values
+                ]
+                continue
+            space_of = {case: pairs[k][1].get("tuned", {}) for case, pairs in learned if len(pairs) > k}
+            searched = {
+                q
+                for q in set.intersection(*[set(pool) for _, _, pool in values])
+                if _is_argument(q)
+                and all(any(_close(t, mine) for t in space_of[case].get(q, [])) for case, mine, _ in values)
+            }
+            if searched:  # one of the values the reference's autotuner searches for that argument
+                q = _nearest(name, searched)
+                space = ", ".join(map(str, space_of[values[0][0]].get(q, [])))
+                rows += [
+                    Row(
+                        case,
+                        name,
+                        "value",
+                        f"{q} = {pool[q]} (its search ranges over {space})",
+                        str(mine),
+                        True,
+                    )
                     for case, mine, pool in values
                 ]
                 continue

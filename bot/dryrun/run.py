@@ -65,9 +65,12 @@ def record(
     out_dir: Path,
     cases: int | None = None,
     timeout: float = TIMEOUT_S,
+    autotune: bool = False,
 ) -> dict | str:
     """The plugin's records of the op's test cases on the CPU (``{"cases": {nodeid: ...}, ...}``),
-    every launch and C call recorded instead of run; a string: why there are none."""
+    every launch and C call recorded instead of run; a string: why there are none. ``autotune``:
+    TileGym's autotuning left on, so each side takes its autotuned path, the search recorded and
+    its first config launched (the plugin tunes nothing); off, each takes its untuned path."""
     cases = cases or case_count(os.environ.get("AGENT_D_DRYRUN_CASES", ""))
     records = out_dir / RECORDS_NAME
     records.unlink(missing_ok=True)
@@ -88,7 +91,7 @@ def record(
             "AGENT_D_DRYRUN_OUT": "",  # below: where this run may write it
             "AGENT_D_DRYRUN_CASES": str(cases),
             "AGENT_D_DRYRUN_TESTS": " ".join(tests.functional),
-            "TILEGYM_DISABLE_AUTOTUNE": "1",  # both sides launch their first config
+            "TILEGYM_DISABLE_AUTOTUNE": "0" if autotune else "1",  # both sides launch their first config
         }
     )
     try:
