@@ -232,10 +232,23 @@ def _base(node: ast.expr) -> str:
 
 
 def _register(fn: ast.stmt, name: str) -> None:
+    """The registered function, registered for cutile-rs, its tensor inputs detached first: the
+    wrapper is forward only (the skill's rule), so a reference's autograd path, whose backward
+    launches kernels kernel.rs need not port, is never taken; the output is plain, as a
+    hand-written port's is, and a test asks no gradient of it."""
     assert isinstance(fn, ast.FunctionDef)
     kept = [d for d in fn.decorator_list if cutile_registration(d) is None]
     deco = ast.parse(f'register_impl("{name}", backend="cutile-rs")', mode="eval").body
     fn.decorator_list = [deco, *kept]
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
+    detach = [
+        ast.parse(f"{n} = {n}.detach() if isinstance({n}, torch.Tensor) and {n}.requires_grad else {n}").body[
+            0
+        ]
+        for n in params
+    ]
+    docstring = 1 if ast.get_docstring(fn, clean=False) is not None else 0
+    fn.body[docstring:docstring] = detach
 
 
 def _unregister(stmt: ast.stmt) -> None:
