@@ -70,36 +70,45 @@ def _same(a: object, b: object) -> bool:
 
 def as_plan_calls(
     theirs: dict, their_params: tuple[abi.Param, ...], plan_names: list[str], ours: dict, symbol: str
-) -> tuple[dict, list[str]]:
+) -> tuple[dict, list[str], list[str]]:
     """The wrapper's records with each call of ``symbol`` put into the order of agent-d's launch
     plan, by name, so that agent-d's reading of a C call (``port_side``) reads the wrapper's. A
     name the wrapper's cdef lacks (a grid its own ffi.rs computes) takes the value agent-d's port
-    passes in the same call; those names are returned. A case agent-d's port made no call in is
-    left out."""
+    passes in the same call. Returns the records, the names so filled, and why a case was left
+    out (a call whose arguments do not match the cdef, or one with a missing name that agent-d's
+    port has no call to fill from)."""
     their_names = [p.name for p in their_params]
     our_calls = c_calls(ours, symbol)
     filled: set[str] = set()
+    left_out: list[str] = []
     cases: dict[str, dict] = {}
     for nodeid, record_ in theirs.get("cases", {}).items():
         if record_.get("backend") != "cutile-rs":
             cases[nodeid] = record_
             continue
         mine = our_calls.get(record_["case"], [])
-        launches, n = [], 0
+        launches, n, why = [], 0, ""
         for launch in record_.get("launches", []):
             if launch.get("symbol") != symbol:
                 launches.append(launch)
                 continue
-            if n >= len(mine) or len(launch["args"]) != len(their_names):
+            if len(launch["args"]) != len(their_names):
+                why = f"call {n + 1} passes {len(launch['args'])} arguments to a {len(their_names)}-parameter cdef"
                 break
             given = dict(zip(their_names, launch["args"], strict=True))
-            filled |= {name for name in plan_names if name not in given}
+            missing = [name for name in plan_names if name not in given]
+            if missing and n >= len(mine):
+                why = f"call {n + 1} lacks {', '.join(missing)} and agent-d's port made {len(mine)} call(s)"
+                break
+            filled |= set(missing)
             args = [given[name] if name in given else mine[n][i] for i, name in enumerate(plan_names)]
             launches.append({**launch, "args": args})
             n += 1
+        if why:
+            left_out.append(f"{record_['case']}: {why}")
         else:
             cases[nodeid] = {**record_, "launches": launches}
-    return {**theirs, "cases": cases}, sorted(filled)
+    return {**theirs, "cases": cases}, sorted(filled), left_out
 
 
 def c_names_of(row: Row, plan: LaunchPlan) -> list[str]:
@@ -188,7 +197,7 @@ def wrapper_dry_run(
     symbol = target.symbol
     their_params = _params(target.wrapper_py, symbol)
     plan_names = [n for n, _ in plan.ffi.c_params()]
-    calls, filled = as_plan_calls(theirs, their_params, plan_names, ours, symbol)
+    calls, filled, left_out = as_plan_calls(theirs, their_params, plan_names, ours, symbol)
     found = compare(plan, signature, calls.get("cases", {}), reference_module)
     run = WrapperRun(findings_of(found, plan, their_params, target.wrapper_py))
     run.compared_cases = len(found.cases)
@@ -201,6 +210,7 @@ def wrapper_dry_run(
     extra = sorted({p.name for p in their_params} - set(plan_names))
     if extra:
         run.notes.append(f"not compared, in the wrapper's cdef only: {', '.join(extra)}")
+    run.findings += [Finding(target.wrapper_py, 0, f"not compared: {why}") for why in left_out]
     run.notes += [f"not compared: {s}" for s in found.skipped]
     run.notes += tuning_notes(found)
     run.launches = compare(plan, signature, ours.get("cases", {}), reference_module).launches
