@@ -4,8 +4,8 @@ hadolint, shellcheck, and zizmor for the security of the workflows)."""
 from __future__ import annotations
 
 import os
-import shutil
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
