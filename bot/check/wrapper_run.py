@@ -27,8 +27,6 @@ from bot.expr import names as expr_names
 from bot.plan.types import LaunchPlan
 from bot.targets.types import Target
 
-# what a tensor argument carries that the launch reads (its digest and numel follow from these)
-TENSOR_FIELDS = ("shape", "strides", "dtype", "storage_offset")
 _LEFT_OUT = shutil.ignore_patterns(".git", "target", "cutile_kernel_out", "__pycache__")
 
 
@@ -52,20 +50,6 @@ def c_calls(data: dict, symbol: str) -> dict[str, list[list]]:
         if made:
             calls[record_["case"]] = made
     return calls
-
-
-def shown(value: object) -> str:
-    if isinstance(value, dict) and value.get("kind") == "tensor":
-        return ", ".join(f"{k} {value.get(k)}" for k in TENSOR_FIELDS)
-    if isinstance(value, dict) and value.get("kind") == "scalar":
-        return repr(value.get("value"))
-    return "NULL" if value is None else repr(value)
-
-
-def _same(a: object, b: object) -> bool:
-    if isinstance(a, dict) and isinstance(b, dict) and a.get("kind") == b.get("kind") == "tensor":
-        return all(a.get(k) == b.get(k) for k in TENSOR_FIELDS)
-    return shown(a) == shown(b)
 
 
 def as_plan_calls(

@@ -30,14 +30,16 @@ class HostFileUnreadable(Exception):
     """A host file the API would not give (missing, too large, not text)."""
 
 
+def port_of(path: str) -> str:
+    """The op whose ffi.rs or wrapper ``path`` is; '' for any other path (`__init__.py` never
+    matches: an op's name starts with a letter)."""
+    m = HOST_FILE.fullmatch(path)
+    return (m["kernel"] or m["wrapper"]) if m else ""
+
+
 def changed_ports(files) -> list[str]:
     """The ops whose ffi.rs or wrapper the pull request adds or changes, sorted."""
-    ops = set()
-    for f in files:
-        m = HOST_FILE.fullmatch(f.filename)
-        if m and f.status in CHANGED:  # `__init__.py` never matches: a name starts with a letter
-            ops.add(m["kernel"] or m["wrapper"])
-    return sorted(ops)
+    return sorted({port_of(f.filename) for f in files if f.status in CHANGED} - {""})
 
 
 def _text(repo, path: str, ref: str) -> str:

@@ -30,22 +30,12 @@ class Suggestions:
 
 def own_host_ops(paths) -> list[str]:
     """The ops whose ffi.rs or wrapper is among ``paths`` (files the pull request itself edited)."""
-    ops = set()
-    for path in paths:
-        m = host_check.HOST_FILE.fullmatch(path)
-        if m:
-            ops.add(m["kernel"] or m["wrapper"])
-    return sorted(ops)
+    return sorted({host_check.port_of(path) for path in paths} - {""})
 
 
 def host_paths(paths, ops: list[str]) -> list[str]:
     """Of ``paths``, the ffi.rs and wrapper files of ``ops``."""
-    found = []
-    for path in paths:
-        m = host_check.HOST_FILE.fullmatch(path)
-        if m and (m["kernel"] or m["wrapper"]) in ops:
-            found.append(path)
-    return sorted(found)
+    return sorted(path for path in paths if host_check.port_of(path) in ops)
 
 
 def commentable_lines(patch: str | None, path: str) -> list[range]:

@@ -46,14 +46,15 @@ def run_what_remains(
     cancel: testrun.Cancel | None = None,
 ) -> TestResult:
     """``first`` with the results of later runs added, while the last run crashed and time is left."""
-    if first.stopped_by_timeout or (cancel is not None and cancel.is_set()):  # stopped by us, not a crash
+    cancel = cancel or testrun.Cancel()  # nobody ends these runs early unless given one
+    if first.stopped_by_timeout or cancel.is_set():  # stopped by us, not a crash
         return first
     if crashed(first):
         _hear_the_crash(target, argv, first, out_dir, env, deadline, cancel)
     result, last = first, first
     for n in range(1, MAX_RERUNS + 1):
         left = deadline - time.monotonic()
-        if not crashed(last) or left <= 0 or (cancel is not None and cancel.is_set()):
+        if not crashed(last) or left <= 0 or cancel.is_set():
             break
         seen = [c.nodeid for c in result.cases]
         echo(f"[agent-d]   pytest died in {seen[-1]}: running the {len(seen)} tests not seen yet again")
