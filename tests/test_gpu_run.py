@@ -45,6 +45,7 @@ def test_run_plan_same_pytest_for_both_trees_and_verify_for_agent_d(tmp_path):
     assert verify.argv[verify.argv.index("--python") + 1] == "python3"
     assert verify.env["AGENT_D_READER"] == str(root / "payload" / "reader" / "kernel-reader")
     assert verify.cwd == str(b)
+    assert "--no-perf" in verify.argv  # correctness only: the perf stage is `--stage perf`
     bench = steps[2]
     assert bench.argv[bench.argv.index("--hand-written") + 1] == str(root / "payload" / "hand_written")
     assert bench.argv[bench.argv.index("--agent-d") + 1] == str(root / "payload" / "agent_d")

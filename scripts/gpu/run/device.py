@@ -216,7 +216,8 @@ def plan(
         group = len(steps)
         steps.append(pytest_step(op, 3.0, group))
         argv = [python, "-m", "bot.cli", "verify", "--repo", str(b), "--kernel", op, "--out",
-                str(b / "cutile_kernel_out"), "--python", python, "--test-timeout", "{timeout}", "--json"]  # fmt: skip
+                str(b / "cutile_kernel_out"), "--python", python, "--test-timeout", "{timeout}", "--json",
+                "--no-perf"]  # fmt: skip  # the perf stage is a stage of its own (--stage perf)
         steps.append(Step("verify", op, "agent_d", argv, str(b), {"PYTHONPATH": str(site), "AGENT_D_READER": str(reader)},
                           str(out_logs / f"{op}.agent_d.verify.txt"), 3.0, group=group))  # fmt: skip
     # a new op has no hand-written wrapper to time against: its tree-A run is the cuTile baseline
