@@ -4,8 +4,8 @@ Loaded with ``-p bot.dryrun.plugin`` into the checkout's pytest, in a Python tha
 build does) and, for the cuTile side, ``cuda.tile`` (it imports and defines kernels without a GPU).
 Nothing is launched: ``cuda.tile.launch`` and the cutile-rs wrapper's cffi call are replaced by
 recorders that write down what the kernel would have received (the grid; each argument's shape,
-strides and dtype, or its value). The tests themselves fail afterwards (their outputs were never
-computed); only the launches count.
+strides and dtype, or its value). A test case ends as soon as the test reads a tensor a launch was
+given (``case_end.py``): its outputs were never computed, and only the launches count.
 
 The plugin keeps the first ``AGENT_D_DRYRUN_CASES`` test cases that exist for both backends
 (``cutile`` and ``cutile-rs``, the same other parameters), then, up to ``AGENT_D_DRYRUN_MAX_CASES``
@@ -24,164 +24,16 @@ import re
 import sys
 import types
 
+import pytest
+
+from bot.dryrun import case_end, cpu_cuda
+
 RECORDS: dict[str, dict] = {}  # nodeid -> {"backend", "case", "launches", "error"}
 _SEARCH: list = []  # the dry run's exhaustive search (first config, nothing launched), for both sides
 _TUNED: dict[str, dict[str, list]] = {}  # the test's reference kernel -> the values its search ranges over
 _CURRENT: list[str] = []
 _CUTILE_RS = re.compile(r"^cutile[-_]rs$")
 _CALL_PREFIX = "cutile_"
-
-
-# --------------------------------------------------------------------------------- CUDA on a CPU
-
-
-def _install_torch_shim() -> None:
-    """Tensors asked for on "cuda" are made on the CPU; torch.cuda answers as one sm_90 device."""
-    import torch
-
-    _factories_on_cpu(torch)
-    _tensors_stay_on_cpu(torch)
-    _one_cpu_backed_gpu(torch.cuda)
-
-
-_FACTORIES = (
-    "empty",
-    "empty_like",
-    "empty_strided",
-    "zeros",
-    "zeros_like",
-    "ones",
-    "ones_like",
-    "full",
-    "full_like",
-    "rand",
-    "rand_like",
-    "randn",
-    "randn_like",
-    "randint",
-    "randint_like",
-    "randperm",
-    "arange",
-    "linspace",
-    "logspace",
-    "eye",
-    "tensor",
-    "as_tensor",
-    "normal",
-)
-
-
-def _on_cpu(device):
-    """A "cuda" device (by name or index) becomes the CPU; any other device is left as it is."""
-    import torch
-
-    if device is None:
-        return None
-    if isinstance(device, int):
-        return torch.device("cpu")
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, TypeError):
-        return device
-    return torch.device("cpu") if parsed.type == "cuda" else parsed
-
-
-def _factories_on_cpu(torch) -> None:
-    """torch.empty(..., device="cuda") and its kin make their tensor on the CPU, unpinned."""
-
-    def factory(fn):
-        def wrapped(*args, **kwargs):
-            if "device" in kwargs:
-                kwargs["device"] = _on_cpu(kwargs["device"])
-            kwargs.pop("pin_memory", None)
-            return fn(*args, **kwargs)
-
-        wrapped.__wrapped__ = fn
-        return wrapped
-
-    for name in _FACTORIES:
-        if hasattr(torch, name):
-            setattr(torch, name, factory(getattr(torch, name)))
-
-
-def _tensors_stay_on_cpu(torch) -> None:
-    """.to("cuda") and .cuda() keep the tensor on the CPU, and every tensor says it is on CUDA."""
-    original_to = torch.Tensor.to
-
-    def to(self, *args, **kwargs):
-        args = tuple(_on_cpu(a) if _names_cuda(a) else a for a in args)
-        if "device" in kwargs:
-            kwargs["device"] = _on_cpu(kwargs["device"])
-        return original_to(self, *args, **kwargs)
-
-    torch.Tensor.to = to  # type: ignore[method-assign]
-    torch.Tensor.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
-    torch.Tensor.is_cuda = property(lambda self: True)  # type: ignore[assignment]
-
-
-class _Event:
-    """A CUDA event that records nothing; every interval is 1 ms."""
-
-    def __init__(self, *a, **k):
-        pass
-
-    def record(self, *a, **k):
-        pass
-
-    def synchronize(self):
-        pass
-
-    def elapsed_time(self, other):
-        return 1.0
-
-
-class _DeviceContext:
-    """torch.cuda.device(...) and torch.cuda.stream(...) as contexts that change nothing."""
-
-    def __init__(self, *a, **k):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _one_cpu_backed_gpu(cuda) -> None:
-    """torch.cuda answers as one H200-like sm_90 device with a stream that never waits."""
-    stream = types.SimpleNamespace(cuda_stream=0, synchronize=lambda: None, wait_stream=lambda *_: None)
-    props = types.SimpleNamespace(
-        name="dry run (CPU)", major=9, minor=0, multi_processor_count=132, total_memory=141 * 2**30
-    )
-    for name, value in {
-        "is_available": lambda: True,
-        "device_count": lambda: 1,
-        "current_device": lambda: 0,
-        "set_device": lambda *_: None,
-        "get_device_capability": lambda *_: (9, 0),
-        "get_device_properties": lambda *_: props,
-        "get_device_name": lambda *_: props.name,
-        "current_stream": lambda *a, **k: stream,
-        "default_stream": lambda *a, **k: stream,
-        "synchronize": lambda *a, **k: None,
-        "manual_seed": lambda *_: None,
-        "manual_seed_all": lambda *_: None,
-        "empty_cache": lambda: None,
-        "is_bf16_supported": lambda *a, **k: True,
-        "Event": _Event,
-        "device": _DeviceContext,
-        "stream": _DeviceContext,
-    }.items():
-        setattr(cuda, name, value)
-
-
-def _names_cuda(value) -> bool:
-    import torch
-
-    if isinstance(value, str):
-        return value.startswith("cuda")
-    return isinstance(value, torch.device) and value.type == "cuda"
 
 
 # --------------------------------------------------------------------------------- the recorders
@@ -255,6 +107,9 @@ def _patch_cuda_tile() -> None:
         return
 
     def launch(stream, grid, kernel, args, *rest, **kwargs):
+        for arg in args:
+            for tensor in arg if isinstance(arg, (list, tuple)) else (arg,):
+                case_end.launched(tensor)
         fn = getattr(kernel, "_pyfunc", kernel)
         code = getattr(fn, "__code__", None)
         params = list(code.co_varnames[: code.co_argcount]) if code else []
@@ -334,6 +189,7 @@ def _patch_wrappers() -> None:
         return ffi, lib
 
     def make_tensor_desc(_ffi, tensor):
+        case_end.launched(tensor)
         return describe(tensor)
 
     def autotune_launch(kernel_fn, configs, key=None, kernel_name="", **_):
@@ -404,7 +260,7 @@ def _install() -> None:
     """At import, before pytest loads the checkout's conftest (which may import tilegym and ask CUDA)."""
     os.environ.setdefault("TILEGYM_DISABLE_AUTOTUNE", "1")
     try:
-        _install_torch_shim()
+        cpu_cuda.install()
     except ImportError as exc:
         UNAVAILABLE.append(f"torch is not importable ({exc})")
         return
@@ -452,6 +308,20 @@ def pytest_runtest_setup(item):
     torch.manual_seed(0)  # both backends' runs of a case draw the same inputs
     _CURRENT.append(item.nodeid)
     _TUNED.clear()  # a search of an earlier test names none of this one's values
+    case_end.new_case()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """The test runs until it reads a launched tensor (case_end.py); then the case has passed."""
+    watch = case_end.watch()
+    watch.__enter__()
+    try:
+        outcome = yield
+    finally:
+        watch.__exit__(None, None, None)
+    if outcome.excinfo is not None and isinstance(outcome.excinfo[1], case_end.ResultsRead):
+        outcome.force_result(True)
 
 
 def pytest_runtest_teardown(item):
