@@ -60,6 +60,7 @@ GENERATION = {"discover", "kernel signature", "checkout", "facts", "launch plan"
 BUILD = {"toolchain", "build"}  # recorded in every kernel with the same shared seconds
 TESTS = {"abi smoke", "interpreter", "test", "classify"}
 PHASES = ("generation", "build", "tests", "publishing", "other")
+REVIEW = ("finalize to review", "writes before the review")  # from finalize's start, by the fake's clock
 
 
 class TimedPort(PipelinePort):
@@ -88,6 +89,18 @@ def tree_files(repo: Path, rev: str, only: list[str] | None = None) -> dict[str,
         ).stdout
         for name in names
     }
+
+
+WRITES = ("POST", "PATCH", "PUT", "DELETE")
+
+
+def to_review(log, since: float) -> tuple[float, int]:
+    """When finalize's review reached GitHub, and how many API writes finalize made before it."""
+    writes = [e for e in log if e.at >= since and e.method in WRITES]
+    for n, e in enumerate(writes):
+        if e.method == "POST" and e.path.endswith("/reviews"):
+            return e.at, n
+    raise SystemExit("finalize posted no review")
 
 
 def one_pr(spec, assets, work: Path, kernels: list[str], port: TimedPort, settings_for) -> dict[str, float]:
@@ -128,8 +141,10 @@ def one_pr(spec, assets, work: Path, kernels: list[str], port: TimedPort, settin
             artifact_dirs=[artifact], commit=decision.commit, run_ref="bench", git_token=lambda: TOKEN,
             kernels=tuple(decision.kernels), base_sha=decision.base_sha,
         )  # fmt: skip
+        finalizing = time.monotonic()
         result = Finalizer(gh, request, BOTS, generate_only).run()
         end = time.monotonic()
+        reviewed, writes_before = to_review(fake.log, finalizing)
     finally:
         fake.stop()
     if not result.pushed:
@@ -149,6 +164,8 @@ def one_pr(spec, assets, work: Path, kernels: list[str], port: TimedPort, settin
     phases["publishing"] = (dispatched - start) + (ported - cloned - in_port) + (end - ported)
     phases["other"] = cloned - dispatched
     phases["wall"] = end - start
+    phases["finalize to review"] = reviewed - finalizing
+    phases["writes before the review"] = writes_before
     phases["verdicts"] = ", ".join(f"{r.target.op}: {r.verdict.headline}" for r in port.last)
     phases["pytest_ran"] = any(s.name == "test" and s.status == "ok" for st in kernel_stages for s in st)
     return phases
@@ -196,12 +213,12 @@ def main() -> None:
                     f"  run {run + 1}, {size} kernel{'s' if size > 1 else ''}: wall {got['wall']:.1f} s ({got['verdicts']})"
                 )
     median = {
-        size: {k: statistics.median(f[k] for f in runs) for k in (*PHASES, "wall")}
+        size: {k: statistics.median(f[k] for f in runs) for k in (*PHASES, "wall", *REVIEW)}
         for size, runs in figures.items()
     }
     print()
     print(f"{'phase (median seconds)':<26}{'1 kernel':>10}{'3 kernels':>11}")
-    for phase in (*PHASES, "wall"):
+    for phase in (*PHASES, "wall", *REVIEW):
         print(f"{phase:<26}{median[1][phase]:>10.1f}{median[3][phase]:>11.1f}")
     ratio = median[3]["wall"] / median[1]["wall"]
     print(f"\nwall ratio, 3 kernels / 1 kernel: {ratio:.2f} (goal: at most 1.5; median of {args.runs} each)")

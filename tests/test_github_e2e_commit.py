@@ -139,8 +139,24 @@ def test_the_check_on_agent_ds_commit_is_created_concluded_in_one_write(world): 
     assert world.fake.calls("PATCH", rf"/check-runs/{check.id}$") == []
     writes = [(e.method, e.path) for e in world.fake.log if e.method in ("POST", "PATCH", "PUT", "DELETE")]
     # dispatch: lock, the queued check, the status comment, unlock; finalize: lock, the new head's
-    # check (concluded), the tested head's check concluded, the review, the status comment, unlock
+    # check (concluded), the review, the status comment, the tested head's check concluded, unlock
     assert len(writes) == 10, writes
+    kinds = [_kind(method, path) for method, path in writes[4:]]
+    assert kinds == ["lock", "check created", "review", "comment", "check concluded", "unlock"], writes
+
+
+def _kind(method: str, path: str) -> str:
+    if path.endswith("/reactions"):
+        return "lock"
+    if "/reactions/" in path:
+        return "unlock"
+    if path.endswith("/check-runs"):
+        return "check created"
+    if "/check-runs/" in path:
+        return "check concluded"
+    if path.endswith("/reviews"):
+        return "review"
+    return "comment" if "/comments" in path else f"{method} {path}"
 
 
 def _two_kernels():

@@ -334,6 +334,9 @@ class Finalizer:
             summary += "\n\n" + own.section()
             if not own.holds:
                 conclusion, title = "failure", f"{title}; own host code: findings"
+        # The writes on the way to the review: the check that gates the merge, then the review.
+        # GitHub paces writes a second apart, so the rest (the status comment, the tested head's
+        # run, the perf check) follow it.
         if done.pushed:  # created concluded: one write (a run found from an earlier try is concluded)
             target, created = publish.ensure_check_run(
                 self.repo, done.head, self.cfg.check_name, f"{self.check.external_id}+commit", title, summary,
@@ -343,13 +346,9 @@ class Finalizer:
                 publish.append_annotations(target, title, summary, places)
             else:
                 publish.conclude(target, conclusion, title, summary, annotations=places)
-            publish.conclude(
-                self.check, conclusion, title, f"Results are published on {done.head}.\n\n{summary}"
-            )
         else:
             publish.conclude(self.check, conclusion, title, summary, annotations=places)
         perfs = render_perf.merged(artifacts)
-        publish_perf_check(self.repo, done.head, self.cfg.check_name, self.check.external_id or "", perfs)
         unused = render.unused_edits(built.pushed.unused)
         contracts = render.contract_section(self._changed_contracts(gitdir, built.tested, sorted(verdicts)))
         body = render.review_body(
@@ -365,6 +364,11 @@ class Finalizer:
         publish.upsert_sticky(
             self.pr, render.status_comment(done.head, state, "\n\n".join(done.notes)), self.bots
         )
+        if done.pushed:  # the tested head's run points at the commit that carries the results
+            publish.conclude(
+                self.check, conclusion, title, f"Results are published on {done.head}.\n\n{summary}"
+            )
+        publish_perf_check(self.repo, done.head, self.cfg.check_name, self.check.external_id or "", perfs)
         perf = render_perf.table(perfs) if render_perf.measured(perfs) else []
         tables = [render.verdict_table(verdicts), *(["", "### Performance", "", *perf] if perf else [])]
         summary = job_summary.finalize(conclusion, title, tables, done.notes)

@@ -36,6 +36,7 @@ class LogEntry(NamedTuple):
     path: str
     status: int
     json_body: Any
+    at: float = 0.0  # time.monotonic() when the reply was made (benchmarks/pr_path.py times the path)
 
 
 @dataclass
@@ -219,7 +220,7 @@ class FakeServer:
         }
         text = "" if reply.body is None else json.dumps(reply.body)
         with self._log_lock:
-            self.log.append(LogEntry(method, path, reply.status, body))
+            self.log.append(LogEntry(method, path, reply.status, body, time.monotonic()))
             self.exchanges.append(
                 Exchange(
                     method,
