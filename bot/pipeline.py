@@ -141,6 +141,10 @@ def _port_jobs(jobs: list[Job], options: PortOptions, python: str):
     names = tuple(dict.fromkeys(stage_tests.registry_name(j.found) for j in jobs if j.found))
     # one interpreter for the machine's facts and every kernel's registration check
     interpreter = _once(lambda: testrun.probe(python, repo=options.repo.resolve(), names=names))
+    if any(not job.stopped for job in jobs):
+        # the probe (seconds: it imports torch) needs the applied wrapper, not the library: it runs
+        # beside the build, and the tests ask the same answer afterwards
+        threading.Thread(target=interpreter, name="agent-d interpreter probe", daemon=True).start()
     try:
         if not options.verify_only:
             with progress.group(options.echo, "agent-d build"):
