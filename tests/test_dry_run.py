@@ -358,6 +358,36 @@ def test_only_this_ops_launches_are_compared_and_each_call_of_a_case_in_order(si
     assert mixed.differences
 
 
+def test_a_case_that_calls_a_sibling_op_is_not_this_ops_launch_but_an_unreached_own_kernel_is(
+    silu_checkout, tmp_path
+):
+    """layer_norm_legacy's test file also tests persistent_layer_norm, which cutile-rs does not
+    register: its cutile-rs case runs another backend (on the CPU it fails in Triton) and launches
+    nothing of the port. That case is said as another op's; the same failure on a kernel the op's own
+    carried code launches is the wrapper's."""
+    target = Target(silu_checkout, "silu_and_mul")
+    plan, _facts, _co = make_plan(target, tmp_path / "plan")
+    assert plan.carry is not None
+    own_kernel = plan.carry.kernels[0].name
+    signature = read_kernel(target.kernel_rs)
+    triton = "E   ValueError: Pointer argument (at 5) cannot be accessed from Triton (cpu tensor?)"
+
+    def case(kernel: str) -> dict:
+        records = _records(64, 128, [])
+        for record in records.values():
+            if record["backend"] == "cutile":
+                record["launches"][0]["kernel"] = kernel
+            else:
+                record["launches"], record["error"] = [], triton
+        return records
+
+    sibling = dry_compare.compare(plan, signature, case("_persistent_row_kernel"))
+    assert not sibling.differences and sibling.status == "not compared"
+    assert "_persistent_row_kernel" in sibling.why and "another op" in sibling.why and "Triton" in sibling.why
+    own = dry_compare.compare(plan, signature, case(own_kernel))
+    assert [(r.what, r.cutile_rs[:9]) for r in own.differences] == [("launch", "no launch")]
+
+
 def test_a_helper_modules_kernel_the_reference_launches_is_the_ops_own(silu_checkout, tmp_path):
     """flash_decode's reference launches the split-k reduce kernel of another module: the launch
     made with the reference's code on the stack is this op's; one made from elsewhere is not."""
