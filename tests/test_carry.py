@@ -9,12 +9,13 @@ over with cuTile's names rewritten (``emit.carried_py``). References and kernels
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 import pytest
 
 from bot.emit import carried_py
 from bot.infer.model.semantic import ModuleModel
-from bot.plan import carry
+from bot.plan import carry, flag_checks
 from bot.plan.types import (
     CScalar,
     CTensor,
@@ -459,3 +460,27 @@ def test_a_carried_search_sweeps_what_the_plan_s_sweep_rule_keeps():
     assert len(kept) == sweep.SWEEP_LIMIT < len(configs)
     assert namespace["_rs_sweep"](configs[:3]) == configs[:3]
     assert namespace["_rs_sweep"]([configs[0], configs[0]]) == [configs[0]]  # a repeat compiles nothing new
+
+
+def test_a_boolean_kernel_parameter_is_checked_by_the_launcher_without_the_older_readers():
+    """`FLIP: tile.Constant[bool]` feeds kernel.rs's i32 generic FLIP: the wrapper passes
+    int(bool(FLIP)), and the launcher refuses anything but 0 or 1, the reference's own declaration
+    the source of both (no fact of the autotuned or direct reader needed)."""
+    source = REFERENCE.replace(
+        "def _scale_kernel(X, Y, n, TILE: tile.Constant[int]):",
+        "def _scale_kernel(X, Y, n, TILE: tile.Constant[int], FLIP: tile.Constant[bool]):",
+    ).replace("args = (x, y, n, TILE)", "args = (x, y, n, TILE, x.numel() > 4)")
+    entry = _entry()
+    entry = replace(entry, generics=(*entry.generics, Generic("FLIP", "const", "i32")))
+    ffi = _ffi(entry)
+    ffi.scalars.insert(2, CScalar("flip", "i32", "generic", "FLIP", SRC))
+    ffi.variants[0].generics.append("flip")
+    found = carry.plan(source, REL, MODULE, "scale", _signature(entry), ffi)
+    assert found.plan is not None and found.flags == ["flip"]
+    (kernel,) = [k for k in found.plan.kernels if k.entry]
+    assert next(a.expr for a in kernel.args if a.c_param == "flip") == "int(bool(FLIP))"
+    check = {"when": "flip != 0 and flip != 1", "rc": "INVALID_ARGS"}
+    rank = {"when": "x_d.ndim != 1", "rc": "INVALID_ARGS"}
+    assert flag_checks(found.flags, [rank]) == [check, rank]  # first, before the descriptors' checks
+    assert flag_checks(found.flags, [rank, check]) == [rank, check]  # said already: kept where it is
+    assert flag_checks([], [rank]) == [rank]

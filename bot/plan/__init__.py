@@ -101,7 +101,17 @@ def carry_into(
             asked[0].tried.append(f"carrying the reference's host code over: {why}")
         return None
     carried_plan.carry = found.plan
+    carried_plan.ffi.checks = flag_checks(found.flags, carried_plan.ffi.checks)
     return carried_plan
+
+
+def flag_checks(flags: list[str], checks: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The C arguments the reference's kernels declare boolean (``ct.Constant[bool]``) are 0 or 1:
+    checked by the launcher first, before the checks over descriptors; ``checks`` that already hold
+    them (the autotuned and direct readers' facts, in their order) are kept as they are."""
+    first = [{"when": f"{c} != 0 and {c} != 1", "rc": "INVALID_ARGS"} for c in flags]
+    unsaid = [c for c in first if c not in checks]
+    return unsaid + checks
 
 
 def _loader(repo: Path):

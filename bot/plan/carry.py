@@ -42,6 +42,7 @@ class Carried:
     missing: list[MissingFact] = field(default_factory=list)  # C arguments nothing values
     refused: str = ""  # why the reference cannot be carried over (no plan)
     paired_scalars: set[str] = field(default_factory=set)  # kernel.rs scalars the launches pass
+    flags: list[str] = field(default_factory=list)  # C arguments the reference declares boolean
 
 
 def plan(
@@ -87,6 +88,7 @@ def plan(
     carried: list[CarriedKernel] = []
     missing: list[MissingFact] = []
     paired: set[str] = set()
+    flags: list[str] = []
     for wrapper_name, unit in by_name.items():
         kernel = program.bindings(unit)[0].stmt
         assert isinstance(kernel, ast.FunctionDef)
@@ -113,6 +115,7 @@ def plan(
         )
         missing += mapped.missing
         paired |= mapped.paired_scalars
+        flags += [f for f in mapped.flags if f not in flags]
         src = Source("reference", f"{where} -> kernel.rs entry {entry.name} ({pairs.how})")
         carried.append(
             CarriedKernel(
@@ -157,7 +160,7 @@ def plan(
         ],
         renames=_renames(names, primary),
     )
-    return Carried(carry, missing, paired_scalars=paired)
+    return Carried(carry, missing, paired_scalars=paired, flags=flags)
 
 
 def _renames(names: dict[Unit, str], units: list[Unit]) -> dict[str, str]:

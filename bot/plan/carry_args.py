@@ -37,6 +37,7 @@ class Mapped:
     site_values: list[str] = field(default_factory=list)  # locals each launch site passes along
     per_element: list[str] = field(default_factory=list)  # list parameters walked together, one launch each
     paired_scalars: set[str] = field(default_factory=set)  # kernel.rs scalars a parameter pairs with
+    flags: list[str] = field(default_factory=list)  # C arguments a boolean parameter feeds (0 or 1)
 
 
 def map_kernel(
@@ -105,6 +106,8 @@ def map_kernel(
                 add(s.name, "0", f"{entry.name} has no generic `{s.feeds}`")
             elif (ref := of_place.get(s.feeds)) is not None:
                 value = f"int(bool({ref}))" if ref in flags else f"int({ref})"
+                if ref in flags:
+                    out.flags.append(s.name)
                 add(s.name, value, f"parameter {ref} -> generic `{s.feeds}`{how.get(ref, '')}")
             elif (local := kernel_local(kernel, s.feeds)) is not None:
                 add(s.name, f"int({local})", f"{kernel.name}'s own `{s.feeds.lower()}` over its parameters")
