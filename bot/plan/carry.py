@@ -88,7 +88,7 @@ def plan(
     carried: list[CarriedKernel] = []
     missing: list[MissingFact] = []
     paired: set[str] = set()
-    flags: list[str] = []
+    flags_of: dict[str, list[str]] = {}  # entry -> the C arguments its kernel declares boolean
     for wrapper_name, unit in by_name.items():
         kernel = program.bindings(unit)[0].stmt
         assert isinstance(kernel, ast.FunctionDef)
@@ -115,7 +115,7 @@ def plan(
         )
         missing += mapped.missing
         paired |= mapped.paired_scalars
-        flags += [f for f in mapped.flags if f not in flags]
+        flags_of.setdefault(entry.name, []).extend(mapped.flags)
         src = Source("reference", f"{where} -> kernel.rs entry {entry.name} ({pairs.how})")
         carried.append(
             CarriedKernel(
@@ -160,7 +160,9 @@ def plan(
         ],
         renames=_renames(names, primary),
     )
-    return Carried(carry, missing, paired_scalars=paired, flags=flags)
+    # in the order of the FFI's variants, as its launcher checks them
+    flags = [f for v in ffi.variants for f in flags_of.get(v.entry, [])]
+    return Carried(carry, missing, paired_scalars=paired, flags=list(dict.fromkeys(flags)))
 
 
 def _renames(names: dict[Unit, str], units: list[Unit]) -> dict[str, str]:
