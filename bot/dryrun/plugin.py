@@ -292,7 +292,13 @@ def pytest_collection_modifyitems(session, config, items):
     most = max(wanted, int(os.environ.get("AGENT_D_DRYRUN_MAX_CASES", str(MAX_CASES))))
     pairs = covering_cases([_values(by_case[c]["cutile"]) for c in both], wanted, most)
     pairs = [both[i] for i in pairs]
-    keep = {id(by_case[c][side]) for c in pairs for side in ("cutile", "cutile-rs")}
+    # the cases are chosen alike in both processes; each keeps its own side's (run.py's SIDES)
+    sides = (
+        [os.environ["AGENT_D_DRYRUN_SIDE"]]
+        if os.environ.get("AGENT_D_DRYRUN_SIDE")
+        else ["cutile", "cutile-rs"]
+    )
+    keep = {id(by_case[c][side]) for c in pairs for side in sides}
     deselected = [i for i in items if id(i) not in keep]
     items[:] = [i for i in items if id(i) in keep]
     config.hook.pytest_deselected(items=deselected)

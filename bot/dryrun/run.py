@@ -2,15 +2,18 @@
 the generated wrapper, every launch recorded instead of run, then compared (``compare.py``).
 
 It needs torch (a CPU build does) and ``cuda.tile`` in the interpreter that runs the tests; where
-they are missing it says so in one line and the port goes on. One pytest process records both
-backends (``plugin.py``); the records and the compared table are written into the reports.
+they are missing it says so in one line and the port goes on. Two pytest processes, side by side,
+record the two backends (``plugin.py``; both choose the same cases, each keeps its own side's);
+the merged records and the compared table are written into the reports.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from bot import sandbox
@@ -24,6 +27,7 @@ from bot.plan.types import LaunchPlan
 from bot.read.types import KernelSignature
 from bot.targets.types import Target
 
+SIDES = ("cutile", "cutile-rs")  # each recorded by its own pytest process
 CASES = 3  # test cases compared: enough to tell one quantity from a coincidence
 TIMEOUT_S = 300.0
 RECORDS_NAME = "dry_run.json"
@@ -94,24 +98,68 @@ def record(
             "TILEGYM_DISABLE_AUTOTUNE": "0" if autotune else "1",  # both sides launch their first config
         }
     )
+    parts = {side: out_dir / f"dry_run.{side}.json" for side in SIDES}
     try:
-        with sandbox.result_file(records) as written:
-            env["AGENT_D_DRYRUN_OUT"] = str(written)
-            boxed = sandbox.wrap(argv, target.repo, env, readable=(AGENT_D_ROOT,), writable=(written.parent,))
-            proc = subprocess.run(
-                boxed, cwd=target.repo, env=env, capture_output=True, text=True, timeout=timeout, check=False
-            )
-    except subprocess.TimeoutExpired:
-        return f"the dry run outlasted {timeout:.0f} s"
+        finished = _record_sides(argv, env, target.repo, parts, timeout)
     except OSError as exc:
         return f"{python} could not be started ({exc})"
-    if not records.is_file():
+    if isinstance(finished, str):
+        return finished
+    missing = [side for side, part in parts.items() if not part.is_file()]
+    if missing:
+        proc = finished[missing[0]]
         tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
-        return f"pytest wrote no records (exit {proc.returncode}: {tail[0][:200]})"
-    data = json.loads(records.read_text(encoding="utf-8"))
+        return f"pytest wrote no records for {missing[0]} (exit {proc.returncode}: {tail[0][:200]})"
+    data = _merged([json.loads(part.read_text(encoding="utf-8")) for part in parts.values()])
+    records.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+    for part in parts.values():
+        part.unlink()
     if data.get("unavailable"):
         return "; ".join(data["unavailable"])
     return data
+
+
+def _record_sides(
+    argv: list[str], env: dict[str, str], repo: Path, parts: dict[str, Path], timeout: float
+) -> dict[str, subprocess.CompletedProcess] | str:
+    """One pytest process per side, side by side (each imports torch and runs its cases on its
+    own cores); each writes its part. A string: why they did not finish."""
+    procs: dict[str, subprocess.Popen] = {}
+    done: dict[str, subprocess.CompletedProcess] = {}
+    with contextlib.ExitStack() as stack:  # each part lands where it belongs once its process ended
+        try:
+            for side, part in parts.items():
+                part.unlink(missing_ok=True)
+                written = stack.enter_context(sandbox.result_file(part))
+                side_env = {**env, "AGENT_D_DRYRUN_OUT": str(written), "AGENT_D_DRYRUN_SIDE": side}
+                boxed = sandbox.wrap(
+                    argv, repo, side_env, readable=(AGENT_D_ROOT,), writable=(written.parent,)
+                )
+                procs[side] = subprocess.Popen(
+                    boxed, cwd=repo, env=side_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                )
+            deadline = time.monotonic() + timeout
+            for side, proc in procs.items():
+                out, err = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+                done[side] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        except subprocess.TimeoutExpired:
+            return f"the dry run outlasted {timeout:.0f} s"
+        finally:
+            for proc in procs.values():  # a timeout, an interrupt: no pytest is left behind
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+    return done
+
+
+def _merged(parts: list[dict]) -> dict:
+    """The two sides' records as one run's: every case, and each reason said once."""
+    merged: dict = {"cases": {}, "unavailable": [], "skipped_files": []}
+    for part in parts:
+        merged["cases"].update(part.get("cases", {}))
+        for key in ("unavailable", "skipped_files"):
+            merged[key] += [x for x in part.get(key, []) if x not in merged[key]]
+    return merged
 
 
 _PROBE = (
