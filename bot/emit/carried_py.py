@@ -12,8 +12,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from bot.emit import carried_autograd, wrapper_py
 from bot.emit import carried_runtime as runtime
-from bot.emit import wrapper_py
 from bot.infer.model import known
 from bot.infer.model.semantic import Binding, ModuleModel
 from bot.plan.carry import launch_sites, nested_imports, qualified_uses
@@ -158,6 +158,7 @@ def _rewritten(
             owner.returns = None
 
     _rewrite_nested_imports(model, stmt, used, imports)
+    carried_autograd.forward_directly(model, stmt, used)
 
     class Swap(ast.NodeTransformer):
         def visit(self, node):
@@ -314,7 +315,7 @@ def _ffi_call(plan: LaunchPlan) -> str:
         f"def {runtime.FFI_CALL}({', '.join(tensors + scalars + ['stream'])}):",
         f'    """Pack descriptors and call {ffi.symbol} on the stream given (the device\'s current one if none)."""',
         "    ffi, lib = bind_kernel_function_cffi(_KERNEL, _FFI_CDEF)",
-        f"    device = next(t for t in ({', '.join(tensors)},) if t is not None).device",
+        f"    device = ({_first_given(tensors)}).device",
         "    device_id = device.index if device.index is not None else torch.cuda.current_device()",
         "    raw_stream = getattr(stream, 'cuda_stream', None)",
         "    if raw_stream is None:",
@@ -332,6 +333,12 @@ def _ffi_call(plan: LaunchPlan) -> str:
     lines.append(f"    rc = lib.{ffi.symbol}({', '.join(call)})")
     lines.append("    check_rc(rc, _FFI_NAME)")
     return "\n".join(lines)
+
+
+def _first_given(tensors: list[str]) -> str:
+    """The first tensor that is not None, as one expression (a generator costs a call's time)."""
+    *given, last = tensors
+    return "".join(f"{t} if {t} is not None else " for t in given) + last
 
 
 def launcher_name(kernel: CarriedKernel) -> str:

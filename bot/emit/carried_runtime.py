@@ -8,6 +8,7 @@ cached in a dict) all work as written: they are values, not shapes to recognise.
 
 from __future__ import annotations
 
+from bot.emit import carried_autograd
 from bot.plan.sweep import SWEEP_LIMIT
 
 KERNEL_CLASS = "_RsKernel"
@@ -35,11 +36,12 @@ def {LAUNCH}(stream, grid, kernel, args, **site):
         raise NotImplementedError(
             f"cutile-rs {{_KERNEL}}: the reference's launch through {{kernel.name}} (when it is reached) is not ported"
         )
-    grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
-    kernel.launcher(grid + (1,) * (3 - len(grid)), tuple(args), kernel.hints, stream, site)
+    grid = tuple(map(int, grid)) if isinstance(grid, (tuple, list)) else (int(grid),)
+    kernel.launcher(grid + (1,) * (3 - len(grid)), args, kernel.hints, stream, site)
 '''
 
 PIECES = {
+    carried_autograd.FORWARD: carried_autograd.PIECE,
     "_rs_cdiv": """
 def _rs_cdiv(a, b):
     return -(-a // b)
