@@ -484,3 +484,90 @@ def test_a_boolean_kernel_parameter_is_checked_by_the_launcher_without_the_older
     assert flag_checks(found.flags, [rank]) == [check, rank]  # first, before the descriptors' checks
     assert flag_checks(found.flags, [rank, check]) == [rank, check]  # said already: kept where it is
     assert flag_checks([], [rank]) == [rank]
+
+
+TUNED = """
+import cuda.tile as ct
+import torch
+from cuda.tile.tune import exhaustive_search
+from tilegym.backend import register_impl
+
+_TUNED = {}
+
+
+@ct.kernel
+def _scale_kernel(X, Y, TILE: ct.Constant[int]):
+    pass
+
+
+@register_impl("scale", backend="cutile")
+def scale(x):
+    y = torch.empty_like(x)
+    n = x.numel()
+    stream = torch.cuda.current_stream()
+    if n not in _TUNED:
+        result = exhaustive_search(
+            [1, 2], stream, lambda c: (ct.cdiv(n, 64),), _scale_kernel, lambda c: (x, y, 64)
+        )
+        _TUNED[n] = _scale_kernel.replace_hints(occupancy=result.best.config)
+    ct.launch(stream, (ct.cdiv(n, 64),), _TUNED[n], (x, y, 64))
+    return y
+"""
+
+
+def test_a_scalar_kernel_rs_adds_is_the_local_of_every_launch_that_may_run_the_kernel():
+    """kernel.rs takes `n`, which the cuTile kernel does not: the search and the launch of the tuned
+    kernel (a value from a cache: it may be this kernel) both hold `n`, so each passes its own."""
+    entry = _entry()
+    found = carry.plan(TUNED, REL, MODULE, "scale", _signature(entry), _ffi(entry))
+    assert found.missing == [] and found.plan is not None
+    (kernel,) = found.plan.kernels
+    assert {a.c_param: a.expr for a in kernel.args}["n"] == "int(site['n'])"
+    py = PyPlan(
+        "scale", "direct", "x", "", ["float32", "float16"], [], {}, "direct", [], "", {}, "", {}, {}, "", ""
+    )
+    plan = LaunchPlan("scale", _ffi(entry), py, TestWiring("", "", None), carry=found.plan)
+    text = carried_py.render(plan, lambda _path: TUNED)
+    assert "_rs_launch(stream, (_rs_cdiv(n, 64),), _TUNED[n], (x, y, 64), n=n)" in text
+    assert "lambda c: (x, y, 64), _rs_site={'n': n})" in text
+    # the search passes them to each launch it makes (a search of another kernel passes none)
+    assert "tuned, args_fn(cfg), **(_rs_site or {}))" in text
+
+
+def test_a_launch_that_may_run_the_kernel_without_the_local_leaves_the_scalar_asked():
+    source = TUNED.replace(
+        "    ct.launch(stream, (ct.cdiv(n, 64),), _TUNED[n], (x, y, 64))\n    return y",
+        "    _launch_tuned(stream, x, y)\n    return y\n\n\ndef _launch_tuned(stream, x, y):\n"
+        "    ct.launch(stream, (1,), _TUNED[x.numel()], (x, y, 64))",
+    )
+    entry = _entry()
+    found = carry.plan(source, REL, MODULE, "scale", _signature(entry), _ffi(entry))
+    assert [m.key for m in found.missing] == ["python.args.n"]
+
+
+def test_the_search_passes_its_sites_locals_to_each_launch_it_makes():
+    from types import SimpleNamespace
+
+    from bot.emit import carried_runtime
+
+    launched: list[dict] = []
+
+    def autotune_launch(kernel_fn, configs, key, kernel_name):
+        for cfg in configs:
+            kernel_fn(cfg)
+        return SimpleNamespace(best_config=configs[0])
+
+    namespace: dict = {
+        "autotune_launch": autotune_launch,
+        "is_autotune_disabled": lambda: False,
+        "SimpleNamespace": SimpleNamespace,
+        "torch": SimpleNamespace(Tensor=type("Tensor", (), {})),
+        "_rs_launch": lambda stream, grid, kernel, args, **site: launched.append(site),
+    }
+    exec(carried_runtime.search_passing_site(), namespace)
+    kernel = SimpleNamespace(name="k", replace_hints=lambda **_: kernel)
+    search = namespace["_rs_exhaustive_search"]
+    search([1, 2], None, lambda c: (1,), kernel, lambda c: (c,), _rs_site={"n": 7})
+    assert launched == [{"n": 7}, {"n": 7}]
+    search([1], None, lambda c: (1,), kernel, lambda c: (c,))  # a search whose site passes nothing
+    assert launched[-1] == {}

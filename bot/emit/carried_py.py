@@ -22,6 +22,7 @@ from bot.targets.discover import cutile_registration
 
 _HELPERS = "from tilegym.backend.cutile_rs.utils import bind_kernel_function_cffi, check_rc, make_tensor_desc"
 LAUNCH_PARAMS = ("_grid", "_args", "_hints", "_stream", "_site")
+SEARCH_SITE = "_rs_site"  # a search site passes locals along (the search piece then takes them)
 
 
 class CarryError(Exception):
@@ -44,11 +45,7 @@ def render(plan: LaunchPlan, read: Callable[[str], str]) -> str:
         root = model.binding(carry.function) if module == carry.module else None
         if module == carry.module and (root is None or not isinstance(root.stmt, ast.FunctionDef)):
             raise CarryError(f"{path}: {carry.function}() is no longer a module function")
-        site_values = {
-            id(site.call): kernels[(module, site.kernel)].site_values
-            for site in launch_sites(model, names, module)
-            if site.direct and (module, site.kernel) in kernels
-        }
+        site_values = _site_values(launch_sites(model, names, module), kernels, module)
         emitted: set[int] = set()
         for binding in _in_source_order(model, names):
             if id(binding.stmt) in emitted and binding.kind != "import":
@@ -64,7 +61,7 @@ def render(plan: LaunchPlan, read: Callable[[str], str]) -> str:
                 stmt = _rewritten(
                     model, binding.stmt, used_runtime, imports, {h.module for h in carry.helpers}
                 )
-                _pass_site_values(stmt, site_values)
+                _pass_site_values(stmt, site_values, used_runtime)
                 _rename(model, stmt, renames)
                 if root is not None and binding.stmt is root.stmt:
                     _register(stmt, carry.register_name)
@@ -75,7 +72,10 @@ def render(plan: LaunchPlan, read: Callable[[str], str]) -> str:
     lines += ["\n".join(wrapper_py.constants(plan)).strip("\n")]
     lines += [runtime.KERNEL.rstrip("\n")]
     for piece in sorted(used_runtime & set(runtime.PIECES)):
-        lines += [runtime.PIECES[piece].rstrip("\n")]
+        text = runtime.PIECES[piece]
+        if piece == runtime.SEARCH and SEARCH_SITE in used_runtime:
+            text = runtime.search_passing_site()
+        lines += [text.rstrip("\n")]
     lines += [_ffi_call(plan)]
     for kernel in carry.kernels:
         if kernel.entry:
@@ -201,12 +201,39 @@ def _rewrite_nested_imports(model: ModuleModel, stmt: ast.stmt, used: set[str], 
                 setattr(parent, field_name, new_block or [ast.Pass()])
 
 
-def _pass_site_values(stmt: ast.stmt, site_values: dict[int, list[str]]) -> None:
+def _site_values(sites, kernels: dict, module: str) -> dict[int, tuple[bool, list[str]]]:
+    """id(site call) -> (a launch, not a search; the locals it passes along): a launch of a named
+    kernel passes that kernel's, one of a computed kernel every kernel's (the plan found them at
+    every launch that may run the kernel)."""
+    out: dict[int, tuple[bool, list[str]]] = {}
+    for site in sites:
+        if site.kernel:
+            found = kernels.get((module, site.kernel))
+            names = list(found.site_values) if found is not None else []
+        elif site.direct:
+            names = sorted(
+                {n for (m, _k), kernel in kernels.items() if m == module for n in kernel.site_values}
+            )
+        else:
+            names = []
+        if names:
+            out[id(site.call)] = (site.direct, names)
+    return out
+
+
+def _pass_site_values(stmt: ast.stmt, site_values: dict[int, tuple[bool, list[str]]], used: set[str]) -> None:
     """``ct.launch(s, g, k, args)`` -> ``_launch(s, g, k, args, n_elements=n_elements)`` where the
-    plan takes kernel.rs's ``n_elements`` from the launch's own local."""
+    plan takes kernel.rs's ``n_elements`` from the launch's own local; a search passes them as
+    ``_rs_site={...}``, for each launch it makes."""
     for node in ast.walk(stmt):
         if isinstance(node, ast.Call) and id(node) in site_values:
-            node.keywords += [ast.keyword(name, ast.Name(name, ast.Load())) for name in site_values[id(node)]]
+            direct, names = site_values[id(node)]
+            if direct:
+                node.keywords += [ast.keyword(name, ast.Name(name, ast.Load())) for name in names]
+            else:
+                site = ast.Dict([ast.Constant(n) for n in names], [ast.Name(n, ast.Load()) for n in names])
+                node.keywords.append(ast.keyword(SEARCH_SITE, site))
+                used.add(SEARCH_SITE)
 
 
 def _names_cutile(model: ModuleModel, annotation: ast.expr | None) -> bool:

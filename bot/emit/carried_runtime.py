@@ -107,6 +107,25 @@ def _rs_tuning_key(value):
 ''',
 }
 
+SEARCH = "_rs_exhaustive_search"
+
+
+def search_passing_site() -> str:
+    """The search piece for a reference whose search site passes locals kernel.rs takes beside the
+    arguments (``_rs_site``): each launch it makes passes them along."""
+    piece = PIECES[SEARCH]
+    for old, new in (
+        ("hints_fn=None, **_options):", "hints_fn=None, *, _rs_site=None, **_options):"),
+        (
+            f"{LAUNCH}(stream, grid_fn(cfg), tuned, args_fn(cfg))",
+            f"{LAUNCH}(stream, grid_fn(cfg), tuned, args_fn(cfg), **(_rs_site or {{}}))",
+        ),
+    ):
+        assert old in piece
+        piece = piece.replace(old, new)
+    return piece
+
+
 # what each piece needs imported
 NEEDS = {
     "_rs_compiler_timeout": ["import contextlib"],

@@ -333,22 +333,25 @@ def passed_names(sites: list[Site]) -> dict[str, dict[str, dict[str, int]]]:
 
 
 def site_locals(sites: list[Site], kernel: str) -> dict[str, int]:
-    """The locals every ``ct.launch`` of ``kernel`` has in its scope (name -> the first site's line):
-    a kernel.rs scalar the kernel's parameters do not give can be the reference's own local of its
-    name, passed from the site. None when any launch's kernel is a computed value (it could be
-    this one) or the kernel is launched only through the search."""
-    if any(not s.kernel for s in sites):
-        return {}
-    own = [s for s in sites if s.kernel == kernel]
-    if not own or not all(s.direct for s in own):
+    """The locals (parameters included) every launch that may run ``kernel`` has in its scope
+    (name -> the first site's line): a kernel.rs scalar the kernel's parameters do not give can be
+    the reference's own local of its name, passed from the site. A launch or search of ``kernel``
+    may run it, and so may one whose kernel is a computed value (a tuned kernel from a cache)."""
+    own = [s for s in sites if s.kernel in (kernel, "")]
+    if not any(s.kernel == kernel for s in own):
         return {}
     common: set[str] | None = None
     for site in own:
         if site.scope.get_type() != "function":
             return {}
-        names = {sym.get_name() for sym in site.scope.get_symbols() if sym.is_local() and sym.is_assigned()}
+        names = {
+            sym.get_name()
+            for sym in site.scope.get_symbols()
+            if sym.is_local() and (sym.is_assigned() or sym.is_parameter())
+        }
         common = names if common is None else common & names
-    return dict.fromkeys(sorted(common or ()), own[0].call.lineno)
+    first = next(s for s in own if s.kernel == kernel)
+    return dict.fromkeys(sorted(common or ()), first.call.lineno)
 
 
 def annotations(stmt: ast.stmt) -> list[ast.expr]:
