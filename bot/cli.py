@@ -301,17 +301,7 @@ def cmd_check(args) -> int:
 
     repo = existing_dir(args.repo, "--repo").resolve()
     result = check(repo, args.kernel, str(reader_binary()), args.python, args.cargo_target_dir)
-    if args.json:
-        doc = {"op": result.op, "holds": result.holds, "checked": result.checked, "notes": result.notes,
-               "findings": [f.as_json(repo) for f in result.findings]}  # fmt: skip
-        print(json.dumps(doc, indent=2))
-    else:
-        for finding in result.findings:
-            print(finding.shown(repo))
-        for note in result.notes:
-            print(f"note: {note}")
-        state = "holds" if result.holds else f"{len(result.findings)} finding(s)"
-        print(f"agent-d check {result.op}: {state} ({'; '.join(result.checked)})")
+    print(json.dumps(result.as_json(repo), indent=2) if args.json else result.shown(repo))
     return 0 if result.holds else 1
 
 

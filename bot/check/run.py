@@ -43,6 +43,22 @@ class CheckResult:
     def holds(self) -> bool:
         return not self.findings
 
+    def as_json(self, repo: Path) -> dict:
+        findings = [f.as_json(repo) for f in self.findings]
+        return {
+            "op": self.op,
+            "holds": self.holds,
+            "checked": self.checked,
+            "notes": self.notes,
+            "findings": findings,
+        }
+
+    def shown(self, repo: Path) -> str:
+        """What ``agent-d check`` prints: each finding on its line, the notes, then the outcome."""
+        state = "holds" if self.holds else f"{len(self.findings)} finding(s)"
+        lines = [f.shown(repo) for f in self.findings] + [f"note: {n}" for n in self.notes]
+        return "\n".join([*lines, f"agent-d check {self.op}: {state} ({'; '.join(self.checked)})"])
+
 
 def check(
     repo: Path, op: str, reader: str, python: str = "", cargo_target_dir: Path | None = None
