@@ -203,17 +203,15 @@ def _rewrite_nested_imports(model: ModuleModel, stmt: ast.stmt, used: set[str], 
 
 def _site_values(sites, kernels: dict, module: str) -> dict[int, tuple[bool, list[str]]]:
     """id(site call) -> (a launch, not a search; the locals it passes along): a launch of a named
-    kernel passes that kernel's, one of a computed kernel every kernel's (the plan found them at
-    every launch that may run the kernel)."""
+    kernel passes that kernel's, one of a computed kernel every kernel's, whatever its module (the
+    plan found each at every launch that may run its kernel, computed ones included)."""
     out: dict[int, tuple[bool, list[str]]] = {}
     for site in sites:
         if site.kernel:
             found = kernels.get((module, site.kernel))
             names = list(found.site_values) if found is not None else []
         elif site.direct:
-            names = sorted(
-                {n for (m, _k), kernel in kernels.items() if m == module for n in kernel.site_values}
-            )
+            names = sorted({n for kernel in kernels.values() for n in kernel.site_values})
         else:
             names = []
         if names:
