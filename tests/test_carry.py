@@ -127,6 +127,12 @@ def _plan() -> carry.Carried:
     return carry.plan(REFERENCE, REL, MODULE, "scale", _signature(entry), _ffi(entry))
 
 
+def _launch_plan(ffi: FfiPlan, carried, dtypes=("float32",)) -> LaunchPlan:
+    """A launch plan around a carry plan: the wrapper half's fields only as the renderer reads them."""
+    py = PyPlan("scale", "direct", "x", "", list(dtypes), [], {}, "direct", [], "", {}, "", {}, {}, "", "")
+    return LaunchPlan("scale", ffi, py, TestWiring("", "", None), carry=carried)
+
+
 # ------------------------------------------------------------------------------ the semantic model
 
 
@@ -251,10 +257,7 @@ def test_a_kernel_rs_scalar_nothing_pairs_is_asked_for_with_the_kernel_named():
 def _rendered() -> str:
     found = _plan()
     entry = _entry()
-    py = PyPlan(
-        "scale", "direct", "x", "", ["float32", "float16"], [], {}, "direct", [], "", {}, "", {}, {}, "", ""
-    )
-    plan = LaunchPlan("scale", _ffi(entry), py, TestWiring("", "", None), carry=found.plan)
+    plan = _launch_plan(_ffi(entry), found.plan, ("float32", "float16"))
     return carried_py.render(plan, lambda _path: REFERENCE)
 
 
@@ -313,8 +316,7 @@ def test_a_kernel_parameter_named_like_the_launchers_own_is_agent_ds_error(clash
     )
     entry = _entry()
     found = carry.plan(source, REL, MODULE, "scale", _signature(entry), _ffi(entry))
-    py = PyPlan("scale", "direct", "x", "", ["float32"], [], {}, "direct", [], "", {}, "", {}, {}, "", "")
-    plan = LaunchPlan("scale", _ffi(entry), py, TestWiring("", "", None), carry=found.plan)
+    plan = _launch_plan(_ffi(entry), found.plan)
     with pytest.raises(carried_py.CarryError, match="clash with the launcher's own"):
         carried_py.render(plan, lambda _path: source)
 
@@ -327,8 +329,7 @@ def test_a_carried_plan_as_json_is_what_the_plan_schema_describes():
 
     schema = json.loads((Path(__file__).parent.parent / "docs" / "plan-json.schema.json").read_text())
     entry = _entry()
-    py = PyPlan("scale", "direct", "x", "", ["float32"], [], {}, "direct", [], "", {}, "", {}, {}, "", "")
-    plan = LaunchPlan("scale", _ffi(entry), py, TestWiring("", "", None), carry=_plan().plan)
+    plan = _launch_plan(_ffi(entry), _plan().plan)
     document = [{"op": "scale", "status": "planned", "stop": None, "plan": plan.to_dict()}]
     assert list(Draft202012Validator(schema).iter_errors(document)) == []
     document[0]["plan"]["carry"]["kernels"][0]["hints"] = {"occupancy": "two"}
@@ -340,8 +341,7 @@ def test_an_annotation_naming_a_cutile_type_is_dropped_not_refused():
     entry = _entry()
     found = carry.plan(source, REL, MODULE, "scale", _signature(entry), _ffi(entry))
     assert found.missing == [] and found.plan is not None
-    py = PyPlan("scale", "direct", "x", "", ["float32"], [], {}, "direct", [], "", {}, "", {}, {}, "", "")
-    plan = LaunchPlan("scale", _ffi(entry), py, TestWiring("", "", None), carry=found.plan)
+    plan = _launch_plan(_ffi(entry), found.plan)
     text = carried_py.render(plan, lambda _path: source)
     assert "def _run(x, y, dtype=None):" in text
     assert "tile." not in text
@@ -399,11 +399,8 @@ def test_a_helper_imported_from_another_cutile_module_is_carried_with_its_kernel
     kernels = {k.name: k for k in plan.kernels}
     assert kernels["_finish_kernel"].entry == "finish_kernel"
     assert kernels["_finish_kernel"].module == "tilegym.ops.cutile.finish"
-    py = PyPlan("scale", "direct", "x", "", ["float32"], [], {}, "direct", [], "", {}, "", {}, {}, "", "")
     texts = {REL: source, "src/tilegym/ops/cutile/finish.py": HELPER_MODULE}
-    text = carried_py.render(
-        LaunchPlan("scale", ffi, py, TestWiring("", "", None), carry=plan), texts.__getitem__
-    )
+    text = carried_py.render(_launch_plan(ffi, plan), texts.__getitem__)
     tree = ast.parse(text)
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     assert [ast.unparse(d) for d in functions["finish"].decorator_list] == []  # not registered again
@@ -424,8 +421,7 @@ def test_an_import_inside_a_carried_function_is_twinned_in_its_place_or_refused(
     entry = _entry()
     found = carry.plan(source, REL, MODULE, "scale", _signature(entry), _ffi(entry))
     assert found.refused == "", found.refused
-    py = PyPlan("scale", "direct", "x", "", ["float32"], [], {}, "direct", [], "", {}, "", {}, {}, "", "")
-    plan = LaunchPlan("scale", _ffi(entry), py, TestWiring("", "", None), carry=found.plan)
+    plan = _launch_plan(_ffi(entry), found.plan)
     text = carried_py.render(plan, lambda _path: source)
     assert "from tilegym.backend.cutile_rs.utils import next_power_of_2 as npow" in text
     assert "cdiv = _rs_cdiv" in text
@@ -523,10 +519,7 @@ def test_a_scalar_kernel_rs_adds_is_the_local_of_every_launch_that_may_run_the_k
     assert found.missing == [] and found.plan is not None
     (kernel,) = found.plan.kernels
     assert {a.c_param: a.expr for a in kernel.args}["n"] == "int(site['n'])"
-    py = PyPlan(
-        "scale", "direct", "x", "", ["float32", "float16"], [], {}, "direct", [], "", {}, "", {}, {}, "", ""
-    )
-    plan = LaunchPlan("scale", _ffi(entry), py, TestWiring("", "", None), carry=found.plan)
+    plan = _launch_plan(_ffi(entry), found.plan, ("float32", "float16"))
     text = carried_py.render(plan, lambda _path: TUNED)
     assert "_rs_launch(stream, (_rs_cdiv(n, 64),), _TUNED[n], (x, y, 64), n=n)" in text
     assert "lambda c: (x, y, 64), _rs_site={'n': n})" in text
@@ -564,7 +557,7 @@ def test_the_search_passes_its_sites_locals_to_each_launch_it_makes():
         "torch": SimpleNamespace(Tensor=type("Tensor", (), {})),
         "_rs_launch": lambda stream, grid, kernel, args, **site: launched.append(site),
     }
-    exec(carried_runtime.search_passing_site(), namespace)
+    exec(carried_runtime.search_piece(passes_site=True), namespace)
     kernel = SimpleNamespace(name="k", replace_hints=lambda **_: kernel)
     search = namespace["_rs_exhaustive_search"]
     search([1, 2], None, lambda c: (1,), kernel, lambda c: (c,), _rs_site={"n": 7})
