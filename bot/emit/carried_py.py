@@ -74,7 +74,7 @@ def render(plan: LaunchPlan, read: Callable[[str], str]) -> str:
     for piece in sorted(used_runtime & set(runtime.PIECES)):
         text = runtime.PIECES[piece]
         if piece == runtime.SEARCH and SEARCH_SITE in used_runtime:
-            text = runtime.search_passing_site()
+            text = runtime.search_piece(passes_site=True)
         lines += [text.rstrip("\n")]
     lines += [_ffi_call(plan)]
     for kernel in carry.kernels:

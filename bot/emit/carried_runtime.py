@@ -40,23 +40,16 @@ def {LAUNCH}(stream, grid, kernel, args, **site):
     kernel.launcher(grid + (1,) * (3 - len(grid)), args, kernel.hints, stream, site)
 '''
 
-PIECES = {
-    carried_autograd.FORWARD: carried_autograd.PIECE,
-    "_rs_cdiv": """
-def _rs_cdiv(a, b):
-    return -(-a // b)
-""",
-    "_rs_compiler_timeout": '''
-def _rs_compiler_timeout(*_args, **_kwargs):
-    """cutile-rs compiles on first launch, with no timeout to set."""
-    return contextlib.nullcontext()
-''',
-    "_rs_replace_hints": """
-def _rs_replace_hints(kernel, **hints):
-    return kernel.replace_hints(**hints)
-""",
-    "_rs_exhaustive_search": f'''
-def _rs_exhaustive_search(search_space, stream, grid_fn, kernel, args_fn, hints_fn=None, **_options):
+SEARCH = "_rs_exhaustive_search"
+
+
+def search_piece(passes_site: bool) -> str:
+    """The runtime's search; ``passes_site``: a search site of the reference passes locals kernel.rs
+    takes beside the arguments (``_rs_site``), which each launch it makes passes along."""
+    site_param = "*, _rs_site=None, " if passes_site else ""
+    site_args = ", **(_rs_site or {})" if passes_site else ""
+    return f'''
+def _rs_exhaustive_search(search_space, stream, grid_fn, kernel, args_fn, hints_fn=None, {site_param}**_options):
     """cuTile's exhaustive search as the cutile-rs autotuner runs it: the configs (at most the sweep
     limit of them, ``_rs_sweep``) launched and timed, the fastest returned as ``result.best.config``."""
     configs = list(search_space)
@@ -66,7 +59,7 @@ def _rs_exhaustive_search(search_space, stream, grid_fn, kernel, args_fn, hints_
 
     def run(cfg):
         tuned = kernel.replace_hints(**hints_fn(cfg)) if hints_fn is not None else kernel
-        {LAUNCH}(stream, grid_fn(cfg), tuned, args_fn(cfg))
+        {LAUNCH}(stream, grid_fn(cfg), tuned, args_fn(cfg){site_args})
 
     key = (tuple(_rs_tuning_key(a) for a in args_fn(configs[0])), tuple(repr(c) for c in configs))
     tuned = autotune_launch(kernel_fn=run, configs=configs, key=key, kernel_name=kernel.name)
@@ -104,27 +97,26 @@ def _rs_tuning_key(value):
     if isinstance(value, torch.Tensor):
         return (tuple(value.shape), tuple(value.stride()), str(value.dtype))
     return repr(value)
+'''
+
+
+PIECES = {
+    carried_autograd.FORWARD: carried_autograd.PIECE,
+    "_rs_cdiv": """
+def _rs_cdiv(a, b):
+    return -(-a // b)
+""",
+    "_rs_compiler_timeout": '''
+def _rs_compiler_timeout(*_args, **_kwargs):
+    """cutile-rs compiles on first launch, with no timeout to set."""
+    return contextlib.nullcontext()
 ''',
+    "_rs_replace_hints": """
+def _rs_replace_hints(kernel, **hints):
+    return kernel.replace_hints(**hints)
+""",
+    SEARCH: search_piece(passes_site=False),
 }
-
-SEARCH = "_rs_exhaustive_search"
-
-
-def search_passing_site() -> str:
-    """The search piece for a reference whose search site passes locals kernel.rs takes beside the
-    arguments (``_rs_site``): each launch it makes passes them along."""
-    piece = PIECES[SEARCH]
-    for old, new in (
-        ("hints_fn=None, **_options):", "hints_fn=None, *, _rs_site=None, **_options):"),
-        (
-            f"{LAUNCH}(stream, grid_fn(cfg), tuned, args_fn(cfg))",
-            f"{LAUNCH}(stream, grid_fn(cfg), tuned, args_fn(cfg), **(_rs_site or {{}}))",
-        ),
-    ):
-        assert old in piece
-        piece = piece.replace(old, new)
-    return piece
-
 
 # what each piece needs imported
 NEEDS = {
