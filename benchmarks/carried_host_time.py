@@ -32,24 +32,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 _TIMER = r"""
 import importlib.util, json, statistics, sys, time
-sys.path[:0] = [ROOT, WHEEL]
+settings = json.loads(sys.argv[1])
+sys.path[:0] = [settings["root"], settings["wheel"]]
 from bot.dryrun import cpu_cuda
 cpu_cuda.install()
 import cffi, torch
 import tilegym.backend as backend
 from tilegym.backend.cutile_rs import utils
+from scripts.gpu.run.bench import pin_first_config
 
 class ReturnsZero:
     def __getattr__(self, name):
         return lambda *args: 0
-
-class Pinned:
-    def __init__(self, output, config):
-        self.output, self.best_config = output, config
-
-def first_config(kernel_fn, configs, key=None, kernel_name="", **_):
-    first = list(configs)[0]
-    return Pinned(kernel_fn(first), first)
 
 def load(path, name, op):
     spec = importlib.util.spec_from_file_location(name, path)
@@ -60,22 +54,21 @@ def load(path, name, op):
         spec.loader.exec_module(module)
     finally:
         backend.register_impl = registered
-    if hasattr(module, "autotune_launch"):
-        module.autotune_launch = first_config  # one config every call, as the GPU bench pins it
+    pin_first_config(module)  # one config every call, as the GPU bench pins it
     ffi = cffi.FFI()
     ffi.cdef(utils._TENSORDESC_CDEF + module._FFI_CDEF)
     utils._cffi_kernel_libs[op] = (ffi, ReturnsZero())
     return getattr(module, op)
 
 out = {}
-for op, generated, hand in CASES:
-    args = tuple(torch.randn(*shape, device="cuda") for shape in SHAPES[op])
+for op, generated, hand in settings["cases"]:
+    args = tuple(torch.randn(*shape, device="cuda") for shape in settings["shapes"][op])
     calls = {"agent-d": load(generated, "generated_" + op, op), "hand-written": load(hand, "hand_" + op, op)}
     for fn in calls.values():
         for _ in range(300):
             fn(*args)
     times = {name: [] for name in calls}
-    for round_ in range(ROUNDS):
+    for round_ in range(settings["rounds"]):
         order = list(calls) if round_ % 2 else list(reversed(calls))
         for name in order:
             start = time.perf_counter()
@@ -117,10 +110,11 @@ def main() -> int:
             (work / op).mkdir()
             generated = generated_wrapper(checkout, op, work / op)
             cases.append((op, str(generated), str(wheel / "tilegym" / "ops" / "cutile_rs" / f"{op}.py")))
-        script = _TIMER.replace("ROOT, WHEEL", f"{str(ROOT)!r}, {str(wheel)!r}")
-        script = script.replace("CASES", repr(cases)).replace("SHAPES[op]", f"{SHAPES!r}[op]")
-        script = script.replace("ROUNDS", str(args.rounds))
-        done = subprocess.run([args.python, "-c", script], capture_output=True, text=True)
+        settings = {"root": str(ROOT), "wheel": str(wheel), "cases": cases, "shapes": SHAPES}
+        settings["rounds"] = args.rounds
+        done = subprocess.run(
+            [args.python, "-c", _TIMER, json.dumps(settings)], capture_output=True, text=True
+        )
         if done.returncode:
             print(done.stderr[-3000:], file=sys.stderr)
             return 1

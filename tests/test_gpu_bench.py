@@ -19,6 +19,7 @@ def test_bench_pins_autotuned_wrappers_to_their_first_config():
         kernel_fn=lambda cfg: seen.append(cfg) or "y", configs=["c1", "c2"], key=(1,)
     )
     assert out.output == "y" and seen == ["c1"]
+    assert out.best_config == "c1"  # a carried search reads the tuned result's config
     assert not bench.pin_first_config(types.SimpleNamespace())
 
 

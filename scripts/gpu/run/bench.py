@@ -72,8 +72,11 @@ def make_call(op: str, torch, impl):
 
 
 class _Pinned:
-    def __init__(self, output):
+    """TileGym's tuned result, as much of it as the wrappers read: the output and the config."""
+
+    def __init__(self, output, best_config):
         self.output = output
+        self.best_config = best_config
 
 
 def pin_first_config(module) -> bool:
@@ -82,7 +85,8 @@ def pin_first_config(module) -> bool:
         return False
 
     def first_config(kernel_fn, configs, key=None, kernel_name="", **_):
-        return _Pinned(kernel_fn(list(configs)[0]))
+        first = list(configs)[0]
+        return _Pinned(kernel_fn(first), first)
 
     module.autotune_launch = first_config
     return True
