@@ -527,15 +527,23 @@ def test_a_scalar_kernel_rs_adds_is_the_local_of_every_launch_that_may_run_the_k
     assert "tuned, args_fn(cfg), **(_rs_site or {}))" in text
 
 
-def test_a_launch_that_may_run_the_kernel_without_the_local_leaves_the_scalar_asked():
-    source = TUNED.replace(
-        "    ct.launch(stream, (ct.cdiv(n, 64),), _TUNED[n], (x, y, 64))\n    return y",
-        "    _launch_tuned(stream, x, y)\n    return y\n\n\ndef _launch_tuned(stream, x, y):\n"
-        "    ct.launch(stream, (1,), _TUNED[x.numel()], (x, y, 64))",
-    )
+def test_a_launch_without_the_local_leaves_the_scalar_asked_unless_it_is_over_the_launched_tensor():
+    def launched_through(handed: str) -> str:
+        return TUNED.replace(
+            "    ct.launch(stream, (ct.cdiv(n, 64),), _TUNED[n], (x, y, 64))\n    return y",
+            f"    _launch_tuned(stream, {handed}, y)\n    return y\n\n\ndef _launch_tuned(stream, x, y):\n"
+            "    ct.launch(stream, (1,), _TUNED[x.numel()], (x, y, 64))",
+        )
+
     entry = _entry()
-    found = carry.plan(source, REL, MODULE, "scale", _signature(entry), _ffi(entry))
+    # the caller hands a view: its `n = x.numel()` is not known to be the launched tensor's
+    found = carry.plan(launched_through("x.view(-1)"), REL, MODULE, "scale", _signature(entry), _ffi(entry))
     assert [m.key for m in found.missing] == ["python.args.n"]
+    # it hands `x` itself: `n` is the launched tensor's numel at every launch (bot/plan/carry_shapes.py)
+    found = carry.plan(launched_through("x"), REL, MODULE, "scale", _signature(entry), _ffi(entry))
+    assert found.missing == []
+    (kernel,) = found.plan.kernels
+    assert {a.c_param: a.expr for a in kernel.args}["n"] == "int(X.numel())"
 
 
 def test_the_search_passes_its_sites_locals_to_each_launch_it_makes():

@@ -43,6 +43,29 @@ RESPELLED = [
 ]
 
 
+# a test of our own for rope (the wheel ships none): two shapes, two head counts
+ROPE_TEST = """
+import pytest
+import torch
+
+from tilegym import set_backend
+from tilegym.ops import apply_rope_base
+
+_backends = ["cutile"]
+
+
+@pytest.mark.parametrize("batch, heads, kv_heads, seq, dim", [(2, 4, 2, 16, 64), (1, 8, 8, 32, 128)])
+@pytest.mark.parametrize("backend", _backends)
+def test_op(batch, heads, kv_heads, seq, dim, backend):
+    set_backend(backend)
+    q = torch.randn(batch, heads, seq, dim, dtype=torch.float16, device="cuda")
+    k = torch.randn(batch, kv_heads, seq, dim, dtype=torch.float16, device="cuda")
+    cos = torch.randn(1, seq, dim, dtype=torch.float16, device="cuda")
+    sin = torch.randn(1, seq, dim, dtype=torch.float16, device="cuda")
+    apply_rope_base(q, k, cos, sin)
+"""
+
+
 def _port_and_dry_run(repo: Path, op: str, out: Path, carry_always: bool):
     target = Target(repo, op)
     plan, _facts, co = make_plan(target, out / "plan", carry_always=carry_always)
@@ -87,3 +110,31 @@ def test_a_reference_the_plan_cannot_read_is_carried_and_launches_as_it_does(tmp
         dry_result.describe_row(r) for r in found.differences
     ]
     assert len(found.cases) >= dry.CASES
+
+
+def test_a_kernel_rs_count_the_reference_unpacks_from_a_launched_tensor_launches_as_that_count(
+    tmp_path, tilegym_wheel
+):
+    """rope's kernel with one more scalar, the reference's `batch_size` (unpacked from `q.shape` in
+    the forward; the search's trial launches have no such local): carried as `q.shape[0]` over the
+    kernel's own parameter, and the dry run finds it equal to the reference's quantity in each case."""
+    from checkout_support import checkout_with_kernels
+    from variant_corpus import original, variants_of
+
+    torch_python()
+    kernels = Path(__file__).parent / "fixtures" / "tilegym_ops"
+    repo = checkout_with_kernels(tmp_path / "tg", tilegym_wheel, kernels, ["rope"])
+    (repo / "tests" / "ops" / "test_rope.py").write_text(ROPE_TEST)
+    (variant,) = [v for v in variants_of(repo, "rope", original(repo, "rope")) if v.kind == "extra_scalar"]
+    assert variant.extra == "batch_size"
+    Target(repo, "rope").kernel_rs.write_text(variant.kernel_rs)
+    plan, found = _port_and_dry_run(repo, "rope", tmp_path / "out", carry_always=True)
+    values = {a.c_param: a.expr for k in plan.carry.kernels for a in k.args}
+    assert values["batch_size"] == "int(q.shape[0])"
+    assert found.status == "compared" and found.identical, [
+        found.why,
+        *[dry_result.describe_row(r) for r in found.differences],
+    ]
+    rows = [r for r in found.rows if r.param == "batch_size"]
+    # q and k have the same batch: either is the reference's quantity the value matches
+    assert len(rows) == 2 and all(r.same and ".shape[0] = " in r.reference for r in rows), rows

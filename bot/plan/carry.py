@@ -21,7 +21,7 @@ from bot.infer.direct.paths import entry_key
 from bot.infer.model import known
 from bot.infer.model.program import Program, Unit
 from bot.infer.model.semantic import ModelError, ModuleModel
-from bot.plan import carry_args
+from bot.plan import carry_args, carry_shapes
 from bot.plan.types import CarriedKernel, CarriedModule, CarryPlan, FfiPlan, MissingFact
 from bot.read.types import Entry, KernelSignature
 from bot.targets.discover import cutile_registration
@@ -112,6 +112,13 @@ def plan(
             paths[unit.module],
             by_param,
             site_locals(sites, wrapper_name),
+            carry_shapes.launched_scalars(
+                lambda site: program.models[site.module],
+                sites,
+                wrapper_name,
+                param_list(kernel),
+                [p.name for p in entry.params if p.kind == "scalar"],
+            ),
         )
         missing += mapped.missing
         paired |= mapped.paired_scalars

@@ -48,9 +48,12 @@ def map_kernel(
     rel: str,
     passed: dict[str, dict[str, int]] | None = None,
     site_locals: dict[str, int] | None = None,
+    launched: dict[str, tuple[str, int]] | None = None,
 ) -> Mapped:
     """``passed``: per parameter, the names the carried code's launches hand it (name -> line);
-    ``site_locals``: the locals every launch site of the kernel has (name -> line)."""
+    ``site_locals``: the locals every launch site of the kernel has (name -> line); ``launched``:
+    the locals its launches hold over the tensors they pass (name -> (expression over the kernel's
+    parameters, line): ``carry_shapes``)."""
     pairs, how = pair_params(
         model, kernel, entry, passed, {d.name for d in ffi.derived}, set(site_locals or {})
     )
@@ -100,7 +103,8 @@ def map_kernel(
                     f"the reference's own `{s.feeds}` at its launch (line {local})",
                 )
                 continue
-            _scalar(s.name, s.feeds, s.ctype, own, of_place, kernel, how, add, ask, entry.name)
+            over_tensors = (launched or {}).get(s.feeds)
+            _scalar(s.name, s.feeds, s.ctype, own, of_place, kernel, how, add, ask, entry.name, over_tensors)
         elif s.role == "generic":
             if s.feeds not in generics:
                 add(s.name, "0", f"{entry.name} has no generic `{s.feeds}`")
@@ -147,7 +151,9 @@ def _as_this_entry_reads(ffi: FfiPlan, variant: Variant, entry: Entry) -> list[C
     return out
 
 
-def _scalar(c_name, feeds, ctype, own, of_place, kernel, how, add, ask, entry_name) -> None:
+def _scalar(
+    c_name, feeds, ctype, own, of_place, kernel, how, add, ask, entry_name, over_tensors=None
+) -> None:
     cast = "float" if ctype == "f32" else "int"
     if feeds not in own:
         add(c_name, "0", f"{entry_name} takes no `{feeds}`")
@@ -155,6 +161,13 @@ def _scalar(c_name, feeds, ctype, own, of_place, kernel, how, add, ask, entry_na
         add(c_name, f"{cast}({ref})", f"parameter {ref} -> kernel.rs `{feeds}`{how.get(ref, '')}")
     elif (local := kernel_local(kernel, feeds)) is not None:
         add(c_name, f"{cast}({local})", f"{kernel.name}'s own `{feeds}` over its parameters")
+    elif over_tensors is not None:
+        expr, line = over_tensors
+        add(
+            c_name,
+            f"{cast}({expr})",
+            f"the reference's own `{feeds}` at its launch (line {line}), over the tensors it launches",
+        )
     else:
         ask(c_name, f"kernel.rs's scalar `{feeds}`")
 

@@ -46,6 +46,7 @@ class ModuleModel:
     module: str  # the module's dotted name ("tilegym.ops.cutile.softmax")
     bindings: dict[str, list[Binding]] = field(default_factory=dict)  # in source order
     _tables: dict[int, symtable.SymbolTable] = field(default_factory=dict)  # id(def node) -> its table
+    _nodes: dict[int, ast.AST] = field(default_factory=dict)  # id(table) -> its def node
     _top: symtable.SymbolTable | None = None
 
     # ----------------------------------------------------------------------------- building
@@ -77,6 +78,7 @@ class ModuleModel:
                 continue  # a scope the compiler folded away: its names stay the enclosing table's
             child = tables.pop(0)
             self._tables[id(sub)] = child
+            self._nodes[id(child)] = sub
             self._pair_tables(sub, child)
 
     def _bind(self, stmt: ast.stmt) -> None:
@@ -157,6 +159,10 @@ class ModuleModel:
 
     def table_of(self, node: ast.AST) -> symtable.SymbolTable | None:
         return self._tables.get(id(node))
+
+    def node_of(self, table: symtable.SymbolTable) -> ast.AST | None:
+        """The def (or lambda, class, comprehension) node of a table ``walk`` handed out."""
+        return self._nodes.get(id(table))
 
     @property
     def top(self) -> symtable.SymbolTable:

@@ -1,0 +1,125 @@
+"""A kernel.rs scalar the cuTile kernel does not take, valued over the tensors the launch passes
+(``bot/plan/carry_shapes.py``): what it follows and where it refuses."""
+
+from __future__ import annotations
+
+import textwrap
+
+from bot.infer.model.semantic import ModuleModel
+from bot.plan.carry import launch_sites
+from bot.plan.carry_shapes import launched_scalars
+
+HEAD = """
+import torch
+import cuda.tile as ct
+from cuda.tile.tune import exhaustive_search
+
+@ct.kernel
+def _k(Q, K, TILE: ct.Constant[int]):
+    pass
+"""
+
+
+def _launched(body: str, names: list[str], functions: tuple[str, ...] = ("forward",)) -> dict:
+    model = ModuleModel.build(HEAD + textwrap.dedent(body), "tilegym.ops.cutile.demo")
+    sites = launch_sites(model, list(functions))
+    return launched_scalars(lambda _site: model, sites, "_k", ["Q", "K", "TILE"], names)
+
+
+def test_a_local_unpacked_from_a_launched_tensor_s_shape_is_that_shape_over_the_kernel_parameter():
+    got = _launched(
+        """
+        def forward(q, k):
+            q = q.contiguous()
+            batch, heads, seq, head_dim = q.shape
+            rows = batch * seq
+            ct.launch(torch.cuda.current_stream(), (rows, 1, 1), _k, (q, k, 64))
+        """,
+        ["head_dim", "rows", "heads"],
+    )
+    assert got["head_dim"][0] == "Q.shape[3]"
+    assert got["rows"][0] == "Q.shape[0] * Q.shape[2]"
+    assert got["heads"][0] == "Q.shape[1]"
+
+
+def test_sizes_and_strides_of_the_second_tensor_map_to_its_own_parameter():
+    got = _launched(
+        """
+        def forward(q, k):
+            n = k.size(0)
+            s = k.stride(1) // 2
+            ct.launch(torch.cuda.current_stream(), (n,), _k, (q, k, 64))
+        """,
+        ["n", "s"],
+    )
+    assert {name: expr for name, (expr, _line) in got.items()} == {"n": "K.size(0)", "s": "K.stride(1) // 2"}
+
+
+def test_a_tensor_rebound_after_the_local_or_one_not_launched_leaves_it_asked():
+    got = _launched(
+        """
+        def forward(query, k):
+            bs, n = query.shape
+            q = query.view(bs * n)
+            width = q.shape[0]
+            q = q.contiguous()
+            ct.launch(torch.cuda.current_stream(), (1,), _k, (q, k, 64))
+        """,
+        ["bs", "width"],
+    )
+    assert got == {}  # bs: `query` is not launched; width: `q` is rebound after it
+
+
+def test_a_local_bound_twice_or_after_the_launch_is_not_followed():
+    got = _launched(
+        """
+        def forward(q, k):
+            n = q.shape[0]
+            if k is not None:
+                n = k.shape[0]
+            m = 1
+            ct.launch(torch.cuda.current_stream(), (1,), _k, (q, k, 64))
+            m = q.shape[1]
+        """,
+        ["n", "m"],
+    )
+    assert got == {}
+
+
+def test_launch_sites_that_disagree_leave_it_asked_and_a_search_without_the_local_counts_for_none():
+    body = """
+        def forward(q, k):
+            n = q.shape[0]
+            ct.launch(torch.cuda.current_stream(), (1,), _k, (q, k, 64))
+
+        def other(q, k):
+            n = k.shape[0]
+            ct.launch(torch.cuda.current_stream(), (1,), _k, (q, k, 64))
+
+        def tuned(q, k):
+            return exhaustive_search([1], torch.cuda.current_stream(), lambda c: (1,), _k, lambda c: (q, k, c))
+        """
+    assert _launched(body, ["n"], ("forward", "other")) == {}
+    assert _launched(body, ["n"], ("forward", "tuned"))["n"][0] == "Q.shape[0]"
+
+
+def test_a_caller_s_local_over_a_tensor_it_hands_the_launching_function_unchanged():
+    body = """
+        def launch(stream, q, kv):
+            ct.launch(stream, (1,), _k, (q, kv, 64))
+
+        def forward(q, k):
+            heads = k.shape[1]
+            launch(torch.cuda.current_stream(), q, kv=k)
+
+        def rebinding(q, k):
+            heads = k.shape[1]
+            launch_copy(torch.cuda.current_stream(), q, k)
+
+        def launch_copy(stream, q, k):
+            k = k.contiguous()
+            ct.launch(stream, (1,), _k, (q, k, 64))
+        """
+    assert _launched(body, ["heads"], ("launch", "forward"))["heads"][0] == "K.shape[1]"
+    # launch_copy rebinds the tensor it launches: the caller's `k` is not known to be it
+    assert _launched(body, ["heads"], ("launch_copy", "rebinding")) == {}
