@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from bot.build.types import Annotation
+
+# a wrapper's refusal of a launch kernel.rs does not port, wherever it surfaces (a test's failure,
+# the dry run's port side): the kernel's gap, not the host's
+UNPORTED_PATH = re.compile(
+    r"the reference's launch through (?P<through>.+?) \(when (?P<when>.+?)\) is not ported"
+)
 
 
 class StageStop(Exception):

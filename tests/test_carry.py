@@ -301,7 +301,7 @@ def test_the_carried_wrapper_is_clean_for_pyflakes(tmp_path):
 
 
 def test_an_unported_kernel_launch_raises_in_the_words_the_classifier_reads():
-    from bot.infer.direct.paths import UNPORTED_PATH
+    from bot.errors import UNPORTED_PATH
 
     text = _rendered()
     message = "cutile-rs scale: the reference's launch through _other (when it is reached) is not ported"

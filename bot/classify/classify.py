@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from bot.classify.citation import citation
 from bot.classify.types import Verdict, VerdictKind
-from bot.infer.direct.paths import UNPORTED_PATH
+from bot.errors import UNPORTED_PATH
 from bot.testing.types import TestResult
 from bot.testresults.log_scan import SWEEP_READ
 

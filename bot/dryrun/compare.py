@@ -30,7 +30,7 @@ import math
 
 from bot.dryrun.port_side import EvalError, PortLaunch, port_launches
 from bot.dryrun.result import KERNEL_DTYPE, DryRun, Row
-from bot.infer.direct.paths import UNPORTED_PATH
+from bot.errors import UNPORTED_PATH
 from bot.plan.common import TORCH_DTYPES
 from bot.plan.types import LaunchPlan
 from bot.read.types import KernelSignature

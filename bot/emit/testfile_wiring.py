@@ -14,7 +14,7 @@ from bot.emit.testfile_ast import parametrized_values, read_test_file, with_bloc
 from bot.emit.testfile_perf import PERF_TEST as PERF_TEST  # the perf stage reads it here
 from bot.emit.testfile_perf import perf_backends
 from bot.emit.wiring import GUARD, WiringError, binds
-from bot.infer.launch.syntax import is_call, plain_assign
+from bot.infer.syntax import is_call, plain_assign
 from bot.targets.pyread import tilegym_aliases, tilegym_path
 
 

@@ -1,6 +1,6 @@
 """A reference kernel's parameters matched onto kernel.rs by position, where that is stated.
 
-Names come first (``direct.launch._match_params``, ``launch.syntax.generic_twin``). When names leave
+Names come first (``direct.launch._match_params``, ``infer.syntax.generic_twin``). When names leave
 a reference parameter without its kernel.rs twin, its position says which one it is only if both
 kernels take the same parameters of the same kinds in the same order: the reference kernel's
 parameters, and kernel.rs's runtime parameters followed by its const generics (the reference

@@ -15,7 +15,7 @@ import ast
 import copy
 from dataclasses import dataclass
 
-from bot.infer.launch.syntax import bind, is_allocation, substitute
+from bot.infer.syntax import bind, is_allocation, substitute
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,15 @@ import re
 from bot.read.types import Param
 from bot.targets.types import Source
 
+CONFIGS_CALL = "_autotune_configs"  # the wrapper's configs for this device (bot/emit/wrapper_py.py)
+DEVICE_CALL = "_device_capability"  # the wrapper's capability query (bot/emit/wrapper_py.py)
+
+
+def entry_key(name: str) -> str:
+    """A kernel's name as kernel.rs entries and reference kernels are matched (``_x_kernel`` ~ ``x_kernel``)."""
+    return name.lstrip("_").lower()
+
+
 RUST_KEYWORDS = {
     "as",
     "break",

@@ -17,10 +17,10 @@ import symtable
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from bot.infer.direct.paths import entry_key
 from bot.infer.model import known
 from bot.infer.model.program import Program, Unit
 from bot.infer.model.semantic import ModelError, ModuleModel
+from bot.infer.naming import entry_key
 from bot.plan import carry_args, carry_shapes
 from bot.plan.types import CarriedKernel, CarriedModule, CarryPlan, FfiPlan, MissingFact
 from bot.read.types import Entry, KernelSignature

@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass, field, replace
 
 from bot.infer import by_position
-from bot.infer.launch.syntax import bool_params, generic_twin, plain_assign
 from bot.infer.list_params import element_twin, list_elements
 from bot.infer.model.semantic import ModuleModel
+from bot.infer.syntax import bool_params, generic_twin, plain_assign
 from bot.plan.types import CarriedArg, CScalar, FfiPlan, MissingFact, Variant
 from bot.read.types import Entry
 from bot.targets.types import Source

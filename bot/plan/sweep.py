@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping
 
 from bot.cover import greedy_cover
-from bot.infer.direct.autotune import DEVICE_CALL
+from bot.infer.naming import DEVICE_CALL
 from bot.targets.types import Source
 
 # at about 4 s a config on first use, 8 configs take about half of a case's 60 s

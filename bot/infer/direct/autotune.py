@@ -14,10 +14,10 @@ import copy
 from dataclasses import dataclass
 
 from bot.infer.launch.configs import generator_configs
-from bot.infer.launch.syntax import NotThisShape, is_call, substitute
+from bot.infer.launch.syntax import NotThisShape
+from bot.infer.naming import CONFIGS_CALL, DEVICE_CALL
+from bot.infer.syntax import is_call, substitute
 
-CONFIGS_CALL = "_autotune_configs"  # the wrapper's configs for this device (bot/emit/wrapper_py.py)
-DEVICE_CALL = "_device_capability"  # the wrapper's capability query (bot/emit/wrapper_py.py)
 # the switch's name -> whether it is true when autotuning is off
 _TUNING_SWITCHES = {"is_autotune_disabled": True, "is_autotune_enabled": False}
 

@@ -45,14 +45,8 @@ from bot.infer.direct.statements import (
     replaced_item,
     same_names,
 )
-from bot.infer.launch.syntax import (
-    NotThisShape,
-    assert_step,
-    bind,
-    none_default_step,
-    plain_assign,
-    substitute,
-)
+from bot.infer.launch.syntax import NotThisShape, assert_step, none_default_step
+from bot.infer.syntax import bind, plain_assign, substitute
 
 # calls that make a tensor without reading any tensor's data
 _ALLOCATORS = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like"}

@@ -9,7 +9,8 @@ from __future__ import annotations
 import ast
 
 from bot.infer.direct.autotune import ConfigChoice, generator_choice, generator_of
-from bot.infer.launch.syntax import NotThisShape, is_call, plain_assign
+from bot.infer.launch.syntax import NotThisShape
+from bot.infer.syntax import is_call, plain_assign
 
 
 class ConfigSteps:

@@ -12,17 +12,12 @@ import ast
 from dataclasses import dataclass, field
 
 from bot.infer import by_position, naming
-from bot.infer.direct.autotune import CONFIGS_CALL, ConfigChoice
+from bot.infer.direct.autotune import ConfigChoice
 from bot.infer.direct.flatten import Flattener, Launch
 from bot.infer.direct.statements import message_names
-from bot.infer.launch.syntax import (
-    NotThisShape,
-    bool_params,
-    flag_check,
-    generic_twin,
-    plain_assign,
-    substitute,
-)
+from bot.infer.launch.syntax import NotThisShape, flag_check
+from bot.infer.naming import CONFIGS_CALL
+from bot.infer.syntax import bool_params, generic_twin, plain_assign, substitute
 from bot.read.types import Entry, Param
 
 # names a generated wrapper has without importing anything of the reference module

@@ -7,8 +7,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from bot.infer.launch.syntax import bind, is_call, plain_assign, returning_body, substitute
+from bot.infer.launch.syntax import returning_body
 from bot.infer.reference.op import ModuleIndex, ModuleLoader, module_assignments
+from bot.infer.syntax import bind, is_call, plain_assign, substitute
 
 MAX_INLINE = 4  # callee depth
 

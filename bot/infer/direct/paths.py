@@ -11,20 +11,10 @@ takes such a path is the kernel's gap, not the host's.
 from __future__ import annotations
 
 import ast
-import re
 
 from bot.infer.direct.module import ReferenceModule, is_launch
 from bot.infer.direct.statements import if_chain, raised
-
-# the refusal's message, wherever it surfaces (a test's failure, the dry run's port side)
-UNPORTED_PATH = re.compile(
-    r"the reference's launch through (?P<through>.+?) \(when (?P<when>.+?)\) is not ported"
-)
-
-
-def entry_key(name: str) -> str:
-    """A kernel's name as kernel.rs entries and reference kernels are matched (``_x_kernel`` ~ ``x_kernel``)."""
-    return name.lstrip("_").lower()
+from bot.infer.naming import entry_key
 
 
 def not_ported(op: str, through: str, test: ast.expr) -> str:

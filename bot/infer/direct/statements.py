@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import copy
 
-from bot.infer.launch.syntax import plain_assign, substitute
+from bot.infer.syntax import plain_assign, substitute
 
 
 def is_dropped(stmt: ast.stmt) -> bool:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ast
 
-from bot.infer.launch.syntax import NotThisShape, bind, substitute
+from bot.infer.launch.syntax import NotThisShape
+from bot.infer.syntax import bind, substitute
 
 MAX_CONFIGS = 64  # per branch: more would make every new shape autotune for minutes
 

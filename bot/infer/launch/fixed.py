@@ -6,15 +6,9 @@ from __future__ import annotations
 import ast
 import copy
 
-from bot.infer.launch.syntax import (
-    NotThisShape,
-    bind,
-    ceil_to_cdiv,
-    generic_twin,
-    is_call,
-    substitute,
-)
+from bot.infer.launch.syntax import NotThisShape, ceil_to_cdiv
 from bot.infer.launch.variant import Variant, VariantReader
+from bot.infer.syntax import bind, generic_twin, is_call, substitute
 from bot.read.types import Entry
 
 

@@ -15,22 +15,18 @@ from bot.infer.by_position import reference_kinds
 from bot.infer.launch.configs import generator_configs
 from bot.infer.launch.syntax import (
     NotThisShape,
-    bind,
-    bool_params,
     ceil_to_cdiv,
     cfg_field,
     flag_check,
-    generic_twin,
-    is_call,
     lambda_dict,
     lambda_tuple,
     num_sms,
     rename_fields,
     returning_body,
-    substitute,
 )
 from bot.infer.launch.variant import Variant, VariantReader
 from bot.infer.list_params import ListArg, element_twin, list_elements
+from bot.infer.syntax import bind, bool_params, generic_twin, is_call, substitute
 from bot.read.types import Entry
 
 # hints_fn's compile hints -> the kernel.rs compile options they set

@@ -1,44 +1,19 @@
 """Pieces of TileGym's autotuned cuTile host code, read and rewritten with ``ast``.
 
-Used by both reference readers (``reference.launch``, ``reference.direct``) and their pieces:
-recognising calls and allocations, binding local names, substituting them into expressions, and
-rewriting the reference's expressions into the wrapper's (``cfg`` fields renamed to kernel.rs
+Used by both reference readers (``reference.launch``, ``reference.direct``) and their pieces
+(the pieces others share are in ``bot.infer.syntax``): rewriting the reference's expressions into the wrapper's (``cfg`` fields renamed to kernel.rs
 generics, ``ceil(x / y)`` to ``cdiv``, the SM query to TileGym's cached ``get_num_sm()``).
 """
 
 from __future__ import annotations
 
 import ast
-import copy
-import re
 
-_ALLOCATORS = {"empty", "zeros"}  # output allocations with an explicit shape tuple
+from bot.infer.syntax import is_call
 
 
 class NotThisShape(Exception):
     """The reference does not have the shape this reader understands (the message says where)."""
-
-
-def is_call(node: ast.AST, name: str) -> bool:
-    return isinstance(node, ast.Call) and (
-        getattr(node.func, "id", None) == name or getattr(node.func, "attr", None) == name
-    )
-
-
-def plain_assign(stmt: ast.stmt) -> bool:
-    """``name = value``: one target, a plain name."""
-    return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-
-
-def is_allocation(value: ast.expr) -> bool:
-    return (
-        isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Attribute)
-        and value.func.attr in _ALLOCATORS
-        and getattr(value.func.value, "id", "") == "torch"
-        and bool(value.args)
-        and isinstance(value.args[0], ast.Tuple)
-    )
 
 
 def none_default_step(stmt: ast.If) -> dict[str, str] | None:
@@ -67,29 +42,6 @@ def assert_step(stmt: ast.Assert, condition: str, op: str) -> dict[str, str]:
         failed = f"({condition}) and {failed}"
     message = stmt.msg.value if isinstance(stmt.msg, ast.Constant) else f"requires {ast.unparse(stmt.test)}"
     return {"check": failed, "raise": "ValueError", "message": f"cutile-rs {op}: {message}"}
-
-
-def bind(target: ast.expr, value: ast.expr, into: dict[str, ast.expr]) -> None:
-    if isinstance(target, ast.Name):
-        into[target.id] = value
-    elif isinstance(target, ast.Tuple):
-        for i, elt in enumerate(target.elts):
-            if isinstance(elt, ast.Name):
-                into[elt.id] = ast.Subscript(
-                    value=copy.deepcopy(value), slice=ast.Constant(i), ctx=ast.Load()
-                )
-
-
-def substitute(expr: ast.expr, local: dict[str, ast.expr], bound: dict[str, ast.expr]) -> ast.expr:
-    class Sub(ast.NodeTransformer):
-        def visit_Name(self, node: ast.Name) -> ast.AST:
-            if node.id in local:
-                return substitute(local[node.id], {k: v for k, v in local.items() if k != node.id}, bound)
-            if node.id in bound:
-                return copy.deepcopy(bound[node.id])
-            return node
-
-    return Sub().visit(copy.deepcopy(expr))
 
 
 def returning_body(fn: ast.FunctionDef) -> list[ast.stmt] | None:
@@ -125,23 +77,6 @@ def cfg_field(expr: ast.expr) -> str | None:
         and isinstance(expr.args[1].value, str)
     ):
         return expr.args[1].value
-    return None
-
-
-_PREFIX = re.compile(r"^(TILE_SIZE_|TILE_|BLOCK_SIZE_|BLOCK_)")
-
-
-def generic_twin(ref: str, generics: set[str]) -> str | None:
-    """The kernel.rs const generic a reference parameter corresponds to (``TILE_SIZE_M`` ~ ``BM``)."""
-    if ref in generics:
-        return ref
-    short = re.fullmatch(r"[TB]([A-Z])", ref)  # bmm's `TM, TN, TK`
-    if not (_PREFIX.match(ref) or short):
-        return None
-    axis = short.group(1) if short else _PREFIX.sub("", ref)
-    for name in (f"B{axis}", f"T{axis}", f"TILE_{axis}", f"BLOCK_{axis}", f"TILE_SIZE_{axis}"):
-        if name in generics:
-            return name
     return None
 
 
@@ -256,15 +191,6 @@ def device_capability(expr: ast.expr) -> ast.expr:
             return node
 
     return Capability().visit(expr)
-
-
-def bool_params(kernel: ast.FunctionDef) -> set[str]:
-    """The reference kernel's parameters declared boolean (``ConstBool``, ``ct.Constant[bool]``)."""
-    return {
-        a.arg
-        for a in kernel.args.args
-        if a.annotation is not None and "bool" in ast.unparse(a.annotation).lower()
-    }
 
 
 def flag_check(c_arg: str) -> dict[str, str]:

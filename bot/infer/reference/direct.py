@@ -40,9 +40,9 @@ from bot.infer.direct.flatten import Flattener, Launch
 from bot.infer.direct.flatten_ast import with_names
 from bot.infer.direct.launch import Direct, kernel_hints, map_launch, param_names
 from bot.infer.direct.module import ReferenceModule
-from bot.infer.direct.paths import entry_key
 from bot.infer.facts import Facts
 from bot.infer.launch.syntax import NotThisShape
+from bot.infer.naming import entry_key
 from bot.infer.reference.op import ModuleLoader, ReferenceOp, read_with, registered_function
 from bot.read.types import Entry, KernelSignature
 from bot.targets.types import Source, Target

@@ -27,16 +27,11 @@ from bot.infer.direct.statements import raise_check
 from bot.infer.facts import Facts
 from bot.infer.launch.fixed import fixed_variant
 from bot.infer.launch.search import passed_by_name, search_variant
-from bot.infer.launch.syntax import (
-    NotThisShape,
-    assert_step,
-    is_allocation,
-    is_call,
-    none_default_step,
-)
+from bot.infer.launch.syntax import NotThisShape, assert_step, none_default_step
 from bot.infer.launch.variant import Variant, VariantReader
 from bot.infer.list_params import appended_list
 from bot.infer.reference.op import ReferenceOp, read_with, registered_function
+from bot.infer.syntax import is_allocation, is_call
 from bot.read.types import KernelSignature
 from bot.targets.types import Source, Target
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.infer.facts import Facts
-from bot.infer.launch.syntax import NotThisShape, plain_assign
+from bot.infer.launch.syntax import NotThisShape
 from bot.infer.ops_py import render_signature, tensor_params
+from bot.infer.syntax import plain_assign
 from bot.targets.discover import cutile_registration
 from bot.targets.types import Discovery, Source, Target
 
