@@ -123,3 +123,19 @@ def test_a_caller_s_local_over_a_tensor_it_hands_the_launching_function_unchange
     assert _launched(body, ["heads"], ("launch", "forward"))["heads"][0] == "K.shape[1]"
     # launch_copy rebinds the tensor it launches: the caller's `k` is not known to be it
     assert _launched(body, ["heads"], ("launch_copy", "rebinding")) == {}
+
+
+def test_a_name_bound_otherwise_than_by_assignment_is_not_followed():
+    got = _launched(
+        """
+        def forward(q, k):
+            n = q.shape[0]
+            try:
+                pass
+            except ValueError as n:
+                pass
+            ct.launch(torch.cuda.current_stream(), (1,), _k, (q, k, 64))
+        """,
+        ["n"],
+    )
+    assert got == {}

@@ -112,7 +112,22 @@ def _stores(model: ModuleModel, function: ast.AST, scope: symtable.SymbolTable) 
             and id(node) not in plain
         ):
             out.setdefault(node.id, []).append((None, node.lineno))
+        else:  # the bindings that are no Name node: each makes the name's value unknown here
+            for name in _other_bindings(node, function):
+                out.setdefault(name, []).append((None, getattr(node, "lineno", 0)))
     return out
+
+
+def _other_bindings(node: ast.AST, function: ast.AST) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not function:
+        return [node.name]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [a.asname or a.name.split(".")[0] for a in node.names]
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return list(node.names)
+    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+        return [node.name]
+    return []
 
 
 def _bind(target: ast.expr, value: ast.expr, line: int, out: dict[str, list], plain: set[int]) -> None:
