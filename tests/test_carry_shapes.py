@@ -139,3 +139,29 @@ def test_a_name_bound_otherwise_than_by_assignment_is_not_followed():
         ["n"],
     )
     assert got == {}
+
+
+def test_a_call_that_unpacks_its_arguments_or_a_method_s_namesake_gives_no_caller_local():
+    unpacked = """
+        def launch(stream, q, kv):
+            ct.launch(stream, (1,), _k, (q, kv, 64))
+
+        def forward(q, k):
+            heads = k.shape[1]
+            launch(torch.cuda.current_stream(), *(q, k))
+        """
+    assert _launched(unpacked, ["heads"], ("launch", "forward")) == {}
+    method = """
+        class Op:
+            def launch(self, q, kv):
+                ct.launch(torch.cuda.current_stream(), (1,), _k, (q, kv, 64))
+
+        def launch(q, kv):
+            pass
+
+        def other(q, k):
+            heads = k.shape[1]
+            launch(q, k)
+        """
+    # other() calls the module's `launch`, not Op.launch: it says nothing of Op.launch's tensors
+    assert _launched(method, ["heads"], ("Op", "other")) == {}

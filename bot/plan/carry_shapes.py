@@ -78,6 +78,9 @@ def _frames(model: ModuleModel, site, params: list[str]) -> list[_Frame]:
         a.id: params[i] for i, a in enumerate(site.args.elts) if isinstance(a, ast.Name) and i < len(params)
     }
     frames = [_Frame(stores, passed, site.call.lineno)]
+    binding = model.binding(function.name)
+    if binding is None or binding.stmt is not function:
+        return frames  # a method or a nested function: its calls are not found by its name
     # a parameter handed on to the launch unchanged, from each call of this function
     through = {name: param for name, param in passed.items() if not stores.get(name)}
     arg_names = [a.arg for a in function.args.posonlyargs + function.args.args]
@@ -86,8 +89,11 @@ def _frames(model: ModuleModel, site, params: list[str]) -> list[_Frame]:
         if not isinstance(node, ast.Call) or model.qualified(node.func, scope) != qualified:
             continue
         caller = model.node_of(scope)
-        if not isinstance(caller, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
+        unpacked = any(isinstance(a, ast.Starred) for a in node.args) or any(
+            k.arg is None for k in node.keywords
+        )
+        if not isinstance(caller, (ast.FunctionDef, ast.AsyncFunctionDef)) or unpacked:
+            continue  # `f(*args)`: which argument is which parameter is not written there
         handed = list(zip(arg_names, node.args, strict=False)) + [(k.arg, k.value) for k in node.keywords]
         caller_passed = {
             value.id: through[arg] for arg, value in handed if isinstance(value, ast.Name) and arg in through
