@@ -103,15 +103,22 @@ def test_launch_sites_that_disagree_leave_it_asked_and_a_search_without_the_loca
     assert _launched(body, ["n"], ("forward", "tuned"))["n"][0] == "Q.shape[0]"
 
 
-def test_a_caller_s_local_over_a_tensor_it_hands_the_launching_function_unchanged():
-    body = """
+# a launching function and a caller that holds `heads` over the tensor it hands it ({call}: the
+# arguments after the stream)
+_CALLER = """
         def launch(stream, q, kv):
             ct.launch(stream, (1,), _k, (q, kv, 64))
 
         def forward(q, k):
             heads = k.shape[1]
-            launch(torch.cuda.current_stream(), q, kv=k)
+            launch(torch.cuda.current_stream(), {call})
+        """
 
+
+def test_a_caller_s_local_over_a_tensor_it_hands_the_launching_function_unchanged():
+    body = (
+        _CALLER.format(call="q, kv=k")
+        + """
         def rebinding(q, k):
             heads = k.shape[1]
             launch_copy(torch.cuda.current_stream(), q, k)
@@ -120,6 +127,7 @@ def test_a_caller_s_local_over_a_tensor_it_hands_the_launching_function_unchange
             k = k.contiguous()
             ct.launch(stream, (1,), _k, (q, k, 64))
         """
+    )
     assert _launched(body, ["heads"], ("launch", "forward"))["heads"][0] == "K.shape[1]"
     # launch_copy rebinds the tensor it launches: the caller's `k` is not known to be it
     assert _launched(body, ["heads"], ("launch_copy", "rebinding")) == {}
@@ -142,14 +150,7 @@ def test_a_name_bound_otherwise_than_by_assignment_is_not_followed():
 
 
 def test_a_call_that_unpacks_its_arguments_or_a_method_s_namesake_gives_no_caller_local():
-    unpacked = """
-        def launch(stream, q, kv):
-            ct.launch(stream, (1,), _k, (q, kv, 64))
-
-        def forward(q, k):
-            heads = k.shape[1]
-            launch(torch.cuda.current_stream(), *(q, k))
-        """
+    unpacked = _CALLER.format(call="*(q, k)")
     assert _launched(unpacked, ["heads"], ("launch", "forward")) == {}
     method = """
         class Op:
