@@ -138,3 +138,28 @@ def test_a_kernel_rs_count_the_reference_unpacks_from_a_launched_tensor_launches
     rows = [r for r in found.rows if r.param == "batch_size"]
     # q and k have the same batch: either is the reference's quantity the value matches
     assert len(rows) == 2 and all(r.same and ".shape[0] = " in r.reference for r in rows), rows
+
+
+def test_a_kernel_rs_count_the_launched_tensor_was_shaped_with_launches_as_that_count(
+    tmp_path, tilegym_wheel
+):
+    """attention_sink's kernel with one more scalar, the reference's `bs`: unpacked from `query`,
+    which is not launched; the launch passes `query.view(bs, ...)` transposed. Carried as the view's
+    first dimension over the kernel's own parameter, equal to the reference's `bs` in each case."""
+    from variant_corpus import original, variants_of
+
+    torch_python()
+    repo = assemble_checkout(tmp_path / "tg", tilegym_wheel, ["attention_sink"], ["attention_sink"]).repo
+    orig = original(repo, "attention_sink")
+    (variant,) = [v for v in variants_of(repo, "attention_sink", orig) if v.kind == "extra_scalar"]
+    assert variant.extra == "bs"
+    Target(repo, "attention_sink").kernel_rs.write_text(variant.kernel_rs)
+    plan, found = _port_and_dry_run(repo, "attention_sink", tmp_path / "out", carry_always=True)
+    values = {a.c_param: a.expr for k in plan.carry.kernels for a in k.args}
+    assert values["bs"] == "int(Q.shape[0])"  # the cuTile kernel's parameter Q
+    assert found.status == "compared" and found.identical, [
+        found.why,
+        *[dry_result.describe_row(r) for r in found.differences],
+    ]
+    rows = [r for r in found.rows if r.param == "bs"]
+    assert rows and all(r.same for r in rows), rows

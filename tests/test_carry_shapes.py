@@ -166,3 +166,61 @@ def test_a_call_that_unpacks_its_arguments_or_a_method_s_namesake_gives_no_calle
         """
     # other() calls the module's `launch`, not Op.launch: it says nothing of Op.launch's tensors
     assert _launched(method, ["heads"], ("Op", "other")) == {}
+
+
+def test_a_local_the_launched_tensor_was_shaped_with_is_that_dimension_after_a_transpose():
+    # the shape of attention_sink's host code: the count is read off the caller's tensor, the launch
+    # passes a view of it, transposed and copied; the launching function takes the view
+    body = """
+        def launch(stream, q, kv):
+            ct.launch(stream, (1,), _k, (q, kv, 64))
+
+        def forward(query, k):
+            bs, n, heads, d = query.shape
+            q = query.view(n, bs, heads * d)
+            q = q.transpose(0, 1).contiguous()
+            launch(torch.cuda.current_stream(), q, k)
+        """
+    got = _launched(body, ["bs", "n"], ("launch", "forward"))
+    assert {name: expr for name, (expr, _line) in got.items()} == {"bs": "Q.shape[0]", "n": "Q.shape[1]"}
+
+
+def test_a_reshape_that_may_not_run_or_a_local_rebound_after_it_says_nothing():
+    got = _launched(
+        """
+        def forward(query, k, flag):
+            bs, n = query.shape
+            q = query.reshape(-1, n)
+            if flag:
+                q = query.view(bs, n)
+            ct.launch(torch.cuda.current_stream(), (1,), _k, (q, k, 64))
+        """,
+        ["bs", "n"],
+    )
+    assert got == {}  # the view in the branch may not run; the reshape outside it is not followed past it
+    got = _launched(
+        """
+        def forward(query, k):
+            bs, n = query.shape
+            q = query.view(bs, n)
+            bs = bs * 2
+            p = query.view(n, bs)[0]
+            ct.launch(torch.cuda.current_stream(), (1,), _k, (q, p, 64))
+        """,
+        ["bs", "n"],
+    )
+    # bs is bound twice; a row of a view has the shape of neither; n is still q's second dimension
+    assert {name: expr for name, (expr, _line) in got.items()} == {"n": "Q.shape[1]"}
+
+
+def test_an_unknown_axis_leaves_the_dimensions_unknown():
+    got = _launched(
+        """
+        def forward(query, k, axis):
+            bs, n = query.shape
+            q = query.view(bs, n).transpose(axis, 1)
+            ct.launch(torch.cuda.current_stream(), (1,), _k, (q, k, 64))
+        """,
+        ["bs"],
+    )
+    assert got == {}

@@ -248,12 +248,7 @@ def test_each_variant_plans_as_the_original_or_asks_exactly_these_keys(op, check
 
 # Carried (the port's default): a variant plans as the original, or asks what the plan's own wrapper
 # half asks (the carried plan asked first and gave way), except where listed here
-OWN_HALF = "own half"  # the carried plan asked; the plan's own wrapper half answered every question
 CARRIED_EXPECTED = {
-    # an extra kernel.rs scalar the reference computes from a tensor it does not launch
-    # (`bs, ... = query.shape`, the launch passes a view of it) and does not hold as a local at every
-    # launch that may run the kernel (a launch of a tuned kernel from a cache may run any of them)
-    ("attention_sink", "extra_scalar"): OWN_HALF,
     # renamed: the C arguments of the second entry's generics get names of their own (`b_2`), where
     # the original's share the first entry's (`b`); the launch is the same (docs/variants.md)
     ("flash_decode", "renamed"): "differs: .ffi.scalars.b_2",

@@ -7,6 +7,13 @@ integer arithmetic), the same function over the kernel's own parameters gives it
 that may run the kernel, a search's trial launches included, which have no such local. The local
 must have one binding in its function, made before the launch, and each tensor it reads must be
 the launch's own (not rebound after); sites that disagree leave it asked.
+
+A local the launch's tensor was shaped with is that dimension of it: after
+``q = query.view(bs, n, h, d)`` and ``q = q.transpose(1, 2).contiguous()``, ``bs`` is
+``q.shape[0]``. Followed only through top-level rebindings made before the launch, each a reshape
+(``view``, ``reshape``), a permutation by constant axes (``transpose``, ``permute``) or a copy of
+the same shape (``contiguous``, ``clone``, ...), and only for a local bound at most once, before
+that reshape.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ _MAX_DEPTH = 8
 _TENSOR_ATTRS = {"shape", "ndim"}
 _TENSOR_METHODS = {"size", "stride", "numel", "dim"}
 _OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
+_RESHAPES = {"view", "reshape"}
+_SAME_SHAPE = {"contiguous", "clone", "detach", "to", "float", "half", "bfloat16", "cuda"}
 
 
 class _NotOverTensors(Exception):
@@ -55,15 +64,68 @@ class _Frame:
     """A function that launches the kernel, or calls one that does: its bindings and which of its
     names the launch hands the kernel as which parameter, read before ``line``."""
 
-    def __init__(self, stores: dict[str, list], passed: dict[str, str], line: int) -> None:
+    def __init__(self, stores: dict[str, list], passed: dict[str, str], line: int, top: set[int]) -> None:
         self.stores, self.passed, self.line = stores, passed, line
+        self.top = top  # the lines of the function's own statements: bindings that always run
 
     def over_tensors(self, local: str) -> str | None:
         try:
             expr = _resolve(ast.Name(local, ast.Load()), self.stores, self.passed, self.line, depth=0)
         except _NotOverTensors:
-            return None
+            return self.shaped_with(local)
         return ast.unparse(expr) if _reads_a_tensor(expr, set(self.passed.values())) else None
+
+    def shaped_with(self, local: str) -> str | None:
+        """``local`` as the dimension of a launched tensor that was shaped with it, in the order
+        the launch passes the tensors."""
+        bindings = self.stores.get(local, [])
+        for name, param in self.passed.items():
+            if any(line >= self.line for _value, line in self.stores.get(name, [])):
+                continue  # rebound at or after the launch: not the tensor the launch passes
+            for axis, dim in enumerate(self.shape(name, self.line, 0) or []):
+                if dim is None or not isinstance(dim[0], ast.Name) or dim[0].id != local:
+                    continue
+                if len(bindings) <= 1 and all(line < dim[1] for _value, line in bindings):
+                    return f"{param}.shape[{axis}]"
+        return None
+
+    def shape(self, name: str, before: int, depth: int) -> list | None:
+        """The dimensions of the tensor ``name`` holds just before ``before`` where its rebindings
+        say them: each (the expression it was shaped with, the line) or None; None if unknown."""
+        lines = [line for _value, line in self.stores.get(name, []) if line < before]
+        if not lines or depth > _MAX_DEPTH:
+            return None
+        value, line = max(self.stores[name], key=lambda b: b[1] if b[1] < before else -1)
+        if value is None or line not in self.top:
+            return None  # a binding that may not run (in a branch or a loop) says nothing
+        return self._shape_of(value, line, depth + 1)
+
+    def _shape_of(self, expr: ast.expr, line: int, depth: int) -> list | None:
+        if isinstance(expr, ast.Name):
+            return self.shape(expr.id, line, depth)
+        if not isinstance(expr, ast.Call) or not isinstance(expr.func, ast.Attribute) or expr.keywords:
+            return None
+        method, args = expr.func.attr, expr.args
+        if method in _RESHAPES:
+            if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
+                args = args[0].elts
+            if any(isinstance(a, ast.Starred) for a in args):
+                return None
+            return [None if _constant(a) == -1 else (a, line) for a in args]
+        inner = self._shape_of(expr.func.value, line, depth + 1)
+        if method in _SAME_SHAPE or inner is None:
+            return inner
+        axes = [_constant(a) for a in args]
+        if not all(type(a) is int and -len(inner) <= a < len(inner) for a in axes):
+            return None
+        axes = [a % len(inner) for a in axes]
+        if method == "transpose" and len(axes) == 2:
+            swapped = list(inner)
+            swapped[axes[0]], swapped[axes[1]] = inner[axes[1]], inner[axes[0]]
+            return swapped
+        if method == "permute" and sorted(axes) == list(range(len(inner))):
+            return [inner[a] for a in axes]
+        return None
 
 
 def _frames(model: ModuleModel, site, params: list[str]) -> list[_Frame]:
@@ -77,7 +139,7 @@ def _frames(model: ModuleModel, site, params: list[str]) -> list[_Frame]:
     passed = {
         a.id: params[i] for i, a in enumerate(site.args.elts) if isinstance(a, ast.Name) and i < len(params)
     }
-    frames = [_Frame(stores, passed, site.call.lineno)]
+    frames = [_Frame(stores, passed, site.call.lineno, _top_lines(function))]
     binding = model.binding(function.name)
     if binding is None or binding.stmt is not function:
         return frames  # a method or a nested function: its calls are not found by its name
@@ -98,8 +160,24 @@ def _frames(model: ModuleModel, site, params: list[str]) -> list[_Frame]:
         caller_passed = {
             value.id: through[arg] for arg, value in handed if isinstance(value, ast.Name) and arg in through
         }
-        frames.append(_Frame(_stores(model, caller, scope), caller_passed, node.lineno))
+        frames.append(_Frame(_stores(model, caller, scope), caller_passed, node.lineno, _top_lines(caller)))
     return frames
+
+
+def _top_lines(function: ast.AST) -> set[int]:
+    return {stmt.lineno for stmt in getattr(function, "body", [])}
+
+
+def _constant(expr: ast.expr) -> object:
+    """An int constant's value (``-1`` included); None for anything else."""
+    if (
+        isinstance(expr, ast.UnaryOp)
+        and isinstance(expr.op, ast.USub)
+        and isinstance(expr.operand, ast.Constant)
+    ):
+        value = expr.operand.value
+        return -value if type(value) is int else None
+    return expr.value if isinstance(expr, ast.Constant) and type(expr.value) is int else None
 
 
 def _stores(model: ModuleModel, function: ast.AST, scope: symtable.SymbolTable) -> dict[str, list]:
