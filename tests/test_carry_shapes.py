@@ -224,3 +224,19 @@ def test_an_unknown_axis_leaves_the_dimensions_unknown():
         ["bs"],
     )
     assert got == {}
+
+
+def test_branches_that_unpack_one_shape_two_ways_agree_on_the_dimension_they_share():
+    got = _launched(
+        """
+        def forward(q, k, transpose):
+            if transpose:
+                batch, n, m = q.shape
+            else:
+                batch, m, n = q.shape
+            ct.launch(torch.cuda.current_stream(), (1,), _k, (q, k, 64))
+        """,
+        ["batch", "m"],
+    )
+    # batch is q.shape[0] on both paths; m is the second dimension on one and the third on the other
+    assert {name: expr for name, (expr, _line) in got.items()} == {"batch": "Q.shape[0]"}

@@ -152,10 +152,11 @@ def test_a_list_kernel_rs_has_no_element_for_is_not_this_shape():
 
 @pytest.fixture(scope="module")
 def group_gemm(tmp_path_factory, tilegym_wheel):
-    """Our group_gemm kernel.rs planned against the wheel's cuTile group_gemm (lists of tensors)."""
+    """Our group_gemm kernel.rs planned against the wheel's cuTile group_gemm (lists of tensors), by
+    the plan's own wrapper half (``--no-carry``): a carried plan keeps no python steps of its own."""
     repo = checkout_with_kernels(tmp_path_factory.mktemp("gg") / "tg", tilegym_wheel, KERNELS, ["group_gemm"])
     target = Target(repo, "group_gemm")
-    plan, _facts, _co = make_plan(target, repo / "out")
+    plan, _facts, _co = make_plan(target, repo / "out", carry_always=False)
     return plan, read_kernel(target.kernel_rs)
 
 

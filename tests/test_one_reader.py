@@ -1,6 +1,7 @@
 """Toward one reader (issue 32): what the autotuned and direct readers of ``bot/infer`` still add to
 a carried port. With both switched off, the plan from the semantic model alone (the carried host
-code and its mapping onto kernel.rs) must generate the same files, byte for byte. On TileGym main
+code and its mapping onto kernel.rs) must generate the same files, byte for byte, the wired test
+files included (which cuTile skips they inherit follows the carried program's refusals). On TileGym main
 26 of 27 ops do (geglu's ffi.rs differs in three provenance comments, docs/carry.md); here, the five
 ops of the tilegym 1.5.1 wheel, one with boolean flags (bmm's trans_a, trans_b)."""
 
@@ -24,7 +25,7 @@ def _files(repo, op, out) -> dict[str, str]:
     plan, _facts, co = make_plan(target, out)
     assert plan.carry is not None and not plan.missing, (op, plan.missing)
     files = apply.formatted(generate.generate(target, plan, co), repo)
-    return {f.path: f.content for f in files.files if f.kind == "new"}
+    return {f.path: f.content for f in files.files}  # new files and wired ones (test files included)
 
 
 def test_the_carried_plan_alone_generates_what_todays_plan_does(tmp_path, tilegym_wheel, monkeypatch):

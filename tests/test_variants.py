@@ -40,6 +40,7 @@ EXPECTED: dict[tuple[str, str], str | list[str]] = {
     ("dropout", "tensor_as_ptr"): SAME,
     ("flash_decode", "renamed"): SAME,
     ("flash_decode", "reordered"): SAME,
+    ("flash_decode", "extra_scalar"): SAME,
     ("flash_decode", "tensor_as_ptr"): SAME,
     # the reference passes N_ELEMENTS, which kernel.rs reads off the tensor: one parameter more,
     # so no position places BLOCK_SIZE (nor APPROXIMATE) once the names are gone
@@ -56,6 +57,7 @@ EXPECTED: dict[tuple[str, str], str | list[str]] = {
     ("gelu", "tensor_as_ptr"): SAME,
     ("gemma_attention_decode", "renamed"): SAME,
     ("gemma_attention_decode", "reordered"): SAME,
+    ("gemma_attention_decode", "extra_scalar"): SAME,
     ("gemma_attention_decode", "tensor_as_ptr"): SAME,
     ("gemma_attention", "renamed"): [
         "python.alloc",
@@ -196,6 +198,7 @@ EXPECTED: dict[tuple[str, str], str | list[str]] = {
         "python.args.grid_z",
     ],
     ("bmm", "reordered"): SAME,
+    ("bmm", "extra_scalar"): SAME,
     ("bmm", "tensor_as_ptr"): SAME,
     # group_gemm: autotuned like matmul, its renamed lists have no twin by name (As ~ a) either
     ("group_gemm", "renamed"): [
@@ -209,6 +212,8 @@ EXPECTED: dict[tuple[str, str], str | list[str]] = {
         "python.args.num_programs",
     ],
     ("group_gemm", "reordered"): SAME,
+    # M is each list element's own (`M, K = A.shape` in the loop over the group): no one value
+    ("group_gemm", "extra_scalar"): ["python.args.M"],
     ("group_gemm", "tensor_as_ptr"): SAME,
     ("attention_sink", "renamed"): SAME,
     ("attention_sink", "reordered"): SAME,
@@ -248,7 +253,12 @@ def test_each_variant_plans_as_the_original_or_asks_exactly_these_keys(op, check
 
 # Carried (the port's default): a variant plans as the original, or asks what the plan's own wrapper
 # half asks (the carried plan asked first and gave way), except where listed here
+OWN_HALF = "own half"  # the carried plan asked; the plan's own wrapper half answered every question
 CARRIED_EXPECTED = {
+    # the extra `Q_A` is bmm's local over `a` (`Q_A, M, K_A = a.shape` on either path); the persistent
+    # path launches through a search whose arguments come from a local function (`args_fn(cfg)`),
+    # where the carried plan does not follow the local: the plan's own wrapper half reads it
+    ("bmm", "extra_scalar"): OWN_HALF,
     # renamed: the C arguments of the second entry's generics get names of their own (`b_2`), where
     # the original's share the first entry's (`b`); the launch is the same (docs/variants.md)
     ("flash_decode", "renamed"): "differs: .ffi.scalars.b_2",

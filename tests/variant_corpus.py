@@ -8,10 +8,10 @@ tilegym 1.5.1 wheel is rewritten, deterministically, into variants nobody wrote 
   convention (``<t>_ptr``, ``<t>_row_stride``, GEMM letters, ``TILE_*``) applies to it;
 - ``reordered``: each entry's tensors reversed among the tensor places, its scalars among the
   scalar places (outputs stay outputs: the reader finds them in the body);
-- ``extra_scalar``: a count the reference computes from a shape but does not pass (a ``let``
-  of the original plan over ``.shape``/``numel()``/``size()``, passed nowhere but the grid; for a
-  plan whose steps are not the reference's, a row kernel's, such an assignment of the reference
-  module), added last to the first entry under the reference's name and read once in the body;
+- ``extra_scalar``: a count the reference's host program computes from a shape
+  (``.shape``/``numel()``/``size()``, read with the semantic model: the registered function, then
+  the functions it calls, then what else it reaches) that kernel.rs does not name yet, added last to the first entry under
+  the reference's name and read once in the body;
 - ``tensor_as_ptr`` / ``ptr_as_tensor``: the first input ``&Tensor`` of the first entry as
   ``*mut E``, or the first input ``*mut E`` as ``&Tensor<E, {[-1, -1]}>``. Signature only: the body
   is not rewritten (it would not compile, syn still parses it), so these say what the planner
@@ -126,90 +126,110 @@ _COUNT = re.compile(r"(int\()?[A-Za-z_]\w*(\.shape\[-?\d+\]|\.numel\(\)|\.size\(
 _SHAPE = re.compile(r"[A-Za-z_]\w*\.shape")  # unpacked: `a, b = x.shape`
 
 
-def count_candidates(plan: LaunchPlan) -> list[str]:
-    """Names the reference binds to a count read off a shape (``n_elements = x.numel()``,
-    ``batch_size, n_q_head, .. = q.shape``) that no kernel argument is passed: only the grid,
-    or nothing, reads them. In the order the steps bind them."""
-    grid = {s.name for s in plan.ffi.scalars if s.role == "grid"}
-    passed = set()
-    for c_arg, value in plan.python.ffi_args.items():
-        if c_arg not in grid:
-            passed |= {n.id for n in ast.walk(ast.parse(value, mode="eval")) if isinstance(n, ast.Name)}
-    passed |= {
-        n.id
-        for v in plan.python.tensors_py.values()
-        for n in ast.walk(ast.parse(v, mode="eval"))
-        if isinstance(n, ast.Name)
-    }
-    c_names = {s.name for s in plan.ffi.scalars} | {t.name for t in plan.ffi.tensors}
-    found: list[str] = []
-    for step in plan.python.steps:
-        if step.kind != "let":
+def program_counts(path: Path, dispatch: str, module: str) -> list[str]:
+    """Counts the reference's host program binds from a shape (``n_elements = x.numel()``,
+    ``batch_size, n_heads, seq, d = q.shape``): in the function registered for
+    the cuTile backend first, then in each function it calls, in the order of the calls (an autograd
+    Function's ``apply`` calls its ``forward``), then the functions and methods it reaches
+    otherwise (a getter's returned class), each in source order. Read with the semantic model
+    of the reference, so the corpus does not depend on which of agent-d's readers planned it."""
+    from bot.infer.model.program import Program
+    from bot.infer.model.semantic import ModuleModel
+    from bot.plan.carry import registered
+
+    model = ModuleModel.build(path.read_text(encoding="utf-8"), module, str(path))
+    root = registered(model, dispatch)
+    if root is None:
+        return []
+    order: list[ast.FunctionDef] = []
+    todo = [root]
+    while todo:
+        fn = todo.pop(0)
+        if fn in order:
             continue
-        targets = [t.strip() for t in step.target.split(",")]
-        exprs = [step.expr]
-        parsed = ast.parse(step.expr, mode="eval").body
-        if isinstance(parsed, ast.Tuple) and len(parsed.elts) == len(targets):
-            exprs = [ast.unparse(e) for e in parsed.elts]
-        if len(exprs) == 1 and len(targets) > 1:  # a, b = x.shape
-            if not _SHAPE.fullmatch(step.expr):
-                continue
-            exprs = [f"{step.expr}[{i}]" for i in range(len(targets))]
-        for target, expr in zip(targets, exprs, strict=True):
-            if (
-                _COUNT.fullmatch(expr)
-                and re.fullmatch(r"[A-Za-z]\w*", target)
-                and target not in passed
-                and target not in c_names
-                and target not in found
-            ):
-                found.append(target)
-    return found
-
-
-def module_counts(path: Path, dispatch: str) -> list[str]:
-    """Counts the reference module binds from a shape (``batch_size = input_flat.shape[0]``):
-    its registered function's first, then the other forward functions' in source order (a row
-    kernel's plan reads no step of the reference, so its counts are found here)."""
-    from bot.infer.reference.op import registered_function
-
-    tree = ast.parse(path.read_text())
-    registered = registered_function(tree, dispatch)
-    functions = [registered] if registered is not None else []
-    functions += [
-        n
-        for n in tree.body
-        if isinstance(n, ast.FunctionDef)
-        and n is not registered
-        and not any("kernel" in ast.unparse(d) for d in n.decorator_list)
-        and not re.search("backward|bwd", n.name)
-    ]
+        order.append(fn)
+        calls = sorted(
+            (n for n in ast.walk(fn) if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset)
+        )
+        todo += [callee for call in calls if (callee := _called_function(model, call)) is not None]
+    # then what it reaches otherwise (a getter's returned class and its methods), in source order
+    for unit in Program(model, lambda _module: None).reach(root.name):
+        binding = model.binding(unit.name)
+        if binding is not None and binding.kind == "function" and binding.stmt not in order:
+            order.append(binding.stmt)
+        elif binding is not None and binding.kind == "class":
+            order += [s for s in binding.stmt.body if isinstance(s, ast.FunctionDef) and s not in order]
     found: list[str] = []
-    for fn in functions:
-        for node in ast.walk(fn):
-            if (
-                isinstance(node, ast.Assign)
-                and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name)
-            ):
-                name = node.targets[0].id
-                if _COUNT.fullmatch(ast.unparse(node.value)) and name not in found:
+    for fn in order:
+        assigns = sorted((n for n in ast.walk(fn) if isinstance(n, ast.Assign)), key=lambda a: a.lineno)
+        for node in assigns:
+            for name in _counts_bound(node):
+                if not name.startswith("_") and name not in found:
                     found.append(name)
     return found
 
 
+def _dotted(rel: str) -> str:
+    """``src/tilegym/ops/cutile/moe.py`` -> ``tilegym.ops.cutile.moe``."""
+    parts = Path(rel).with_suffix("").parts
+    return ".".join(parts[1:] if parts and parts[0] == "src" else parts)
+
+
+def _called_function(model, call: ast.Call) -> ast.FunctionDef | None:
+    """The module function ``f(...)`` runs, or the ``forward`` of ``F.apply(...)`` (also through
+    an alias, ``f = F.apply``)."""
+    func = call.func
+    name, method = "", ""
+    if isinstance(func, ast.Name):
+        name = func.id
+    elif isinstance(func, ast.Attribute) and func.attr == "apply" and isinstance(func.value, ast.Name):
+        name, method = func.value.id, "forward"
+    binding = model.binding(name) if name else None
+    if binding is not None and binding.kind == "value" and isinstance(binding.stmt, ast.Assign):
+        alias = binding.stmt.value  # `op = _OpFunction.apply`
+        if isinstance(alias, ast.Attribute) and alias.attr == "apply" and isinstance(alias.value, ast.Name):
+            binding, method = model.binding(alias.value.id), "forward"
+    if binding is None:
+        return None
+    if not method:
+        return binding.stmt if binding.kind == "function" else None
+    if binding.kind != "class":
+        return None
+    return next((s for s in binding.stmt.body if isinstance(s, ast.FunctionDef) and s.name == method), None)
+
+
+def _counts_bound(node: ast.Assign) -> list[str]:
+    """The names an assignment binds to a count read off a shape."""
+    if len(node.targets) != 1:
+        return []
+    target, value = node.targets[0], node.value
+    if isinstance(target, ast.Name):
+        return [target.id] if _COUNT.fullmatch(ast.unparse(value)) else []
+    if not isinstance(target, ast.Tuple) or not all(isinstance(e, ast.Name) for e in target.elts):
+        return []
+    names = [e.id for e in target.elts]
+    if _SHAPE.fullmatch(ast.unparse(value)):  # a, b = x.shape
+        return names
+    if isinstance(value, ast.Tuple) and len(value.elts) == len(names):
+        return [n for n, v in zip(names, value.elts, strict=True) if _COUNT.fullmatch(ast.unparse(v))]
+    return []
+
+
 def extra_scalar(
-    op: str, text: str, sig: KernelSignature, plan: LaunchPlan, module: list[str]
+    op: str, text: str, sig: KernelSignature, plan: LaunchPlan, counts: list[str]
 ) -> Variant | None:
-    """``module``: the counts of the reference module, for a plan whose steps are not the reference's."""
+    """``counts``: the reference program's counts (``program_counts``); the first that kernel.rs
+    does not name already, as a parameter, a generic's C argument or a C name of its launcher."""
     kernel_names = identifiers(text)
     generic_args = {naming.generic_arg_name(g.name)[0] for e in sig.entries for g in e.generics}
-    steps = plan.python.sources.get("python.steps")
-    read = steps is not None and steps.kind == "reference"
+    c_names = {s.name for s in plan.ffi.scalars} | {t.name for t in plan.ffi.tensors}
     names = [
         n
-        for n in (count_candidates(plan) if read else module)
-        if n not in kernel_names and n.lower() not in generic_args and n not in naming.RESERVED_C_NAMES
+        for n in counts
+        if n not in kernel_names
+        and n.lower() not in generic_args
+        and n not in naming.RESERVED_C_NAMES
+        and n not in c_names
     ]
     if not names:
         return None
@@ -471,11 +491,13 @@ def variants_of(repo: Path, op: str, orig: Original) -> list[Variant]:
     found = discover(Target(repo, op))
     ref = found.reference
     ref_names = reference_names(repo / ref.path) if ref is not None else set()
-    module = module_counts(repo / ref.path, found.dispatch_name) if ref is not None else []
+    counts = (
+        program_counts(repo / ref.path, found.dispatch_name, _dotted(ref.path)) if ref is not None else []
+    )
     made = [
         renamed(op, orig.text, orig.sig, ref_names),
         reordered(op, orig.text, orig.sig),
-        extra_scalar(op, orig.text, orig.sig, orig.plan, module),
+        extra_scalar(op, orig.text, orig.sig, orig.plan, counts),
     ]
     return [v for v in made if v is not None] + pointer_forms(op, orig.text, orig.sig)
 

@@ -46,7 +46,9 @@ def generate(target: Target, plan: LaunchPlan, checkout: Checkout) -> GeneratedF
     # a test that calls the reference's function by its module path calls the wrapper's in its
     # cutile-rs branch: the wrapper module is <op>.py, its function the registered name
     wrapper_function = f"tilegym.ops.cutile_rs.{target.op}.{plan.python.register_name}"
-    checked, dispatched = wrapper_py.checked_names(plan), wrapper_py.refusing_dtypes(plan)
+    # the names the wrapper's refusals read: the carried program's own, else the plan's checks
+    checked = set(plan.carry.refused_by) if plan.carry is not None else wrapper_py.checked_names(plan)
+    dispatched = wrapper_py.refusing_dtypes(plan)
     edits += [
         (
             repo / site.path,

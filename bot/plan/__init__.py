@@ -14,7 +14,7 @@ from bot.errors import Failed
 from bot.infer.facts import Facts
 from bot.plan import carry, closure, launch
 from bot.plan.inputs import read_inputs
-from bot.plan.types import LaunchPlan, MissingFact
+from bot.plan.types import LaunchPlan, MissingFact, PyPlan
 from bot.read.types import Entry, KernelSignature
 from bot.targets.checkout import Checkout
 from bot.targets.types import Target
@@ -102,7 +102,38 @@ def carry_into(
         return None
     carried_plan.carry = found.plan
     carried_plan.ffi.checks = flag_checks(found.flags, carried_plan.ffi.checks)
+    carried_plan.python = carried_python(carried_plan.python)
     return carried_plan
+
+
+# what a carried plan still reads of its python half: the registration, the dtypes the test wiring
+# and the report name, the configs the perf stage and the report count; the rest is carried as code
+CARRIED_PYTHON_KEYS = ("python.signature", "python.dtypes", "python.configs", "python.register")
+
+
+def carried_python(py: PyPlan) -> PyPlan:
+    """``py`` less what the carried code says itself (steps, allocations, launch values, result):
+    a carried plan's launch is its ``carry``, so two carried plans differ only where that does."""
+    return PyPlan(
+        register_name=py.register_name,
+        register_kind=py.register_kind,
+        signature=py.signature,
+        inner_signature=py.inner_signature,
+        dtypes=list(py.dtypes),
+        steps=[],
+        alloc={},
+        launch_mode=py.launch_mode,
+        configs=py.configs,
+        autotune_key="",
+        python_grid={},
+        device_of="",
+        tensors_py={},
+        ffi_args={},
+        result="",
+        out_param="",
+        sources={k: v for k, v in py.sources.items() if k.startswith(CARRIED_PYTHON_KEYS)},
+        inner_name=py.inner_name,
+    )
 
 
 def flag_checks(flags: list[str], checks: list[dict[str, str]]) -> list[dict[str, str]]:

@@ -21,7 +21,7 @@ from bot.infer.model import known
 from bot.infer.model.program import Program, Unit
 from bot.infer.model.semantic import ModelError, ModuleModel
 from bot.infer.naming import entry_key
-from bot.plan import carry_args, carry_shapes
+from bot.plan import carry_args, carry_refusals, carry_shapes
 from bot.plan.types import CarriedKernel, CarriedModule, CarryPlan, FfiPlan, MissingFact
 from bot.read.types import Entry, KernelSignature
 from bot.targets.discover import cutile_registration
@@ -166,6 +166,9 @@ def plan(
             if m != module
         ],
         renames=_renames(names, primary),
+        refused_by=carry_refusals.refused_by(
+            program, units, {by_name[k.wrapper_name] for k in carried if not k.entry}
+        ),
     )
     # in the order of the FFI's variants, as its launcher checks them
     flags = [f for v in ffi.variants for f in flags_of.get(v.entry, [])]

@@ -4,9 +4,10 @@ kernel.rs may take a count the reference computes at its launch but never passes
 (``batch_size, n_q_head, seq_len, head_dim = q.shape`` and kernel.rs's ``head_dim``). Where that
 local is a function of the tensors the launch passes (their shapes, sizes and strides, with
 integer arithmetic), the same function over the kernel's own parameters gives it at every launch
-that may run the kernel, a search's trial launches included, which have no such local. The local
-must have one binding in its function, made before the launch, and each tensor it reads must be
-the launch's own (not rebound after); sites that disagree leave it asked.
+that may run the kernel, a search's trial launches included, which have no such local. Every
+binding of the local in its function must be made before the launch and give the same function
+(branches that unpack one shape two ways agree on the dimension they share), and each tensor it
+reads must be the launch's own (not rebound after); sites that disagree leave it asked.
 
 A local the launch's tensor was shaped with is that dimension of it: after
 ``q = query.view(bs, n, h, d)`` and ``q = q.transpose(1, 2).contiguous()``, ``bs`` is
@@ -235,11 +236,14 @@ def _resolve(
         bindings = stores.get(expr.id, [])
         if expr.id in passed:
             return _tensor(expr, stores, passed, before)
-        # one plain assignment in the function, made before the launch (or the read it feeds)
-        if len(bindings) != 1 or bindings[0][0] is None or bindings[0][1] >= before:
+        # plain assignments in the function, made before the launch (or the read it feeds), all
+        # of one value (`Q_A, K_A, M = a.shape` in one branch, `Q_A, M, K_A = a.shape` in the other)
+        if not bindings or any(value is None or line >= before for value, line in bindings):
             raise _NotOverTensors
-        value, line = bindings[0]
-        return _resolve(value, stores, passed, line, depth + 1)
+        values = [_resolve(value, stores, passed, line, depth + 1) for value, line in bindings]
+        if len({ast.unparse(v) for v in values}) != 1:
+            raise _NotOverTensors
+        return values[0]
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, _OPS):
         return ast.BinOp(
             _resolve(expr.left, stores, passed, before, depth + 1),

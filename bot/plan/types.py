@@ -206,6 +206,8 @@ class CarryPlan:
     source: Source
     helpers: list[CarriedModule] = field(default_factory=list)  # carried before the reference's code
     renames: dict[str, str] = field(default_factory=dict)  # the reference's name -> the wrapper's
+    # the names its refusals read (bot/plan/carry_refusals.py): a test's cuTile skip on one is inherited
+    refused_by: list[str] = field(default_factory=list)
 
 
 @dataclass
