@@ -240,3 +240,17 @@ def test_branches_that_unpack_one_shape_two_ways_agree_on_the_dimension_they_sha
     )
     # batch is q.shape[0] on both paths; m is the second dimension on one and the third on the other
     assert {name: expr for name, (expr, _line) in got.items()} == {"batch": "Q.shape[0]"}
+
+
+def test_a_reshape_on_the_line_of_an_if_may_not_run():
+    got = _launched(
+        """
+        def forward(query, k, flag):
+            bs, n = query.shape
+            q = query.reshape(-1)
+            if flag: q = query.view(bs, n)
+            ct.launch(torch.cuda.current_stream(), (1,), _k, (q, k, 64))
+        """,
+        ["bs"],
+    )
+    assert got == {}

@@ -4,10 +4,11 @@ A test that skips a case for the cuTile backend on a name the reference's refusa
 reference raises ``if is_causal``, the test skips ``if backend == "cutile" and is_causal``) skips
 it for cutile-rs too (``bot/emit/testfile_wiring.py``): the carried wrapper is the reference's code,
 so it refuses that case the same way. The names are read off the carried functions: the test of
-every ``if`` around a ``raise``, an ``assert``, or a call that launches a kernel kernel.rs does
-not port (the carried launch raises, naming it) or runs a function that does, each local followed to what its function
-assigns it from, and each parameter of a carried function to what its callers in the same module
-pass for it. Only a function's own names count (its parameters and locals), not the module's.
+every ``if`` around a ``raise`` or around a call that launches a kernel kernel.rs does not port
+(the carried launch raises, naming it) or runs a function that may, and every ``assert``; each
+local followed to the parameters its function assigns it from, and each parameter of a carried
+function to what its callers in the same module pass for it. Only a function's own names count
+(its parameters and locals), not the module's.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ class _Frame:
 
     def __init__(self, stores: dict[str, list], passed: dict[str, str], line: int, top: set[int]) -> None:
         self.stores, self.passed, self.line = stores, passed, line
-        self.top = top  # the lines of the function's own statements: bindings that always run
+        self.top = top  # the values the function's own statements assign: bindings that always run
 
     def over_tensors(self, local: str) -> str | None:
         try:
@@ -97,7 +97,7 @@ class _Frame:
         if not lines or depth > _MAX_DEPTH:
             return None
         value, line = max(self.stores[name], key=lambda b: b[1] if b[1] < before else -1)
-        if value is None or line not in self.top:
+        if value is None or id(value) not in self.top:
             return None  # a binding that may not run (in a branch or a loop) says nothing
         return self._shape_of(value, line, depth + 1)
 
@@ -140,7 +140,7 @@ def _frames(model: ModuleModel, site, params: list[str]) -> list[_Frame]:
     passed = {
         a.id: params[i] for i, a in enumerate(site.args.elts) if isinstance(a, ast.Name) and i < len(params)
     }
-    frames = [_Frame(stores, passed, site.call.lineno, _top_lines(function))]
+    frames = [_Frame(stores, passed, site.call.lineno, _top_values(function))]
     binding = model.binding(function.name)
     if binding is None or binding.stmt is not function:
         return frames  # a method or a nested function: its calls are not found by its name
@@ -161,12 +161,18 @@ def _frames(model: ModuleModel, site, params: list[str]) -> list[_Frame]:
         caller_passed = {
             value.id: through[arg] for arg, value in handed if isinstance(value, ast.Name) and arg in through
         }
-        frames.append(_Frame(_stores(model, caller, scope), caller_passed, node.lineno, _top_lines(caller)))
+        frames.append(_Frame(_stores(model, caller, scope), caller_passed, node.lineno, _top_values(caller)))
     return frames
 
 
-def _top_lines(function: ast.AST) -> set[int]:
-    return {stmt.lineno for stmt in getattr(function, "body", [])}
+def _top_values(function: ast.AST) -> set[int]:
+    """The values (by id) the function body's own assignments bind: not one in a branch or a loop,
+    nor on the line of an ``if`` (``if flag: q = q.view(...)``)."""
+    return {
+        id(s.value)
+        for s in getattr(function, "body", [])
+        if isinstance(s, ast.Assign) and len(s.targets) == 1
+    }
 
 
 def _constant(expr: ast.expr) -> object:
