@@ -102,3 +102,22 @@ def test_nothing_refused_reads_nothing():
         )
         == []
     )
+
+
+def test_a_name_bound_to_an_autograd_function_s_apply_runs_its_forward():
+    got = _refused(
+        """
+        class _Fn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, p):
+                assert p < 1
+                ct.launch(torch.cuda.current_stream(), (1,), _ported, (x, 64))
+                return x
+
+        _op = _Fn.apply
+
+        def forward(x, dropout_p):
+            return _op(x, dropout_p)
+        """
+    )
+    assert got == ["dropout_p", "p"]

@@ -26,6 +26,10 @@ def _launched(body: str, names: list[str], functions: tuple[str, ...] = ("forwar
     return launched_scalars(lambda _site: model, sites, "_k", ["Q", "K", "TILE"], names)
 
 
+def _exprs(got: dict) -> dict[str, str]:
+    return {name: expr for name, (expr, _line) in got.items()}
+
+
 def test_a_local_unpacked_from_a_launched_tensor_s_shape_is_that_shape_over_the_kernel_parameter():
     got = _launched(
         """
@@ -52,7 +56,7 @@ def test_sizes_and_strides_of_the_second_tensor_map_to_its_own_parameter():
         """,
         ["n", "s"],
     )
-    assert {name: expr for name, (expr, _line) in got.items()} == {"n": "K.size(0)", "s": "K.stride(1) // 2"}
+    assert _exprs(got) == {"n": "K.size(0)", "s": "K.stride(1) // 2"}
 
 
 def test_a_tensor_rebound_after_the_local_or_one_not_launched_leaves_it_asked():
@@ -182,7 +186,7 @@ def test_a_local_the_launched_tensor_was_shaped_with_is_that_dimension_after_a_t
             launch(torch.cuda.current_stream(), q, k)
         """
     got = _launched(body, ["bs", "n"], ("launch", "forward"))
-    assert {name: expr for name, (expr, _line) in got.items()} == {"bs": "Q.shape[0]", "n": "Q.shape[1]"}
+    assert _exprs(got) == {"bs": "Q.shape[0]", "n": "Q.shape[1]"}
 
 
 def test_a_reshape_that_may_not_run_or_a_local_rebound_after_it_says_nothing():
@@ -210,7 +214,7 @@ def test_a_reshape_that_may_not_run_or_a_local_rebound_after_it_says_nothing():
         ["bs", "n"],
     )
     # bs is bound twice; a row of a view has the shape of neither; n is still q's second dimension
-    assert {name: expr for name, (expr, _line) in got.items()} == {"n": "Q.shape[1]"}
+    assert _exprs(got) == {"n": "Q.shape[1]"}
 
 
 def test_an_unknown_axis_leaves_the_dimensions_unknown():
@@ -239,7 +243,7 @@ def test_branches_that_unpack_one_shape_two_ways_agree_on_the_dimension_they_sha
         ["batch", "m"],
     )
     # batch is q.shape[0] on both paths; m is the second dimension on one and the third on the other
-    assert {name: expr for name, (expr, _line) in got.items()} == {"batch": "Q.shape[0]"}
+    assert _exprs(got) == {"batch": "Q.shape[0]"}
 
 
 def test_a_reshape_on_the_line_of_an_if_may_not_run():

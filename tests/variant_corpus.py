@@ -169,33 +169,19 @@ def program_counts(path: Path, dispatch: str, module: str) -> list[str]:
     return found
 
 
-def _dotted(rel: str) -> str:
-    """``src/tilegym/ops/cutile/moe.py`` -> ``tilegym.ops.cutile.moe``."""
-    parts = Path(rel).with_suffix("").parts
-    return ".".join(parts[1:] if parts and parts[0] == "src" else parts)
-
-
 def _called_function(model, call: ast.Call) -> ast.FunctionDef | None:
-    """The module function ``f(...)`` runs, or the ``forward`` of ``F.apply(...)`` (also through
-    an alias, ``f = F.apply``)."""
-    func = call.func
-    name, method = "", ""
-    if isinstance(func, ast.Name):
-        name = func.id
-    elif isinstance(func, ast.Attribute) and func.attr == "apply" and isinstance(func.value, ast.Name):
-        name, method = func.value.id, "forward"
-    binding = model.binding(name) if name else None
-    if binding is not None and binding.kind == "value" and isinstance(binding.stmt, ast.Assign):
-        alias = binding.stmt.value  # `op = _OpFunction.apply`
-        if isinstance(alias, ast.Attribute) and alias.attr == "apply" and isinstance(alias.value, ast.Name):
-            binding, method = model.binding(alias.value.id), "forward"
+    """The module function a call runs, or the autograd Function's ``forward`` it runs."""
+    from bot.plan.carry_refusals import called
+
+    runs = called(model, call)
+    binding = model.binding(runs[0]) if runs is not None else None
     if binding is None:
         return None
-    if not method:
+    if not runs[1]:
         return binding.stmt if binding.kind == "function" else None
     if binding.kind != "class":
         return None
-    return next((s for s in binding.stmt.body if isinstance(s, ast.FunctionDef) and s.name == method), None)
+    return next((s for s in binding.stmt.body if isinstance(s, ast.FunctionDef) and s.name == runs[1]), None)
 
 
 def _counts_bound(node: ast.Assign) -> list[str]:
@@ -487,12 +473,13 @@ def variants_of(repo: Path, op: str, orig: Original) -> list[Variant]:
     """The variants of ``op``'s kernel.rs in the checkout ``repo``, in ``KINDS`` order."""
     from bot.targets.discover import discover
     from bot.targets.types import Target
+    from bot.testing.stage_tests import module_of
 
     found = discover(Target(repo, op))
     ref = found.reference
     ref_names = reference_names(repo / ref.path) if ref is not None else set()
     counts = (
-        program_counts(repo / ref.path, found.dispatch_name, _dotted(ref.path)) if ref is not None else []
+        program_counts(repo / ref.path, found.dispatch_name, module_of(ref.path)) if ref is not None else []
     )
     made = [
         renamed(op, orig.text, orig.sig, ref_names),

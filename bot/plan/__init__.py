@@ -114,16 +114,10 @@ CARRIED_PYTHON_KEYS = ("python.signature", "python.dtypes", "python.configs", "p
 def carried_python(py: PyPlan) -> PyPlan:
     """``py`` less what the carried code says itself (steps, allocations, launch values, result):
     a carried plan's launch is its ``carry``, so two carried plans differ only where that does."""
-    return PyPlan(
-        register_name=py.register_name,
-        register_kind=py.register_kind,
-        signature=py.signature,
-        inner_signature=py.inner_signature,
-        dtypes=list(py.dtypes),
+    return replace(
+        py,
         steps=[],
         alloc={},
-        launch_mode=py.launch_mode,
-        configs=py.configs,
         autotune_key="",
         python_grid={},
         device_of="",
@@ -131,8 +125,8 @@ def carried_python(py: PyPlan) -> PyPlan:
         ffi_args={},
         result="",
         out_param="",
+        per_element=[],
         sources={k: v for k, v in py.sources.items() if k.startswith(CARRIED_PYTHON_KEYS)},
-        inner_name=py.inner_name,
     )
 
 

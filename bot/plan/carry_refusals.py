@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 
 from bot.infer.model.program import Program, Unit
-from bot.infer.model.semantic import bound_names
+from bot.infer.model.semantic import ModuleModel, bound_names
 
 _MAX_ROUNDS = 16
 
@@ -25,20 +25,21 @@ def refused_by(program: Program, units: list[Unit], unported: set[Unit]) -> list
     """The parameters and locals the refusals of the carried ``units`` read, sorted. ``unported``:
     the kernels no kernel.rs entry ports."""
     functions = _functions(program, units)
-    raising = _raising_functions(functions, unported)
+    raising = _raising_functions(program, functions, unported)
+    flows = {key: _Flow(fn) for key, fn in functions.items()}
     found: dict[tuple[Unit, str], set[str]] = {}
     for key, fn in functions.items():
-        refuses = lambda call, module=key[0].module: _refuses(call, module, unported, raising)  # noqa: E731
-        found[key] = _followed(fn, {n for test in _guards(fn, refuses) for n in _reads(test)})
+        refuses = lambda call, module=key[0].module: _refuses(program, call, module, unported, raising)  # noqa: E731
+        found[key] = flows[key].followed({n for test in _guards(fn, refuses) for n in _reads(test)})
     for _ in range(_MAX_ROUNDS):  # a parameter read by a refusal: what each caller passes for it
         grown = False
         for key, fn in functions.items():
             for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
-                callee, after_ctx = _callee(call, key[0].module)
+                callee = _carried_callee(program, call, key[0].module)
                 if callee not in functions:
                     continue
-                args = _arguments_for(functions[callee], call, found[callee], after_ctx)
-                more = _followed(fn, {n for arg in args for n in _reads(arg)}) - found[key]
+                args = _arguments_for(functions[callee], call, found[callee], after_ctx=bool(callee[1]))
+                more = flows[key].followed({n for arg in args for n in _reads(arg)}) - found[key]
                 if more:
                     found[key] |= more
                     grown = True
@@ -61,14 +62,21 @@ def _functions(program: Program, units: list[Unit]) -> dict[tuple[Unit, str], as
     return out
 
 
-def _refuses(call: ast.Call, module: str, unported: set[Unit], raising: set[tuple[Unit, str]]) -> bool:
+def _refuses(
+    program: Program, call: ast.Call, module: str, unported: set[Unit], raising: set[tuple[Unit, str]]
+) -> bool:
     """A call that hands an unported kernel on (``ct.launch(s, grid, k, args)``, a search over it)
     or runs a carried function that may launch one."""
     kernels = {Unit(module, a.id) for a in call.args if isinstance(a, ast.Name)}
-    return bool(kernels & unported) or _callee(call, module)[0] in raising
+    return bool(kernels & unported) or _carried_callee(program, call, module) in raising
 
 
-def _raising_functions(functions: dict, unported: set[Unit]) -> set[tuple[Unit, str]]:
+def _carried_callee(program: Program, call: ast.Call, module: str) -> tuple[Unit, str] | None:
+    runs = called(program.models[module], call)
+    return (Unit(module, runs[0]), runs[1]) if runs is not None else None
+
+
+def _raising_functions(program: Program, functions: dict, unported: set[Unit]) -> set[tuple[Unit, str]]:
     """The carried functions a call of which may launch an unported kernel, transitively."""
     raising: set[tuple[Unit, str]] = set()
     for _ in range(_MAX_ROUNDS):
@@ -77,7 +85,9 @@ def _raising_functions(functions: dict, unported: set[Unit]) -> set[tuple[Unit, 
             for key, fn in functions.items()
             if key not in raising
             and any(
-                _refuses(c, key[0].module, unported, raising) for c in ast.walk(fn) if isinstance(c, ast.Call)
+                _refuses(program, c, key[0].module, unported, raising)
+                for c in ast.walk(fn)
+                if isinstance(c, ast.Call)
             )
         }
         if not more:
@@ -86,15 +96,21 @@ def _raising_functions(functions: dict, unported: set[Unit]) -> set[tuple[Unit, 
     return raising
 
 
-def _callee(call: ast.Call, module: str) -> tuple[tuple[Unit, str] | None, bool]:
-    """The carried function a call runs: ``f(...)``, or ``F.apply(...)``, which runs the autograd
-    Function's ``forward`` with ``ctx`` first (True: the call's arguments start after it)."""
+def called(model: ModuleModel, call: ast.Call) -> tuple[str, str] | None:
+    """What a call runs, as (the module name, its method): ``f(...)`` -> (f, ""); ``F.apply(...)``,
+    or a name bound to ``F.apply`` (``op = _OpFunction.apply``), -> (F, "forward"): the autograd
+    Function's ``forward``, which takes ``ctx`` before the call's arguments."""
     func = call.func
-    if isinstance(func, ast.Name):
-        return (Unit(module, func.id), ""), False
     if isinstance(func, ast.Attribute) and func.attr == "apply" and isinstance(func.value, ast.Name):
-        return (Unit(module, func.value.id), "forward"), True
-    return None, False
+        return func.value.id, "forward"
+    if not isinstance(func, ast.Name):
+        return None
+    binding = model.binding(func.id)
+    if binding is not None and binding.kind == "value" and isinstance(binding.stmt, ast.Assign):
+        alias = binding.stmt.value
+        if isinstance(alias, ast.Attribute) and alias.attr == "apply" and isinstance(alias.value, ast.Name):
+            return alias.value.id, "forward"
+    return func.id, ""
 
 
 def _guards(fn: ast.AST, refuses) -> list[ast.expr]:
@@ -129,30 +145,32 @@ def _params(fn: ast.FunctionDef) -> set[str]:
     return params | {a.arg for a in (args.vararg, args.kwarg) if a is not None}
 
 
-def _own_names(fn: ast.FunctionDef) -> set[str]:
-    return _params(fn) | {n for stmt in fn.body for n in bound_names(stmt)}
+class _Flow:
+    """One function's assignments, read once: which of its names each of its names comes from."""
 
+    def __init__(self, fn: ast.FunctionDef) -> None:
+        self.params = _params(fn)
+        self.own = self.params | {n for stmt in fn.body for n in bound_names(stmt)}
+        self.sources: dict[str, set[str]] = {}
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for name in (n.id for n in ast.walk(target) if isinstance(n, ast.Name)):
+                        self.sources.setdefault(name, set()).update(_reads(node.value))
 
-def _followed(fn: ast.FunctionDef, names: set[str]) -> set[str]:
-    """Those of ``names`` that are ``fn``'s own, and the parameters of ``fn`` they are assigned
-    from, transitively (the inputs a test can name; a local between them is not one)."""
-    own = _own_names(fn)
-    sources: dict[str, set[str]] = {}
-    for node in ast.walk(fn):
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                for name in (n.id for n in ast.walk(target) if isinstance(n, ast.Name)):
-                    sources.setdefault(name, set()).update(_reads(node.value))
-    seen: set[str] = set()
-    todo = [n for n in names if n in own]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        todo += [n for n in sources.get(name, ()) if n in own and n not in seen]
-    return {n for n in seen if n in names or n in _params(fn)}
+    def followed(self, names: set[str]) -> set[str]:
+        """Those of ``names`` that are the function's own, and the parameters they are assigned
+        from, transitively (the inputs a test can name; a local between them is not one)."""
+        seen: set[str] = set()
+        todo = [n for n in names if n in self.own]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            todo += [n for n in self.sources.get(name, ()) if n in self.own and n not in seen]
+        return {n for n in seen if n in names or n in self.params}
 
 
 def _arguments_for(fn: ast.FunctionDef, call: ast.Call, params: set[str], after_ctx: bool) -> list[ast.expr]:

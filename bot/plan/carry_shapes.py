@@ -93,10 +93,10 @@ class _Frame:
     def shape(self, name: str, before: int, depth: int) -> list | None:
         """The dimensions of the tensor ``name`` holds just before ``before`` where its rebindings
         say them: each (the expression it was shaped with, the line) or None; None if unknown."""
-        lines = [line for _value, line in self.stores.get(name, []) if line < before]
-        if not lines or depth > _MAX_DEPTH:
+        earlier = [binding for binding in self.stores.get(name, []) if binding[1] < before]
+        if not earlier or depth > _MAX_DEPTH:
             return None
-        value, line = max(self.stores[name], key=lambda b: b[1] if b[1] < before else -1)
+        value, line = max(earlier, key=lambda binding: binding[1])
         if value is None or id(value) not in self.top:
             return None  # a binding that may not run (in a branch or a loop) says nothing
         return self._shape_of(value, line, depth + 1)
