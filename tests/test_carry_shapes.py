@@ -258,3 +258,47 @@ def test_a_reshape_on_the_line_of_an_if_may_not_run():
         ["bs"],
     )
     assert got == {}
+
+
+# the shape of bmm's persistent path: the launch's arguments are the tuple a function defined in the
+# launching function returns ({args}: the site's arguments; {before}: statements before the launch)
+_ARGS_FN = '''
+        def forward(q, k):
+            heads = k.shape[1]
+            rows = q.shape[0]
+
+            def args_fn(cfg):
+                """The launch's arguments for one config."""
+                return (q, k, cfg)
+
+            {before}
+            ct.launch(torch.cuda.current_stream(), (1,), _k, {args})
+        '''
+
+
+def test_a_tuple_returned_by_a_function_defined_in_the_launching_function_is_the_launch_s_arguments():
+    want = {"heads": "K.shape[1]", "rows": "Q.shape[0]"}
+    for before, args in [
+        ("best = 64", "args_fn(best)"),
+        ("args = args_fn(64)", "args"),  # a name bound once to the call
+        ("make = args_fn", "make(64)"),  # the function through a name
+        ("args = (q, k, 64)", "args"),  # a name bound once to a tuple
+    ]:
+        got = _launched(_ARGS_FN.format(before=before, args=args), ["heads", "rows"])
+        assert _exprs(got) == want, (before, args)
+
+
+def test_a_nested_function_that_does_more_than_return_or_a_name_bound_twice_gives_no_arguments():
+    more = _ARGS_FN.replace("return (q, k, cfg)", "k = q\n                return (q, k, cfg)")
+    assert _launched(more.format(before="pass", args="args_fn(64)"), ["heads", "rows"]) == {}
+    twice = _ARGS_FN.format(before="args = (q, k, 64)\n            args = (k, q, 64)", args="args")
+    assert _launched(twice, ["heads", "rows"]) == {}
+    branch = _ARGS_FN.format(before="if q is None:\n                args_fn = None", args="args_fn(64)")
+    assert _launched(branch, ["heads", "rows"]) == {}
+
+
+def test_an_element_that_is_the_nested_function_s_own_parameter_is_not_the_launching_function_s():
+    # args_fn's `q` is what the call hands it (a view), not forward's `q`: rows says nothing of it
+    shadowed = _ARGS_FN.replace("def args_fn(cfg):", "def args_fn(q, cfg):")
+    got = _launched(shadowed.format(before="pass", args="args_fn(q.view(-1), 64)"), ["heads", "rows"])
+    assert _exprs(got) == {"heads": "K.shape[1]"}

@@ -255,10 +255,6 @@ def test_each_variant_plans_as_the_original_or_asks_exactly_these_keys(op, check
 # half asks (the carried plan asked first and gave way), except where listed here
 OWN_HALF = "own half"  # the carried plan asked; the plan's own wrapper half answered every question
 CARRIED_EXPECTED = {
-    # the extra `Q_A` is bmm's local over `a` (`Q_A, M, K_A = a.shape` on either path); the persistent
-    # path launches through a search whose arguments come from a local function (`args_fn(cfg)`),
-    # where the carried plan does not follow the local: the plan's own wrapper half reads it
-    ("bmm", "extra_scalar"): OWN_HALF,
     # renamed: the C arguments of the second entry's generics get names of their own (`b_2`), where
     # the original's share the first entry's (`b`); the launch is the same (docs/variants.md)
     ("flash_decode", "renamed"): "differs: .ffi.scalars.b_2",

@@ -541,12 +541,18 @@ def plan_variant(repo: Path, variant: Variant, orig: Original) -> Outcome:
             value = after["python"]["ffi_args"].get(c_arg, "")
         own = re.fullmatch(r"int\((\w+)\)", value)  # the reference kernel's own parameter of that name
         named = own is not None and own.group(1).lower() == variant.extra.lower()
+        # the kernel parameter the reference's launch hands its local (bmm's `Q_A`, handed on as
+        # `batch_size` to `Batch`): the same value at every launch
+        handed = own is not None and not named and own.group(1) in _handed_to(repo, variant)
         # the reference's local as a function of the tensors the launch passes, over the kernel's
         # parameters (bot/plan/carry_shapes.py): its value is the dry run's to prove
         # (tests/test_carry_dry_run.py runs one)
         over_tensors = re.fullmatch(r"int\(.*\b(\w+)\.(shape|size|stride|numel)\b.*\)", value)
         over_tensors = over_tensors is not None and over_tensors.group(1) in _kernel_params(plan)
-        if not (named or over_tensors) and value not in (variant.extra, f"int(site[{variant.extra!r}])"):
+        if not (named or handed or over_tensors) and value not in (
+            variant.extra,
+            f"int(site[{variant.extra!r}])",
+        ):
             return Outcome("differs", detail=[f"{c_arg} = {value!r}, not the reference's {variant.extra}"])
         after = without_extra(after, c_arg, variant.extra)
     if variant.form:
@@ -558,6 +564,17 @@ def plan_variant(repo: Path, variant: Variant, orig: Original) -> Outcome:
         )
     where = diff(before, after)
     return Outcome("differs", detail=where) if where else Outcome("same plan")
+
+
+def _handed_to(repo: Path, variant: Variant) -> set[str]:
+    from handed_to import handed_to
+
+    from bot.targets.discover import discover
+    from bot.targets.types import Target
+    from bot.testing.stage_tests import module_of
+
+    ref = discover(Target(repo, variant.op)).reference
+    return handed_to(repo / ref.path, module_of(ref.path), variant.extra) if ref is not None else set()
 
 
 def _kernel_params(plan) -> set[str]:

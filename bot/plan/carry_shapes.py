@@ -15,6 +15,11 @@ A local the launch's tensor was shaped with is that dimension of it: after
 (``view``, ``reshape``), a permutation by constant axes (``transpose``, ``permute``) or a copy of
 the same shape (``contiguous``, ``clone``, ...), and only for a local bound at most once, before
 that reshape.
+
+The launch's arguments are a tuple written at the site, a name bound once to one, or what a
+function defined in the launching function returns when its body is that one ``return``
+(``def args_fn(cfg): return (a, b, batch_size, cfg.TILE)``, ``ct.launch(..., args_fn(best))``):
+its own parameters are not the launching function's names, so an element reading one passes none.
 """
 
 from __future__ import annotations
@@ -130,17 +135,24 @@ class _Frame:
 
 
 def _frames(model: ModuleModel, site, params: list[str]) -> list[_Frame]:
-    """The launching function's frame, then its callers' in the module (one call up)."""
+    """The launching function's frame, then its callers' in the module (one call up); none where
+    the launch's arguments are not a tuple written there (``_site_tuple``)."""
     function = model.node_of(site.scope)
-    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or not isinstance(
-        site.args, ast.Tuple
-    ):
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return []
     stores = _stores(model, function, site.scope)
-    passed = {
-        a.id: params[i] for i, a in enumerate(site.args.elts) if isinstance(a, ast.Name) and i < len(params)
-    }
-    frames = [_Frame(stores, passed, site.call.lineno, _top_values(function))]
+    top = _top_values(function)
+    written = _site_tuple(function, site.args, site.call.lineno, stores, top)
+    if written is None:
+        return []
+    elts, shadowed, line = written
+    passed: dict[str, str] = {}
+    for i, a in enumerate(elts[: len(params)]):
+        if isinstance(a, ast.Starred):
+            break  # the elements after it have no known position
+        if isinstance(a, ast.Name) and a.id not in shadowed:
+            passed[a.id] = params[i]
+    frames = [_Frame(stores, passed, line, top)]
     binding = model.binding(function.name)
     if binding is None or binding.stmt is not function:
         return frames  # a method or a nested function: its calls are not found by its name
@@ -163,6 +175,55 @@ def _frames(model: ModuleModel, site, params: list[str]) -> list[_Frame]:
         }
         frames.append(_Frame(_stores(model, caller, scope), caller_passed, node.lineno, _top_values(caller)))
     return frames
+
+
+def _site_tuple(
+    function: ast.AST, args: ast.expr | None, line: int, stores: dict[str, list], top: set[int]
+) -> tuple[list[ast.expr], set[str], int] | None:
+    """The tuple a launch's arguments are, as written in ``function``: at the site, through a name
+    bound once to it, or returned by a function defined in ``function``'s body
+    (``def args_fn(cfg): return (a, b, cfg.TILE)`` and ``args_fn(best)`` at the site). Its elements,
+    the names in them that are not ``function``'s (that function's parameters), and the line it is
+    evaluated on (tensors rebound after it are not the ones passed); None if not so written."""
+    if isinstance(args, ast.Name):
+        args, line = _bound_once(args.id, line, stores, top) or (None, line)
+    if isinstance(args, ast.Tuple):
+        return args.elts, set(), line
+    if not isinstance(args, ast.Call) or not isinstance(args.func, ast.Name):
+        return None
+    name = args.func.id
+    for _ in range(_MAX_DEPTH):  # `make = args_fn` before `make(cfg)`
+        alias = _bound_once(name, line, stores, top)
+        if alias is None or not isinstance(alias[0], ast.Name):
+            break
+        name = alias[0].id
+    nested = [s for s in getattr(function, "body", []) if isinstance(s, ast.FunctionDef) and s.name == name]
+    if len(nested) != 1 or len(stores.get(name, [])) != 1 or nested[0].lineno >= line:
+        return None  # not one def of the name, made before the call, in the function's own body
+    fn = nested[0]
+    body = fn.body[1:] if ast.get_docstring(fn) is not None else fn.body
+    if fn.decorator_list or len(body) != 1 or not isinstance(body[0], ast.Return):
+        return None
+    if not isinstance(body[0].value, ast.Tuple):
+        return None
+    a = fn.args
+    own = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if p is not None}
+    # its own names (a parameter, a walrus) are not the launching function's
+    own |= {
+        n.id for n in ast.walk(body[0].value) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+    }
+    return body[0].value.elts, own, line
+
+
+def _bound_once(
+    name: str, before: int, stores: dict[str, list], top: set[int]
+) -> tuple[ast.expr, int] | None:
+    """The value of ``name``'s one binding, a statement of the function's own made before ``before``."""
+    bindings = stores.get(name, [])
+    if len(bindings) != 1:
+        return None
+    value, line = bindings[0]
+    return (value, line) if value is not None and id(value) in top and line < before else None
 
 
 def _top_values(function: ast.AST) -> set[int]:
