@@ -41,7 +41,7 @@ def generate_once(repo: Path, op: str) -> dict[str, float]:
     found = discover(target)
     marks["discover"] = time.perf_counter()
     co = checkout.inspect(target, found)
-    plan = build_plan(target, signature, gather_facts(target, found, repo / "out" / op, signature), co)
+    plan = build_plan(target, signature, gather_facts(target, found, repo / "out" / op), co)
     marks["plan"] = time.perf_counter()
     files = generate.generate(target, plan, co)
     marks["render"] = time.perf_counter()

@@ -166,7 +166,6 @@ def _add_port(sub) -> None:
         "kernel), generate ffi.rs, the wrapper and the wiring, build, test, report, validate.",
     )
     _common(p)
-    _carry(p)
     _reports_and_interpreter(p)
     p.add_argument("--cargo-target-dir", type=Path, help="reuse compiled dependencies across checkouts")
     p.add_argument(
@@ -177,17 +176,6 @@ def _add_port(sub) -> None:
     )
     _test_run(p)
     p.set_defaults(func=cmd_port)
-
-
-def _carry(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--carry",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="write the wrapper as the cuTile reference's host code carried over (default); "
-        "--no-carry: the plan's own wrapper half where it can say every value, the way before issue 32, "
-        "kept while it is retired (docs/carry.md)",
-    )
 
 
 def _add_verify(sub) -> None:
@@ -242,7 +230,6 @@ def _add_plan(sub) -> None:
         "with the source of every value. Writes nothing into the checkout.",
     )
     _common(p)
-    _carry(p)
     p.add_argument(
         "--json", action="store_true", help="print one JSON document on stdout (docs/plan-json.schema.json)"
     )
@@ -359,7 +346,6 @@ def _options(args, **extra) -> PortOptions:
         python=checked_python(getattr(args, "python", "")),
         cargo_target_dir=getattr(args, "cargo_target_dir", None),
         sandbox=getattr(args, "sandbox", False),
-        carry=getattr(args, "carry", True),
         force=getattr(args, "force", False),
         **extra,
     )
@@ -434,9 +420,7 @@ def cmd_plan(args) -> int:
     documents: list[dict] = []
     for target in find_targets(args.repo.resolve(), args.kernel, args.base):
         try:
-            plan, _facts, _co = make_plan(
-                target, PortOptions(repo=target.repo).out_dir(target.op), carry_always=args.carry
-            )
+            plan, _facts, _co = make_plan(target, PortOptions(repo=target.repo).out_dir(target.op))
         except StageStop as stop:
             status = max(status, EXIT_CODES[VerdictKind(stop.kind)])
             stopped = {"kind": stop.kind, "class": stop.klass, "reason": stop.reason}

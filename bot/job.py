@@ -49,7 +49,6 @@ class PortOptions:
     perf: bool | None = None  # the perf stage after ALL_PASS (bot/perf): None on where a CUDA GPU is visible
     perf_timeout: float = 1800.0  # seconds for the perf stage's pytest (collection and run)
     perf_configs: int = CONFIG_CAP  # the perf stage's cap on configs, covering every parameter value (0: all)
-    carry: bool = True  # the wrapper carries the reference's host code over wherever it can (docs/carry.md)
     force: bool = False  # overwrite a person's uncommitted edits of the files agent-d writes whole
 
     def out_dir(self, op: str) -> Path:
@@ -120,7 +119,6 @@ class Job:
     awaiting_facts: StageStop | None = None
     applied: ApplyResult | None = None  # what apply wrote, to take back when the build faults it
     signature: KernelSignature | None = None  # the kernel's, as the reader gave it
-    carry_always: bool = True  # PortOptions.carry
     force: bool = False  # PortOptions.force
 
     @classmethod
@@ -128,7 +126,7 @@ class Job:
         run = Run(options.echo)
         out_dir = options.out_dir(target.op).resolve()
         result = PortResult(target, Verdict(VerdictKind.BLOCKED, "host", "not run"), run.stages, str(out_dir))
-        return cls(target, run, out_dir, result, carry_always=options.carry, force=options.force)
+        return cls(target, run, out_dir, result, force=options.force)
 
     def attempt(self, step: Callable[[], object]) -> None:
         """Run the next step of this kernel's port unless an earlier one stopped it; a stop is its verdict."""

@@ -45,13 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     s.add_argument("--new-ops", nargs="*", help="only these of --new-kernels (default: all of them)")
     s.add_argument(
-        "--carry",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="port tree B with each wrapper carrying its reference's host code over (default); "
-        "--no-carry: `agent-d port --no-carry`, the plan's own wrapper half where it can say every value",
-    )
-    s.add_argument(
         "--faults",
         type=Path,
         help="the fault corpus (tests/fixtures/faults): each case's tree built from the tilegym wheel and "
@@ -171,7 +164,6 @@ def main(argv: list[str] | None = None) -> int:
             new,
             args.faults.resolve() if args.faults else None,
             args.faults_tilegym.resolve() if args.faults_tilegym else None,
-            args.carry,
         )
         return 0
     if args.cmd == "run":

@@ -49,3 +49,13 @@ def cargo_target_dir() -> Path:
     path = cargo_target(default_cache_dir())
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@pytest.fixture()
+def carrying_gives_way(monkeypatch):
+    """Plans as they are when the reference cannot be carried: the plan's own wrapper half, which a
+    row kernel (silu_and_mul, swiglu) still has without a contract (its row defaults need only the
+    reference's output columns), and which renders a porter's contract that states the wrapper."""
+    import bot.plan
+
+    monkeypatch.setattr(bot.plan, "carry_into", lambda *args, **kwargs: None)

@@ -1,6 +1,6 @@
 """The carried-over wrapper launched on a CPU beside its reference (the launch dry run): the wheel
-ops' references carried over as code, and a re-spelled reference the plan's own wrapper half
-cannot read, carried instead of asking for facts it states.
+ops' references carried over as code, and a re-spelled reference (a call through a local a
+conditional expression binds), carried instead of asking for facts it states.
 
 Needs the dry run's interpreter (torch and cuda.tile, ``scripts/setup.sh --test``), as
 tests/test_dry_run.py does.
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 CARRIED_OPS = ["matmul", "bmm", "swiglu", "attention_sink"]
 
 # matmul's reference with its persistent path called through a local bound by a conditional
-# expression: the plan's own wrapper half cannot follow that call
+# expression (a spelling the removed readers refused)
 RESPELLED = [
     (
         "    stream = torch.cuda.current_stream()\n    if static_persistent:",
@@ -66,9 +66,9 @@ def test_op(batch, heads, kv_heads, seq, dim, backend):
 """
 
 
-def _port_and_dry_run(repo: Path, op: str, out: Path, carry_always: bool):
+def _port_and_dry_run(repo: Path, op: str, out: Path):
     target = Target(repo, op)
-    plan, _facts, co = make_plan(target, out / "plan", carry_always=carry_always)
+    plan, _facts, co = make_plan(target, out / "plan")
     assert not plan.missing, (op, plan.missing)
     files = apply.formatted(generate.generate(target, plan, co), repo)
     soundness.check_files(files, repo)
@@ -83,7 +83,7 @@ def test_the_wheel_references_carried_over_launch_as_the_references_do(tmp_path,
     torch_python()  # skips (or fails under CI) before the checkout is built
     repo = assemble_checkout(tmp_path / "tg", tilegym_wheel, CARRIED_OPS, CARRIED_OPS).repo
     for op in CARRIED_OPS:
-        plan, found = _port_and_dry_run(repo, op, tmp_path / "out" / op, carry_always=True)
+        plan, found = _port_and_dry_run(repo, op, tmp_path / "out" / op)
         assert plan.carry is not None, op
         assert found.status == "compared", (op, found.why)
         assert found.identical, (op, [dry_result.describe_row(r) for r in found.differences])
@@ -95,7 +95,7 @@ def test_the_wheel_references_carried_over_launch_as_the_references_do(tmp_path,
         assert "cuda.tile" not in wrapper and "ops.cutile." not in wrapper, op
 
 
-def test_a_reference_the_plan_cannot_read_is_carried_and_launches_as_it_does(tmp_path, tilegym_wheel):
+def test_a_re_spelled_reference_is_carried_and_launches_as_it_does(tmp_path, tilegym_wheel):
     torch_python()
     repo = assemble_checkout(tmp_path / "tg", tilegym_wheel, ["matmul"], ["matmul"]).repo
     reference = repo / "src/tilegym/ops/cutile/matmul.py"
@@ -104,7 +104,7 @@ def test_a_reference_the_plan_cannot_read_is_carried_and_launches_as_it_does(tmp
         assert old in text
         text = text.replace(old, new, 1)
     reference.write_text(text, encoding="utf-8")
-    plan, found = _port_and_dry_run(repo, "matmul", tmp_path / "out", carry_always=False)
+    plan, found = _port_and_dry_run(repo, "matmul", tmp_path / "out")
     assert plan.carry is not None and plan.contract_lines == 0
     assert found.status == "compared" and found.identical, [
         dry_result.describe_row(r) for r in found.differences
@@ -129,7 +129,7 @@ def test_a_kernel_rs_count_the_reference_unpacks_from_a_launched_tensor_launches
     (variant,) = [v for v in variants_of(repo, "rope", original(repo, "rope")) if v.kind == "extra_scalar"]
     assert variant.extra == "head_dim"
     Target(repo, "rope").kernel_rs.write_text(variant.kernel_rs)
-    plan, found = _port_and_dry_run(repo, "rope", tmp_path / "out", carry_always=True)
+    plan, found = _port_and_dry_run(repo, "rope", tmp_path / "out")
     values = {a.c_param: a.expr for k in plan.carry.kernels for a in k.args}
     assert values["head_dim"] == "int(q.shape[3])"
     assert found.status == "compared" and found.identical, [
@@ -155,7 +155,7 @@ def test_a_kernel_rs_count_the_launched_tensor_was_shaped_with_launches_as_that_
     (variant,) = [v for v in variants_of(repo, "attention_sink", orig) if v.kind == "extra_scalar"]
     assert variant.extra == "bs"
     Target(repo, "attention_sink").kernel_rs.write_text(variant.kernel_rs)
-    plan, found = _port_and_dry_run(repo, "attention_sink", tmp_path / "out", carry_always=True)
+    plan, found = _port_and_dry_run(repo, "attention_sink", tmp_path / "out")
     values = {a.c_param: a.expr for k in plan.carry.kernels for a in k.args}
     assert values["bs"] == "int(Q.shape[0])"  # the cuTile kernel's parameter Q
     assert found.status == "compared" and found.identical, [

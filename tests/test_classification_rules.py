@@ -216,14 +216,14 @@ def _contract_differences(target: Target, contract: str) -> list[str]:
     path = target.kernel_dir / "host_contract.yaml"
     path.write_text("contract_version: 1\n" + textwrap.dedent(contract))
     try:
-        with_contract = make_plan(target, target.repo / "out", carry_always=False)[0]
+        with_contract = make_plan(target, target.repo / "out")[0]
     finally:
         path.unlink()
-    # as the port compares them (stage_generate.contract_differences): the plan's own reading
-    return differences(with_contract, make_plan(target, target.repo / "out", carry_always=False)[0])
+    # as the port compares them (stage_generate.contract_differences)
+    return differences(with_contract, make_plan(target, target.repo / "out")[0])
 
 
-def test_a_contract_that_launches_otherwise_than_the_reference_is_found(silu):
+def test_a_contract_that_launches_otherwise_than_the_reference_is_found(silu, carrying_gives_way):
     scalar = _contract_differences(silu, 'ffi:\n  scalars:\n    hidden_size: "dim(out,1) / 2"\n')
     assert scalar == ["ffi hidden_size: `dim(out,1) / 2` where the reference gives `dim(out,1)`"]
     grid = _contract_differences(
@@ -234,6 +234,21 @@ def test_a_contract_that_launches_otherwise_than_the_reference_is_found(silu):
     ]
     # a contract that says what agent-d reads anyway changes nothing
     assert _contract_differences(silu, 'ffi:\n  scalars:\n    hidden_size: "dim(out,1)"\n') == []
+
+
+def test_a_contract_value_in_place_of_what_the_carried_launch_passes_is_a_difference(silu):
+    """Carried, the launch passes its own grid and scalars at run time: a contract that replaces one
+    with an expression changes the launch, whatever the value, and the host is the suspect."""
+    scalar = _contract_differences(silu, 'ffi:\n  scalars:\n    hidden_size: "dim(out,1) / 2"\n')
+    assert scalar == [
+        "ffi hidden_size: `dim(out,1) / 2` where the reference passes its own value at the launch"
+    ]
+    grid = _contract_differences(
+        silu, 'ffi:\n  grid:\n    silu_and_mul_kernel: ["cdiv(dim(out,0), 2)", 1, 1]\n'
+    )
+    assert grid == [
+        "silu_and_mul_kernel grid: [`cdiv(dim(out,0), 2)`, `1`, `1`] where the reference gives [`num_programs`, `1`, `1`]"
+    ]
 
 
 def _registry(repo: Path, backends: dict) -> None:

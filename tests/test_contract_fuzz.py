@@ -146,7 +146,7 @@ def test_any_text_in_a_contract_field_is_refused_or_generates_only_allowed_code(
     base = yaml.safe_load((FIXTURES / f"{OP}_kernel" / "host_contract.yaml").read_text())
     (target.kernel_dir / "host_contract.yaml").write_text(yaml.safe_dump(_with(base, field, text)))
     try:
-        plan, _facts, co = make_plan(target, checkout / "out" / OP, carry_always=False)
+        plan, _facts, co = make_plan(target, checkout / "out" / OP)
         if plan.missing:
             return
         files = generate.generate(target, plan, co)

@@ -272,9 +272,11 @@ def _c_call(plan, rows: int, hidden: int, **override) -> list:
     return [values[name] for name, _ in plan.ffi.c_params()]
 
 
-def test_values_are_paired_with_the_reference_by_what_they_hold_not_by_name(silu_checkout, tmp_path):
+def test_values_are_paired_with_the_reference_by_what_they_hold_not_by_name(
+    silu_checkout, tmp_path, carrying_gives_way
+):
     target = Target(silu_checkout, "silu_and_mul")
-    plan, _facts, _co = make_plan(target, tmp_path / "plan", carry_always=False)  # the C calls below are its
+    plan, _facts, _co = make_plan(target, tmp_path / "plan")  # the C calls below are its (the row plan)
     signature = read_kernel(target.kernel_rs)
     cases = {}  # (_c_call names every C parameter: a plan with others raises KeyError there)
     for rows, hidden in ((256, 512), (4096, 1000), (33, 64)):
@@ -334,9 +336,11 @@ def _two_calls(plan, rows: int, hidden: int, second: dict) -> dict:
     return records
 
 
-def test_only_this_ops_launches_are_compared_and_each_call_of_a_case_in_order(silu_checkout, tmp_path):
+def test_only_this_ops_launches_are_compared_and_each_call_of_a_case_in_order(
+    silu_checkout, tmp_path, carrying_gives_way
+):
     target = Target(silu_checkout, "silu_and_mul")
-    plan, _facts, _co = make_plan(target, tmp_path / "plan", carry_always=False)  # the C calls below are its
+    plan, _facts, _co = make_plan(target, tmp_path / "plan")  # the C calls below are its (the row plan)
     signature = read_kernel(target.kernel_rs)
     cases = {}
     for rows, hidden in ((256, 512), (64, 1000)):
@@ -388,11 +392,13 @@ def test_a_case_that_calls_a_sibling_op_is_not_this_ops_launch_but_an_unreached_
     assert [(r.what, r.cutile_rs[:9]) for r in own.differences] == [("launch", "no launch")]
 
 
-def test_a_helper_modules_kernel_the_reference_launches_is_the_ops_own(silu_checkout, tmp_path):
+def test_a_helper_modules_kernel_the_reference_launches_is_the_ops_own(
+    silu_checkout, tmp_path, carrying_gives_way
+):
     """flash_decode's reference launches the split-k reduce kernel of another module: the launch
     made with the reference's code on the stack is this op's; one made from elsewhere is not."""
     target = Target(silu_checkout, "silu_and_mul")
-    plan, _facts, _co = make_plan(target, tmp_path / "plan", carry_always=False)  # the C calls below are its
+    plan, _facts, _co = make_plan(target, tmp_path / "plan")  # the C calls below are its (the row plan)
     signature = read_kernel(target.kernel_rs)
     cases = _records(256, 512, _c_call(plan, 256, 512))
     [reference] = next(iter(cases.values()))["launches"]
@@ -445,13 +451,13 @@ def test_the_plugin_names_the_tilegym_modules_on_a_launchs_stack():
 
 
 def test_a_tensor_of_other_bytes_is_paired_with_one_of_its_extent_not_an_unused_empty_one(
-    silu_checkout, tmp_path
+    silu_checkout, tmp_path, carrying_gives_way
 ):
     """The reference hands its kernel an empty placeholder (moe's a_scale) before the tensor an
     earlier op filled (expert_ids, whose C call the dry run does not run): the port's tensor, its
     bytes unlike the reference's, is paired by dtype and extent, not with the placeholder."""
     target = Target(silu_checkout, "silu_and_mul")
-    plan, _facts, _co = make_plan(target, tmp_path / "plan", carry_always=False)  # the C calls below are its
+    plan, _facts, _co = make_plan(target, tmp_path / "plan")  # the C calls below are its (the row plan)
     signature = read_kernel(target.kernel_rs)
     cases = _records(256, 512, _c_call(plan, 256, 512))
     reference = next(iter(cases.values()))["launches"][0]
@@ -519,12 +525,14 @@ def test_a_test_that_needs_another_ops_port_is_blocked_naming_that_op(
     assert [s.name for s in result.stages][-1] == "dry run" and result.tests is None
 
 
-def test_a_column_major_input_is_the_host_s_fault_with_both_stride_tuples(silu_checkout, tmp_path):
+def test_a_column_major_input_is_the_host_s_fault_with_both_stride_tuples(
+    silu_checkout, tmp_path, carrying_gives_way
+):
     """silu_and_mul's kernel takes raw pointers: it sees the memory's order, not a shape. A wrapper
     that hands it the input as a column-major view of the same values launches otherwise than the
     reference, whose input is row-major: FAIL (host) before any GPU time, with both strides."""
     target = Target(silu_checkout, "silu_and_mul")
-    plan, _facts, _co = make_plan(target, tmp_path / "plan", carry_always=False)  # the C calls below are its
+    plan, _facts, _co = make_plan(target, tmp_path / "plan")  # the C calls below are its (the row plan)
     signature = read_kernel(target.kernel_rs)
     column_major = {**_desc([256, 1024], "float16", "in"), "strides": [1, 256]}
     cases = _records(256, 512, _c_call(plan, 256, 512, inp=column_major))
@@ -538,13 +546,15 @@ def test_a_column_major_input_is_the_host_s_fault_with_both_stride_tuples(silu_c
     assert "(1, 256)" in stop.reason and "(1024, 1)" in stop.reason
 
 
-def test_a_tensor_kernel_rs_cannot_take_as_the_reference_passes_it_is_the_kernel_s(silu_checkout, tmp_path):
+def test_a_tensor_kernel_rs_cannot_take_as_the_reference_passes_it_is_the_kernel_s(
+    silu_checkout, tmp_path, carrying_gives_way
+):
     """The reference hands the kernel a float32 output beside float16 inputs, and the port passes
     the same: equal launches, but kernel.rs declares the output in the element type E it dispatches
     on the input's (float16). The launcher would refuse it on the GPU (rc -6): it is kernel.rs's to
     fix, FAIL (kernel) naming the parameter and both dtypes, found on the CPU."""
     target = Target(silu_checkout, "silu_and_mul")
-    plan, _facts, _co = make_plan(target, tmp_path / "plan", carry_always=False)  # the C calls below are its
+    plan, _facts, _co = make_plan(target, tmp_path / "plan")  # the C calls below are its (the row plan)
     signature = read_kernel(target.kernel_rs)
     cases = _records(256, 512, _c_call(plan, 256, 512, out=_desc([256, 512], "float32", "fresh-2")))
     reference = next(iter(cases.values()))["launches"][0]
@@ -563,12 +573,12 @@ def test_a_tensor_kernel_rs_cannot_take_as_the_reference_passes_it_is_the_kernel
     assert "kernel.rs cannot take it" in found.headline()
 
 
-def test_a_null_descriptor_is_refused_as_ffi_rs_refuses_it(silu_checkout, tmp_path):
+def test_a_null_descriptor_is_refused_as_ffi_rs_refuses_it(silu_checkout, tmp_path, carrying_gives_way):
     """ffi.rs borrows every descriptor before it chooses a variant: a wrapper that passes a null one
     (a carried launch of one entry, the other entry's tensors left out) is refused on the CPU, as
     the launcher refuses it on the GPU (rc -5), not found equal."""
     target = Target(silu_checkout, "silu_and_mul")
-    plan, _facts, _co = make_plan(target, tmp_path / "plan", carry_always=False)  # the C calls below are its
+    plan, _facts, _co = make_plan(target, tmp_path / "plan")  # the C calls below are its (the row plan)
     signature = read_kernel(target.kernel_rs)
     found = dry_compare.compare(plan, signature, _records(256, 512, _c_call(plan, 256, 512, out=None)))
     assert not found.identical

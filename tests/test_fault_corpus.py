@@ -24,10 +24,12 @@ from gpu.tables import gpu_md as table
 from validator_support import needs_cc
 
 from bot.classify.classify import classify
-from bot.classify.launch_diff import differences
 from bot.cli import main
 from bot.demo import assemble_checkout
+from bot.emit.stage_generate import contract_differences
 from bot.pipeline import generate_only, make_plan
+from bot.read.reader import read_kernel
+from bot.targets.discover import discover
 from bot.targets.types import Target
 from bot.testing.types import TestResult
 from bot.testresults.combine import to_test_result
@@ -79,16 +81,19 @@ def base(tmp_path_factory, tilegym_wheel) -> Path:
 
 
 def _launch_differences(base: Path, case: dict, tmp_path: Path) -> list[str]:
-    """The case's port in a copy of ``base``; how its launch differs from the plan without a contract."""
-    # as the port compares them (stage_generate.contract_differences): the plan's own reading
-    reference = make_plan(Target(base, "silu_and_mul"), tmp_path / "ref", carry_always=False)[0]
+    """The case's port in a copy of ``base``; how its launch differs from the plan without a contract,
+    as the port compares them."""
     tree = tmp_path / case["name"]
     shutil.copytree(base, tree, ignore=shutil.ignore_patterns(".git"))
     faults.apply_sources(tree, case)
     assert generate_only(tree, case["op"]) == "", case["name"]  # the port gets as far as its files
     faults.apply_after_port(tree, case)
-    ported = make_plan(Target(tree, case["op"]), tmp_path / "out" / case["name"], carry_always=False)[0]
-    return differences(ported, reference)
+    target = Target(tree, case["op"])
+    out = tmp_path / "out" / case["name"]
+    ported, facts, co = make_plan(target, out)
+    return contract_differences(
+        target, discover(target), out, read_kernel(target.kernel_rs), co, facts, ported
+    )
 
 
 def test_every_change_applies_and_a_contracts_wrong_launch_is_found(base, tmp_path):

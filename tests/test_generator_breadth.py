@@ -16,11 +16,15 @@ from pathlib import Path
 import pytest
 from port_support import port_json
 
+from bot.apply import apply
 from bot.cli import main
 from bot.demo import assemble_checkout
+from bot.emit import generate
 from bot.pipeline import make_plan
 from bot.plan import sweep
 from bot.report.validator import exported_functions
+from bot.targets import checkout
+from bot.targets.discover import discover
 from bot.targets.types import Target
 
 pytestmark = pytest.mark.slow
@@ -41,9 +45,7 @@ def five(tmp_path, tilegym_wheel):
 
 
 def _plan(repo: Path, op: str):
-    """The plan's own wrapper half (``--no-carry``), whose reading of the references these tests pin
-    while it is retired (docs/carry.md): a carried plan keeps no python steps of its own."""
-    return make_plan(Target(repo, op), repo / "out" / op, carry_always=False)[0]
+    return make_plan(Target(repo, op), repo / "out" / op)[0]
 
 
 def test_contract_lines_and_inferred_abi(five):
@@ -55,22 +57,7 @@ def test_contract_lines_and_inferred_abi(five):
     assert [n for n, _ in matmul.ffi.c_params()][:3] == ["c", "a", "b"]  # outputs first
     assert {d.name: d.expr for d in matmul.ffi.derived}["cast_tf32"] == "cast_tf32(a)"
     assert [v.when for v in matmul.ffi.variants] == ["persistent != 0", "else"]
-    # the wrapper side read from the cuTile reference ops/cutile/matmul.py
-    py = matmul.python
-    assert {k: s.kind for k, s in py.sources.items()} == {
-        "python.signature": "ops_py",
-        "python.alloc": "reference",
-        "python.configs": "reference",
-        "python.steps": "reference",
-    }
-    assert py.alloc == {"c": "torch.empty((M, N), device=a.device, dtype=a.dtype)"}
-    assert [g["when"].split(" and ")[0] for g in py.configs][-1] == "always"
-    assert all(
-        set(c) >= {"BM", "BN", "BK", "NUM_CTAS", "OCCUPANCY"} for g in py.configs for c in g["configs"]
-    )
-    assert py.ffi_args["bm"] == "cfg.BM" and py.ffi_args["group_size_m"] == "getattr(cfg, 'GROUP_SIZE_M', 0)"
-    assert "cdiv(M, cfg.BM) * cdiv(N, cfg.BN)" in py.ffi_args["num_programs"]
-    assert any(s.kind == "check" and s.expr == "trans_a" for s in py.steps)  # kernel.rs has no transpose
+    assert matmul.carry is not None  # the wrapper: the cuTile reference's host code, carried over
     bmm = _plan(five, "bmm")
     assert {d.name: d.expr for d in bmm.ffi.derived}["rt_m"] == "sel(trans_a != 0, dim(a,2), dim(a,1))"
     attention = _plan(five, "attention_sink")
@@ -128,23 +115,20 @@ def test_generation_benchmark_still_runs(five):
 
 
 def test_bmm_and_attention_sink_need_no_contract(five):
-    """Read from their cuTile references alone; bmm keeps the checks the hand-written host makes."""
-    from bot.emit import wrapper_py
-
+    """Carried from their cuTile references alone; bmm keeps the checks the hand-written host makes."""
     for op in ("bmm", "attention_sink"):
         (five / "src/tilegym/ops/cutile_rs" / f"{op}_kernel" / "host_contract.yaml").unlink()
     bmm, attention = _plan(five, "bmm"), _plan(five, "attention_sink")
     for plan in (bmm, attention):
         assert plan.missing == [] and plan.contract_lines == 0, [m.key for m in plan.missing]
-    # the transpose flags are 0 or 1 in the FFI; batch and K agree in the wrapper
+        assert plan.carry is not None
+    # the transpose flags are 0 or 1 in the FFI; batch and K agree in the carried reference's code
     assert {"when": "trans_a != 0 and trans_a != 1", "rc": "INVALID_ARGS"} in bmm.ffi.checks
-    checks = [s.expr for s in bmm.python.steps if s.kind == "check"]
-    assert "not (K_A == K_B)" in checks and "not (Q_A == Q_B)" in checks
-    assert bmm.python.ffi_args["trans_a"] == "int(bool(transpose_a))"  # ops.py's default is None
-    # an autotuned wrapper honours TileGym's switch: the first config only when it is off
-    assert "    if is_autotune_disabled():\n        configs = configs[:1]\n" in wrapper_py.render(bmm)
-    # the reference's 18 sm_90 configs are more than a first call compiles inside pytest's 60 s
-    sm90 = next(g for g in bmm.python.configs if "(9, 0)" in g["when"])
-    assert len(sm90["configs"]) == sweep.SWEEP_LIMIT
-    assert "8 of the reference's 18 configs" in bmm.python.sources["python.configs"].detail
-    assert "# 8 of the reference's 18 configs (sweep limit 8" in wrapper_py.render(bmm)
+    target = Target(five, "bmm")
+    files = apply.formatted(generate.generate(target, bmm, checkout.inspect(target, discover(target))), five)
+    wrapper = next(f.content for f in files.files if f.path.endswith("ops/cutile_rs/bmm.py"))
+    assert 'assert K_A == K_B, "incompatible dimensions"' in wrapper
+    assert 'assert Q_A == Q_B, "incompatible dimensions"' in wrapper
+    # an autotuned search honours TileGym's switch, and sweeps at most the limit of its configs
+    assert "configs = configs[:1] if is_autotune_disabled() else _rs_sweep(configs)" in wrapper
+    assert f"def _rs_sweep(configs, limit={sweep.SWEEP_LIMIT}):" in wrapper

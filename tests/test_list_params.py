@@ -1,10 +1,9 @@
-"""A reference kernel over lists of tensors, kernel.rs over one element: read, planned, rendered and
+"""A reference kernel over lists of tensors, kernel.rs over one element: read, planned and
 compared as one launch per element (bot/infer/list_params.py, python.per_element)."""
 
 from __future__ import annotations
 
 import ast
-import copy
 from pathlib import Path
 
 import pytest
@@ -12,12 +11,8 @@ from checkout_support import checkout_with_kernels
 
 from bot.dryrun import compare as dry_compare
 from bot.dryrun import result as dry_result
-from bot.emit import wrapper_py
 from bot.infer import list_params
-from bot.infer.launch.syntax import NotThisShape
-from bot.infer.reference import launch as reference_launch
 from bot.pipeline import make_plan
-from bot.plan.closure import unbound
 from bot.read.reader import read_kernel
 from bot.read.types import BlockUse, Entry, Generic, KernelSignature, Param
 from bot.targets.types import Target
@@ -127,68 +122,13 @@ def test_an_output_list_built_by_appending_allocations_is_one_comprehension():
     assert list_params.appended_list(odd, {"outs"}) is None  # a statement that is no assignment
 
 
-def test_the_reading_launches_kernel_rs_once_per_element_and_keeps_the_rest():
-    reading = reference_launch.read(REFERENCE, "pairwise_add", _signature())
-    (variant,) = reading.variants
-    assert [(a.tensor, a.ref_param, a.item, a.list_expr) for a in variant.lists] == [
-        ("x", "Xs", "Xi", "xs"),
-        ("y", "Ys", "Yi", "ys"),
-        ("out", "Outs", "Oi", "outs"),
-    ]
-    # a generic the launch computes from the config, as the grid is
-    assert variant.values["programs"] == "get_num_sm() // cfg.NUM_CTAS"
-    assert variant.grid0 == "get_num_sm() // cfg.NUM_CTAS"
-    assert reading.alloc == {
-        "outs": "[torch.empty((x.shape[0],), device=x.device, dtype=x.dtype) for x, y in zip(xs, ys)]"
-    }
-    assert {"check": "not xs", "raise": "ValueError", "message": "xs must not be empty"} in reading.steps
-    assert not any(step.get("let") == "outs" for step in reading.steps)  # allocated, not bound to []
-
-
-def test_a_list_kernel_rs_has_no_element_for_is_not_this_shape():
-    with pytest.raises(NotThisShape, match="list Xs .* has no kernel.rs twin"):
-        reference_launch.read(REFERENCE, "pairwise_add", _signature(("p", "q", "out")))
-
-
 @pytest.fixture(scope="module")
 def group_gemm(tmp_path_factory, tilegym_wheel):
-    """Our group_gemm kernel.rs planned against the wheel's cuTile group_gemm (lists of tensors), by
-    the plan's own wrapper half (``--no-carry``): a carried plan keeps no python steps of its own."""
+    """Our group_gemm kernel.rs planned against the wheel's cuTile group_gemm (lists of tensors)."""
     repo = checkout_with_kernels(tmp_path_factory.mktemp("gg") / "tg", tilegym_wheel, KERNELS, ["group_gemm"])
     target = Target(repo, "group_gemm")
-    plan, _facts, _co = make_plan(target, repo / "out", carry_always=False)
+    plan, _facts, _co = make_plan(target, repo / "out")
     return plan, read_kernel(target.kernel_rs)
-
-
-def test_the_plan_walks_the_reference_s_lists_and_the_wrapper_loops_the_launch(group_gemm):
-    plan, _signature = group_gemm
-    assert plan.missing == [] and plan.contract_lines == 0
-    py = plan.python
-    assert [(e.tensor, e.list_expr, e.item) for e in py.per_element] == [
-        ("c", "group_C", "Ci"),
-        ("a", "group_A", "Ai"),
-        ("b", "group_B", "Bi"),
-    ]
-    assert py.per_element[0].source.kind == "reference"
-    assert py.result == "group_C" and list(py.alloc) == ["group_C"]
-    assert [t.name for t in plan.ffi.tensors] == ["c", "a", "b"]  # ffi.rs takes what the kernel takes
-    text = wrapper_py.render(plan)
-    assert "for Ci, Ai, Bi in zip(group_C, group_A, group_B):" in text
-    assert "return group_C" in text
-    assert unbound(plan) == []
-    plan_copy = copy.deepcopy(plan)
-    plan_copy.python.per_element[1].list_expr = "group_X"  # a list nothing binds
-    assert [u.name for u in unbound(plan_copy)] == ["group_X"]
-
-
-def test_a_direct_launch_per_element_skips_an_empty_element_not_the_list(group_gemm):
-    plan = copy.deepcopy(group_gemm[0])
-    plan.python.launch_mode, plan.python.configs = "direct", []
-    plan.python.ffi_args = {s.name: "1" for s in plan.ffi.scalars}
-    text = wrapper_py.render(plan)
-    loop = "for Ci, Ai, Bi in zip(group_C, group_A, group_B):\n        if Ci.numel() > 0:\n            _launch(Ci, Ai, Bi,"
-    assert loop in text, text
-    assert "group_C.numel()" not in text
 
 
 def _group_records(plan, shapes: list[tuple[int, int, int]], calls: int | None = None) -> dict:

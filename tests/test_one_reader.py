@@ -1,11 +1,14 @@
-"""Toward one reader (issue 32): what the autotuned and direct readers of ``bot/infer`` still add to
-a carried port. With both switched off, the plan from the semantic model alone (the carried host
-code and its mapping onto kernel.rs) must generate the same files, byte for byte, the wired test
-files included (which cuTile skips they inherit follows the carried program's refusals). On TileGym main
-26 of 27 ops do (geglu's ffi.rs differs in three provenance comments, docs/carry.md); here, the five
-ops of the tilegym 1.5.1 wheel, one with boolean flags (bmm's trans_a, trans_b)."""
+"""One reader (issue 32): the reference is read by the semantic model and carried over; the readers
+that distilled it into wrapper steps are gone. The five ops of the tilegym 1.5.1 wheel plan carried
+with no question, and a porter's contract that states the wrapper is rendered by the plan's own
+wrapper half, still checking the reference kernels' boolean parameters (bmm's trans_a, trans_b)
+as the carried launch checks them."""
 
 from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -13,28 +16,40 @@ from bot.apply import apply
 from bot.demo import assemble_checkout
 from bot.emit import generate
 from bot.emit.stage_generate import make_plan
-from bot.infer.reference import direct, launch
 from bot.targets.types import Target
 
 pytestmark = pytest.mark.slow
+CONTRACTS = Path(__file__).parent / "fixtures" / "contracts"
 OPS = ["silu_and_mul", "swiglu", "matmul", "bmm", "attention_sink"]
+FLAG_CHECKS = ("if (trans_a != 0) && (trans_a != 1) {", "if (trans_b != 0) && (trans_b != 1) {")
 
 
-def _files(repo, op, out) -> dict[str, str]:
+def _ffi(repo, op, out):
     target = Target(repo, op)
     plan, _facts, co = make_plan(target, out)
-    assert plan.carry is not None and not plan.missing, (op, plan.missing)
+    assert not plan.missing, (op, [m.key for m in plan.missing])
     files = apply.formatted(generate.generate(target, plan, co), repo)
-    return {f.path: f.content for f in files.files}  # new files and wired ones (test files included)
+    return plan, next(f.content for f in files.files if f.path.endswith("ffi.rs"))
 
 
-def test_the_carried_plan_alone_generates_what_todays_plan_does(tmp_path, tilegym_wheel, monkeypatch):
+def test_the_distilling_readers_are_gone():
+    for module in (
+        "bot.infer.direct",
+        "bot.infer.launch",
+        "bot.infer.reference.direct",
+        "bot.infer.reference.launch",
+    ):
+        assert importlib.util.find_spec(module) is None, module
+
+
+def test_the_wheel_ops_plan_carried_and_a_wrapper_contract_keeps_the_flag_checks(tmp_path, tilegym_wheel):
     repo = assemble_checkout(tmp_path / "tg", tilegym_wheel, OPS, OPS).repo
-    today = {op: _files(repo, op, tmp_path / "a" / op) for op in OPS}
-    monkeypatch.setattr(direct, "gather", lambda *args, **kwargs: None)
-    monkeypatch.setattr(launch, "gather", lambda *args, **kwargs: None)
-    alone = {op: _files(repo, op, tmp_path / "b" / op) for op in OPS}
     for op in OPS:
-        assert alone[op] == today[op], op
-    bmm_ffi = next(text for path, text in alone["bmm"].items() if path.endswith("ffi.rs"))
-    assert "if (trans_a != 0) && (trans_a != 1) {" in bmm_ffi  # from `ct.Constant[bool]`, no reader's fact
+        plan, ffi = _ffi(repo, op, tmp_path / "carried" / op)
+        assert plan.carry is not None and plan.contract_lines == 0, op
+        if op == "bmm":  # from the reference kernels' `ct.Constant[bool]`, through the carried mapping
+            assert all(check in ffi for check in FLAG_CHECKS)
+    shutil.copy(CONTRACTS / "bmm.yaml", repo / "src/tilegym/ops/cutile_rs/bmm_kernel/host_contract.yaml")
+    plan, ffi = _ffi(repo, "bmm", tmp_path / "contract" / "bmm")
+    assert plan.carry is None and plan.contract_lines > 0  # the porter's wrapper, rendered by the plan
+    assert all(check in ffi for check in FLAG_CHECKS)

@@ -35,12 +35,10 @@ def _rewrite(target: Target, names: dict[str, str], reverse_inputs: bool) -> Non
 
 
 def _plan(target: Target):
-    return make_plan(target, target.repo / "out" / target.op, carry_always=False)[
-        0
-    ]  # the row wrapper it pins
+    return make_plan(target, target.repo / "out" / target.op)[0]
 
 
-def test_row_inputs_pair_with_the_wrapper_tensors_by_name_whatever_their_order(swiglu):
+def test_row_inputs_pair_with_the_wrapper_tensors_by_name_whatever_their_order(swiglu, carrying_gives_way):
     assert _plan(swiglu).python.tensors_py == {"c": "c_rows", "a": "a_rows", "b": "b_rows"}
     _rewrite(swiglu, {}, reverse_inputs=True)
     plan = _plan(swiglu)

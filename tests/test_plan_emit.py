@@ -30,14 +30,12 @@ def silu(tmp_path, tilegym_wheel):
     return Target(co.repo, "silu_and_mul")
 
 
-def _plan(target: Target, carry: bool = False):
-    """By default the plan's own wrapper half (``--no-carry``), which most of these tests pin until it
-    is retired (docs/carry.md); ``carry``: the reference's host code carried over, as a port writes it."""
-    plan, facts, _ = make_plan(target, target.repo / "out" / target.op, carry_always=carry)
+def _plan(target: Target):
+    plan, facts, _ = make_plan(target, target.repo / "out" / target.op)
     return plan, facts
 
 
-def test_silu_plan_sources(silu):
+def test_silu_plan_sources(silu, carrying_gives_way):
     plan, _ = _plan(silu)
     assert plan.missing == []
     assert [name for name, _ in plan.ffi.c_params()] == [
@@ -72,7 +70,7 @@ def test_silu_rendered_files_follow_the_abi(silu):
     assert cdef.cross_check(text, cdef.render(plan.ffi)) == []
 
 
-def test_row_wrapper_uses_the_cheap_torch_calls(silu):
+def test_row_wrapper_uses_the_cheap_torch_calls(silu, carrying_gives_way):
     from bot.emit import wrapper_py
     from bot.plan import row_wrapper as rows
 
@@ -95,10 +93,9 @@ def test_cross_check_catches_drift(silu):
     assert any("count differs" in p for p in cdef.cross_check(dropped, cdef.render(plan.ffi)))
 
 
-@pytest.mark.parametrize("carry", [True, False])
-def test_generation_is_deterministic(silu, carry):
-    first = generate.generate(silu, _plan(silu, carry)[0], checkout.inspect(silu, discover(silu)))
-    second = generate.generate(silu, _plan(silu, carry)[0], checkout.inspect(silu, discover(silu)))
+def test_generation_is_deterministic(silu):
+    first = generate.generate(silu, _plan(silu)[0], checkout.inspect(silu, discover(silu)))
+    second = generate.generate(silu, _plan(silu)[0], checkout.inspect(silu, discover(silu)))
     assert [(f.path, f.content) for f in first.files] == [(f.path, f.content) for f in second.files]
 
 

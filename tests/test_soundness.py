@@ -169,11 +169,10 @@ def test_a_kernel_that_compiles_and_lacks_facts_is_asked_about_and_says_it_compi
     assert _status(demo) == f"?? {DRAFT}"
 
 
-def test_a_plan_value_reading_an_unbound_name_is_agent_ds_bug(demo, tmp_path):
+def test_a_plan_value_reading_an_unbound_name_is_agent_ds_bug(demo, tmp_path, carrying_gives_way):
     from bot.emit.stage_generate import make_plan
 
-    # the plan's own wrapper half (a carried wrapper's values are the reference's code, checked as a file)
-    plan, _, _ = make_plan(Target(demo, OP), tmp_path / "plan", carry_always=False)
+    plan, _, _ = make_plan(Target(demo, OP), tmp_path / "plan")
     check_plan(plan)  # the real plan is closed
     scalar = plan.ffi.scalars[0].name
     plan.python.ffi_args[scalar] = "n_cols * 2"
@@ -186,7 +185,7 @@ def test_a_plan_value_reading_an_unbound_name_is_agent_ds_bug(demo, tmp_path):
 def test_a_step_reading_a_name_a_later_step_binds_is_unbound(demo, tmp_path):
     from bot.emit.stage_generate import make_plan
 
-    plan, _, _ = make_plan(Target(demo, OP), tmp_path / "plan", carry_always=False)
+    plan, _, _ = make_plan(Target(demo, OP), tmp_path / "plan")
     plan.python.steps[:0] = [
         PyStep("let", target="early", expr="late + 1"),
         PyStep("let", target="late", expr="1"),
@@ -198,7 +197,7 @@ def test_a_step_reading_a_name_a_later_step_binds_is_unbound(demo, tmp_path):
 def test_a_let_nothing_reads_is_dropped_and_one_read_later_is_kept(demo, tmp_path):
     from bot.emit.stage_generate import make_plan
 
-    plan, _, _ = make_plan(Target(demo, OP), tmp_path / "plan", carry_always=False)
+    plan, _, _ = make_plan(Target(demo, OP), tmp_path / "plan")
     scalar = plan.ffi.scalars[0].name
     plan.python.ffi_args[scalar] = "kept_value"
     closure.drop_unread_lets(plan)  # what the replaced value read is no longer read

@@ -442,7 +442,7 @@ def diff(a, b, path: str = "") -> list[str]:
 
 @dataclass
 class Outcome:
-    result: str  # "same plan" | "asks" | "differs" | "stops" | "carried" | "own half"
+    result: str  # "same plan" | "asks" | "differs" | "stops"
     keys: list[str] = field(default_factory=list)  # asks: the keys asked
     detail: list[str] = field(default_factory=list)  # differs: where; stops: why
 
@@ -454,19 +454,17 @@ class Original:
     text: str
     sig: KernelSignature
     plan: LaunchPlan
-    carry: bool = False  # planned with the reference's host code carried over (the port's default)
 
 
-def original(repo: Path, op: str, carry: bool = False) -> Original:
-    """``carry`` off: the plan's own wrapper half (``--no-carry``), which the table of
-    docs/variants.md measures until it is retired; on: as a port plans it."""
+def original(repo: Path, op: str) -> Original:
+    """The op's kernel.rs planned as a port plans it."""
     from bot.pipeline import make_plan
     from bot.read.reader import read_kernel
     from bot.targets.types import Target
 
     target = Target(repo, op)
-    plan = make_plan(target, repo / "out" / op, carry_always=carry)[0]
-    return Original(target.kernel_rs.read_text(), read_kernel(target.kernel_rs), plan, carry)
+    plan = make_plan(target, repo / "out" / op)[0]
+    return Original(target.kernel_rs.read_text(), read_kernel(target.kernel_rs), plan)
 
 
 def variants_of(repo: Path, op: str, orig: Original) -> list[Variant]:
@@ -503,27 +501,13 @@ def plan_variant(repo: Path, variant: Variant, orig: Original) -> Outcome:
         target.kernel_rs.write_text(variant.kernel_rs)
         sig = read_kernel(target.kernel_rs)  # syn parses it
         try:
-            plan = make_plan(target, repo / "out" / variant.op, carry_always=orig.carry)[0]
+            plan = make_plan(target, repo / "out" / variant.op)[0]
         except StageStop as stop:
             return Outcome("stops", detail=[f"{stop.kind} {stop.klass}: {stop.reason}"])
     finally:
         target.kernel_rs.write_text(orig.text)
     if plan.missing:
         return Outcome("asks", keys=[m.key for m in plan.missing])
-    if plan.carry is None and orig.plan.carry is not None:
-        # carried, the variant asked; the plan's own wrapper half answered it
-        return Outcome("own half")
-    if plan.carry is not None and orig.plan.carry is None:
-        # the original's own wrapper half planned, the variant's asked and the reference's host code
-        # was carried over instead: its launch is compared with the reference's by the dry run
-        if variant.extra:
-            values = {a.c_param: a.expr for k in plan.carry.kernels for a in k.args}
-            if values.get(variant.extra) != f"int(site[{variant.extra!r}])":
-                return Outcome(
-                    "differs",
-                    detail=[f"{variant.extra} = {values.get(variant.extra)!r}, not the launch's own"],
-                )
-        return Outcome("carried")
     check_plan(plan)  # a name the wrapper reads and nothing binds is agent-d's own bug
     before = normal_plan(orig.plan, orig.sig, {}, orig.sig)
     after = normal_plan(plan, sig, variant.names, orig.sig)

@@ -30,6 +30,14 @@ def differences(plan: LaunchPlan, reference: LaunchPlan) -> list[str]:
         {d.name: d.expr for d in plan.ffi.derived},
         {d.name: d.expr for d in reference.ffi.derived},
     )
+    if reference.carry is not None:
+        # the carried launch passes its own value there at run time: the contract replaces it
+        passed = {c.name for c in reference.ffi.scalars} - {d.name for d in reference.ffi.derived}
+        for d in plan.ffi.derived:
+            if d.name in passed:
+                found.append(
+                    f"ffi {d.name}: `{d.expr}` where the reference passes its own value at the launch"
+                )
     _compare(found, "ffi checks", plan.ffi.checks, reference.ffi.checks)
     py, ref_py = plan.python, reference.python
     _compare_maps(found, "python.alloc", py.alloc, ref_py.alloc)

@@ -21,13 +21,10 @@ from bot.errors import Blocked, Failed, StageStop
 from bot.infer import analysis, ops_py, test_dtypes
 from bot.infer.contract import host_contract
 from bot.infer.facts import Facts
-from bot.infer.reference import direct as reference_direct
-from bot.infer.reference import launch as reference_launch
 from bot.infer.reference import op as reference_op
 from bot.job import Job, PortOptions
 from bot.plan import build_plan
 from bot.read.reader import KernelRefused, ReaderError, ReaderUnavailable, read_kernel
-from bot.read.types import KernelSignature
 from bot.targets import checkout, discover
 from bot.targets.types import Discovery, Target
 
@@ -47,11 +44,11 @@ def generate_files(job: Job) -> None:
     job.signature = signature
     co = run.stage("checkout", lambda: checkout.inspect(target, found), lambda c: f"ffi style {c.style}")
     facts = run.stage(
-        "facts", lambda: gather_facts(target, found, out_dir, signature), lambda f: f"{len(f.items)} facts"
+        "facts", lambda: gather_facts(target, found, out_dir), lambda f: f"{len(f.items)} facts"
     )
     plan = run.stage(
         "launch plan",
-        lambda: build_plan(target, signature, facts, co, job.carry_always),
+        lambda: build_plan(target, signature, facts, co),
         lambda p: f"{len(p.ffi.c_params())} C parameters, {len(p.missing)} missing",
     )
     result.plan = plan
@@ -96,16 +93,13 @@ def contract_differences(
     target: Target, found: Discovery, out_dir: Path, signature, co, facts, plan
 ) -> list[str]:
     """What the porter's contract changes in the launch: the classifier's evidence against the host side.
-    Both plans are the plan's own reading (no carry): a carried plan holds the reference's values as
-    code, run at launch, where this compares them as expressions."""
+    A contract that states the wrapper (any ``python.*`` key) is compared with the plan's own wrapper
+    half without it (a row kernel has one); a carried plan with the carried plan without it."""
     if not any(f.source.kind in PORTER for f in facts.items.values()):
         return []
-    unaided = gather_facts(target, found, out_dir, signature, porter=False)
-    with_contract = (
-        plan if plan.carry is None else build_plan(target, signature, facts, co, carry_always=False)
-    )
+    unaided = gather_facts(target, found, out_dir, porter=False)
     return launch_diff.differences(
-        with_contract, build_plan(target, signature, unaided, co, carry_always=False)
+        plan, build_plan(target, signature, unaided, co, own_half=plan.carry is None)
     )
 
 
@@ -130,7 +124,7 @@ def read_signature(target: Target):
         raise Blocked("env", f"the kernel reader is unavailable: {exc}") from None
 
 
-def make_plan(target: Target, out_dir: Path, carry_always: bool = True):
+def make_plan(target: Target, out_dir: Path):
     """Signature, checkout facts and sources merged into the launch plan (what ``agent-d plan`` shows).
 
     Returns ``(plan, facts, checkout)``; raises ``StageStop`` like the pipeline's stages.
@@ -138,8 +132,8 @@ def make_plan(target: Target, out_dir: Path, carry_always: bool = True):
     found = discover.discover(target)
     co = checkout.inspect(target, found)
     signature = read_signature(target)
-    facts = gather_facts(target, found, out_dir, signature)
-    return build_plan(target, signature, facts, co, carry_always), facts, co
+    facts = gather_facts(target, found, out_dir)
+    return build_plan(target, signature, facts, co), facts, co
 
 
 def generate_only(repo: Path, op: str) -> str:
@@ -168,9 +162,7 @@ def generate_only(repo: Path, op: str) -> str:
     return ""
 
 
-def gather_facts(
-    target: Target, found: Discovery, out_dir: Path, signature: KernelSignature | None, porter: bool = True
-) -> Facts:
+def gather_facts(target: Target, found: Discovery, out_dir: Path, porter: bool = True) -> Facts:
     """``porter=False``: without the porter's contract and stage B's block (what agent-d reads alone)."""
     facts = Facts()
     if porter:
@@ -178,9 +170,6 @@ def gather_facts(
         host_contract.gather_agent_b(out_dir / "reports" / "agent_b.md", facts)
     analysis.gather(out_dir / "reference" / "analysis.json", facts)
     ops_py.gather(target, found, facts)
-    ref = reference_op.load(target, found)  # parsed once for both readers
-    reference_op.gather(target, facts, ref)
-    reference_launch.gather(target, signature, facts, ref)
-    reference_direct.gather(target, signature, facts, ref)  # after the autotuned reader: it wins a tie
+    reference_op.gather(target, facts, reference_op.load(target, found))
     test_dtypes.gather(target, found, facts)
     return facts

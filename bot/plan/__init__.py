@@ -21,11 +21,11 @@ from bot.targets.types import Target
 
 
 def build_plan(
-    target: Target, signature: KernelSignature, facts: Facts, checkout: Checkout, carry_always: bool = True
+    target: Target, signature: KernelSignature, facts: Facts, checkout: Checkout, own_half: bool = False
 ) -> LaunchPlan:
-    """``carry_always`` (the default): the wrapper is the reference's host code carried over wherever
-    it can be; off, only where the plan's own wrapper half cannot say a value (``--no-carry``, kept
-    while that half is retired: docs/carry.md)."""
+    """The wrapper is the reference's host code carried over wherever it can be, unless the porter's
+    contract states the wrapper (docs/carry.md). ``own_half``: the plan's own wrapper half only, what
+    a porter's wrapper contract is compared with (``stage_generate.contract_differences``)."""
     if not signature.entries:
         raise Failed(
             "kernel",
@@ -56,22 +56,35 @@ def build_plan(
     # a contract that states the wrapper (any python.* key) is the porter's word: the plan's own
     # wrapper half honours it, so it is carried over only where that half still asks
     porter_wrapper = any(f.source.kind == "contract" for f in facts.under("python").values())
-    if (carry_always and not porter_wrapper) or (
-        plan.missing and all(carry.answers(m.key) for m in plan.missing)
+    if not own_half and (
+        not porter_wrapper or (plan.missing and all(carry.answers(m.key) for m in plan.missing))
     ):
         # what the wrapper half could not distil, the reference's host code says as code
         carried = carry_into(target, signature, facts, inputs, plan)
         if carried is not None:
             return carried
+    if not plan.missing:
+        # the plan's own wrapper (a porter's contract, or where carrying gave way) still launches
+        # the reference's kernels: their boolean parameters are checked 0 or 1 as a carried launch
+        # checks them
+        plan.ffi.checks = flag_checks(_reference_flags(target, signature, facts, plan), plan.ffi.checks)
     return plan
 
 
-def carry_into(
-    target: Target, signature: KernelSignature, facts: Facts, inputs, plan: LaunchPlan
-) -> LaunchPlan | None:
-    """The plan whose wrapper is the reference's host code carried over (``plan.carry``), or None
-    when the reference cannot be carried, or carrying it leaves a question (why is added to the
-    first wrapper question of ``plan``)."""
+def _reference_flags(target: Target, signature: KernelSignature, facts: Facts, plan: LaunchPlan) -> list[str]:
+    """The C scalars of ``plan`` that a ``ct.Constant[bool]`` parameter of the reference's kernels
+    feeds, by the carried launch's own mapping; none when the reference cannot be read."""
+    reference = _reference(target, facts)
+    if reference is None:
+        return []
+    text, rel, module, name = reference
+    found = carry.plan(text, rel, module, name, signature, plan.ffi, _loader(target.repo))
+    own = {c.name for c in plan.ffi.scalars}
+    return [f for f in found.flags if f in own]
+
+
+def _reference(target: Target, facts: Facts) -> tuple[str, str, str, str] | None:
+    """The reference module's text, path, dotted name and registered name, or None."""
     where = facts.get("reference.module")
     if not isinstance(where, dict):
         return None
@@ -82,15 +95,28 @@ def carry_into(
         return None
     parts = Path(rel).with_suffix("").parts
     module = ".".join(parts[1:] if parts[0] == "src" else parts)
+    return text, rel, module, str(where["name"])
+
+
+def carry_into(
+    target: Target, signature: KernelSignature, facts: Facts, inputs, plan: LaunchPlan
+) -> LaunchPlan | None:
+    """The plan whose wrapper is the reference's host code carried over (``plan.carry``), or None
+    when the reference cannot be carried, or carrying it leaves a question (why is added to the
+    first wrapper question of ``plan``)."""
+    reference = _reference(target, facts)
+    if reference is None:
+        return None
+    text, rel, module, name = reference
     carried_inputs = replace(inputs, carried=True)
     carried_plan = launch.plan(carried_inputs)
     load = _loader(target.repo)
-    found = carry.plan(text, rel, module, str(where["name"]), signature, carried_plan.ffi, load)
-    if found.paired_scalars & {d.name for d in carried_plan.ffi.derived}:
+    found = carry.plan(text, rel, module, name, signature, carried_plan.ffi, load)
+    if found.paired_scalars.keys() & {d.name for d in carried_plan.ffi.derived}:
         # a scalar the FFI would derive by a naming rule is one the carried launch passes: plan again
-        carried_inputs = replace(carried_inputs, carried_scalars=frozenset(found.paired_scalars))
+        carried_inputs = replace(carried_inputs, carried_scalars=found.paired_scalars)
         carried_plan = launch.plan(carried_inputs)
-        found = carry.plan(text, rel, module, str(where["name"]), signature, carried_plan.ffi, load)
+        found = carry.plan(text, rel, module, name, signature, carried_plan.ffi, load)
     carried_plan.more_tests = list(inputs.tests[1:])
     carried_plan.missing = [m for m in carried_plan.missing if not carry.answers(m.key)] + found.missing
     if found.plan is None or carried_plan.missing:
@@ -133,7 +159,7 @@ def carried_python(py: PyPlan) -> PyPlan:
 def flag_checks(flags: list[str], checks: list[dict[str, str]]) -> list[dict[str, str]]:
     """The C arguments the reference's kernels declare boolean (``ct.Constant[bool]``) are 0 or 1:
     checked by the launcher first, before the checks over descriptors; ``checks`` that already hold
-    them (the autotuned and direct readers' facts, in their order) are kept as they are."""
+    them (a contract's ``ffi.checks``, in its order) are kept as they are."""
     first = [{"when": f"{c} != 0 and {c} != 1", "rc": "INVALID_ARGS"} for c in flags]
     unsaid = [c for c in first if c not in checks]
     return unsaid + checks

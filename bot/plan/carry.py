@@ -41,7 +41,9 @@ class Carried:
     plan: CarryPlan | None
     missing: list[MissingFact] = field(default_factory=list)  # C arguments nothing values
     refused: str = ""  # why the reference cannot be carried over (no plan)
-    paired_scalars: set[str] = field(default_factory=set)  # kernel.rs scalars the launches pass
+    paired_scalars: dict[str, str] = field(
+        default_factory=dict
+    )  # kernel.rs scalars the launches pass -> where
     flags: list[str] = field(default_factory=list)  # C arguments the reference declares boolean
 
 
@@ -87,7 +89,7 @@ def plan(
     pairs = entries_of(program, by_name, signature.entries, ffi_derived(ffi, signature))
     carried: list[CarriedKernel] = []
     missing: list[MissingFact] = []
-    paired: set[str] = set()
+    paired: dict[str, str] = {}
     flags_of: dict[str, list[str]] = {}  # entry -> the C arguments its kernel declares boolean
     for wrapper_name, unit in by_name.items():
         kernel = program.bindings(unit)[0].stmt
@@ -121,7 +123,7 @@ def plan(
             ),
         )
         missing += mapped.missing
-        paired |= mapped.paired_scalars
+        paired = mapped.paired_scalars | paired  # the first kernel's pairing names it
         flags_of.setdefault(entry.name, []).extend(mapped.flags)
         src = Source("reference", f"{where} -> kernel.rs entry {entry.name} ({pairs.how})")
         carried.append(

@@ -36,7 +36,8 @@ class Mapped:
     missing: list[MissingFact] = field(default_factory=list)
     site_values: list[str] = field(default_factory=list)  # locals each launch site passes along
     per_element: list[str] = field(default_factory=list)  # list parameters walked together, one launch each
-    paired_scalars: set[str] = field(default_factory=set)  # kernel.rs scalars a parameter pairs with
+    # kernel.rs scalars a parameter pairs with -> where (the launch line and the parameter)
+    paired_scalars: dict[str, str] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)  # C arguments a boolean parameter feeds (0 or 1)
 
 
@@ -65,7 +66,11 @@ def map_kernel(
     where = f"{rel}:{kernel.lineno} {kernel.name}"
     out = Mapped(hints=decorator_hints(model, kernel))
     out.per_element = [ref for ref in list_elements(kernel) if ref in pairs and pairs[ref] in own]
-    out.paired_scalars = {p.name for p in entry.params if p.kind == "scalar" and p.name in of_place}
+    out.paired_scalars = {
+        p.name: _pairing(rel, where, of_place[p.name], p.name, (passed or {}).get(of_place[p.name], {}))
+        for p in entry.params
+        if p.kind == "scalar" and p.name in of_place
+    }
 
     def add(c_param: str, expr: str, why: str) -> None:
         out.args.append(CarriedArg(c_param, expr, Source("reference", f"{where}: {why}")))
@@ -353,3 +358,11 @@ def decorator_hints(model: ModuleModel, kernel: ast.FunctionDef) -> dict[str, in
                 if kw.arg in HINTS and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, int):
                     out[kw.arg] = kw.value.value
     return out
+
+
+def _pairing(rel: str, where: str, ref: str, scalar: str, names: dict[str, int]) -> str:
+    """Where kernel.rs's ``scalar`` pairs with the cuTile parameter ``ref``: the first launch line
+    that hands it a value, else the kernel's definition."""
+    if names:
+        return f"{rel}: ct.launch:{min(names.values())} argument {ref} -> scalar {scalar}"
+    return f"{where}: parameter {ref} -> scalar {scalar}"

@@ -10,7 +10,7 @@ given, as the planner's own checks did (the contract schema already refuses such
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Generic, TypeVar
 
@@ -99,7 +99,8 @@ class PlanInputs:
     # the wrapper is the reference's host code carried over (plan.carry): each of its launches is
     # one C call of the entry it names, on the grid it passes
     carried: bool = False
-    carried_scalars: frozenset[str] = frozenset()  # kernel.rs scalars the carried launches pass
+    # kernel.rs scalars the carried launches pass -> where each pairs with a cuTile parameter
+    carried_scalars: Mapping[str, str] = field(default_factory=dict)
 
     def primary_test(self) -> TestWiring:
         """The primary test file's wiring (an empty one when no test reaches the op)."""

@@ -9,11 +9,11 @@ The cases differ in a few decisions, each made here from the kernel's shape and 
   rows x columns (the wrapper flattens leading dims), the grid is ``dim(out,0)`` computed in the
   FFI, and the reference op names the output's column count. Every other kernel is *tiled*: its
   grid terms are C arguments (``num_programs`` or ``grid_x/y/z``) the wrapper computes. So is a
-  kernel of the row shape whose directly launched reference was read (``infer.reference.direct``): the
-  reference states its descriptors, grid and arguments (an elementwise kernel over raw pointers
-  launches over elements, not rows), and its wrapper steps bind every name those arguments read.
-- kernel scalars: descriptor fields by naming or the contract, GEMM letters (unless the reference
-  passes the scalar: kernel.rs's ``n`` beside a flat input is its ``x.numel()``, not ``dim(x,1)``),
+  kernel of the row shape whose reference is carried over: the carried host code computes its own
+  grid and passes its own descriptors (an elementwise kernel over raw pointers launches over
+  elements, not rows).
+- kernel scalars: descriptor fields by naming or the contract, GEMM letters (unless the carried
+  launch passes the scalar: kernel.rs's ``n`` beside a flat input is its ``x.numel()``, not ``dim(x,1)``),
   else C arguments of their own (runtime scalars such as ``eps``) whose Python value the wrapper
   side finds;
 - generics: the entry's own, in declared order (the element generic -> the dtype, a second type
@@ -47,6 +47,9 @@ POLICY_ORDER = Source(
 )
 TILED = Source("kernel", "not a row kernel: the wrapper computes the grid terms")
 ROW_SHAPE = Source("kernel", "raw pointers, one block-id axis, no grid-stride loop: one block per row")
+CARRIED_ROW_SHAPE = Source(
+    "reference", "a row kernel's shape, launched on the grid the carried reference computes"
+)
 COMPILE_OPTIONS = Source(
     "policy", "every TileGym symbol carries num_cta_in_cga, occupancy (<= 0 = compiler default)"
 )
@@ -66,7 +69,7 @@ def _ffi_half(inputs: PlanInputs, missing: common.Missing) -> tuple[FfiPlan, boo
     order = None if inputs.carried else _sequence(list(inputs.entries), inputs.ffi.sequence, missing)
     entries = order if order is not None else list(inputs.entries)
     # carried host code launches each kernel on the grid it computes, with its own descriptors
-    rows = not inputs.carried and row_layout(entries, inputs.python.tensors)
+    rows = not inputs.carried and row_shape(entries)
     kernel = descriptors.describe(entries, rows, inputs.ffi, missing)
     if order is not None:
         selector, when_of = None, {e.name: "always" for e in entries}
@@ -117,7 +120,7 @@ def _sources(
         "dtype_from": kernel.dtype_source,
         "dtypes": kernel.dtypes_source,
         "order": POLICY_ORDER,
-        "layout": _layout_source(entries, rows, inputs.python.tensors),
+        "layout": _layout_source(entries, rows, inputs.carried),
         **({"sequence": inputs.ffi.sequence.source} if sequence and inputs.ffi.sequence else {}),
     }
 
@@ -146,28 +149,11 @@ def row_shape(entries: list[Entry]) -> bool:
     )
 
 
-def row_layout(entries: list[Entry], tensors: Given | None) -> bool:
-    """The row shape, and no launch read from the cuTile reference: what the reference states it
-    launches (its descriptors, grid and arguments, ``infer.reference.direct``) outranks a guess from the
-    kernel's shape."""
-    return not reference_launch_read(tensors) and row_shape(entries)
-
-
-def reference_launch_read(tensors: Given | None) -> bool:
-    """Whether the reader of a directly launched reference mapped its launch onto kernel.rs
-    (``tensors``: the ``python.tensors`` fact)."""
-    return tensors is not None and tensors.source.kind == "reference"
-
-
-def _layout_source(entries: list[Entry], rows: bool, tensors: Given | None) -> Source:
+def _layout_source(entries: list[Entry], rows: bool, carried: bool) -> Source:
     if rows:
         return ROW_SHAPE
-    if (
-        row_shape(entries) and tensors is not None
-    ):  # a row kernel's shape, launched as its reference launches it
-        return Source(
-            "reference", f"{tensors.source.detail}: a row kernel's shape, launched as the reference does"
-        )
+    if carried and row_shape(entries):
+        return CARRIED_ROW_SHAPE
     return TILED
 
 
@@ -316,7 +302,7 @@ class _Launches:
                 continue
             name = rename.get(p.name, p.name)
             ty = descriptors.slot_scalar_type(p.name, p.ty, self.kernel.slots, self.missing)
-            expr, source = self._scalar_value(p.name, ty, entry, name)
+            expr, source = self._scalar_value(p.name, ty, entry)
             if expr is None and self.rows:
                 expr, source = _row_columns(p.name, self.row_out, self.inputs.python.out_cols_var) or (
                     expr,
@@ -330,23 +316,25 @@ class _Launches:
             args.append(name)
         return args
 
-    def _scalar_value(self, name: str, ty: str, entry: Entry, c_name: str) -> tuple[str | None, Source]:
+    def _scalar_value(self, name: str, ty: str, entry: Entry) -> tuple[str | None, Source]:
         """FFI expression for a kernel scalar, or (None, source) when it is a C argument of its own."""
-        if name in self.inputs.carried_scalars and name not in self.inputs.ffi.scalars:
-            # a parameter of the cuTile kernel the carried launch hands it outranks a naming rule
-            return None, Source(
-                "reference", f"`{name}` pairs with a parameter of the carried launch: a C argument"
-            )
+        carried = self.inputs.carried_scalars.get(name)
+        if carried is not None and name not in self.inputs.ffi.scalars:
+            # a parameter of the cuTile kernel the carried launch hands it outranks a naming rule; a
+            # scalar the rules leave a C argument anyway keeps their source
+            expr, source = self._scalar_value_by_rules(name, ty, entry)
+            if expr is None:
+                return None, source
+            return None, Source("reference", f"{carried}: a C argument the wrapper passes")
+        return self._scalar_value_by_rules(name, ty, entry)
+
+    def _scalar_value_by_rules(self, name: str, ty: str, entry: Entry) -> tuple[str | None, Source]:
         known = _known_scalar(name, self.kernel.bases, self.inputs.ffi)
         if known:
             expr, src = known
             return (None, src) if expr == "arg" else (expr, src)  # "arg": the contract keeps it a C argument
         gemm = naming.gemm_dim(name, entry, self.kernel.tensors)
         if gemm:
-            read = self.inputs.python.args.get(c_name)
-            if read is not None and read.source.kind == "reference":
-                # what the reference passes (`n = x.numel()`) outranks a guess from the letter alone
-                return None, Source("reference", f"{read.source.detail}: a C argument the wrapper passes")
             return gemm
         return None, Source(
             "policy", f"`{name}: {ty}` has no descriptor meaning: a C argument the wrapper passes"

@@ -39,7 +39,7 @@ def verified_differences(job: Job) -> tuple[list[str], str]:
     try:
         signature = stage_generate.read_signature(target)
         co = checkout.inspect(target, found)
-        facts = stage_generate.gather_facts(target, found, job.out_dir, signature)
+        facts = stage_generate.gather_facts(target, found, job.out_dir)
         plan = build_plan(target, signature, facts, co)
         job.signature, job.result.plan = signature, plan  # the dry run reads the launch through them
         return stage_generate.contract_differences(target, found, job.out_dir, signature, co, facts, plan), ""

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.infer.facts import Facts
-from bot.infer.launch.syntax import NotThisShape
 from bot.infer.ops_py import render_signature, tensor_params
 from bot.infer.syntax import plain_assign
 from bot.targets.discover import cutile_registration
@@ -38,7 +37,7 @@ def reference_path(target: Target, found: Discovery) -> Path:
 
 @dataclass(frozen=True)
 class ReferenceOp:
-    """The reference op file, parsed once for every reader of it."""
+    """The reference op file, parsed once."""
 
     rel: Path  # relative to the repository, for sources
     tree: ast.Module | None  # None when missing or unparsable
@@ -56,19 +55,6 @@ def load(target: Target, found: Discovery) -> ReferenceOp:
         return ReferenceOp(rel, ast.parse(path.read_text(encoding="utf-8"), filename=str(path)), "", name)
     except SyntaxError as exc:
         return ReferenceOp(rel, None, f"does not parse ({exc.msg}, line {exc.lineno})", name)
-
-
-def read_with(reader, ref: ReferenceOp, signature, facts: Facts, keys: tuple[str, ...]):
-    """``reader(tree, name, signature)`` over the reference: its reading, or None when there is no
-    reference or signature, or when the reference is not the reader's shape (noted on ``keys``)."""
-    if signature is None or ref.tree is None:
-        return None  # a missing or unparsable reference is noted by gather
-    try:
-        return reader(ref.tree, ref.name, signature)
-    except NotThisShape as exc:
-        for key in keys:
-            facts.note_tried(key, f"{ref.rel}: {exc}")
-        return None
 
 
 def gather(target: Target, facts: Facts, ref: ReferenceOp) -> None:

@@ -115,9 +115,8 @@ def strip_op(tree: Path, op: str, strict: bool = True) -> list[str]:
     return removed
 
 
-def port_op(tree: Path, op: str, cargo_target_dir: Path, log_path: Path, carry: bool = True) -> dict:
-    """``agent-d port --json`` on tree B (``carry`` off: ``--no-carry``, the plan's own wrapper half
-    where it can say every value); the outcome says whether generate..ABI smoke passed."""
+def port_op(tree: Path, op: str, cargo_target_dir: Path, log_path: Path) -> dict:
+    """``agent-d port --json`` on tree B; the outcome says whether generate..ABI smoke passed."""
     cmd = [
         sys.executable,
         "-m",
@@ -132,7 +131,6 @@ def port_op(tree: Path, op: str, cargo_target_dir: Path, log_path: Path, carry: 
         "--cargo-target-dir",
         str(cargo_target_dir),
         "--json",
-        *([] if carry else ["--no-carry"]),
     ]
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     start = time.monotonic()

@@ -288,7 +288,6 @@ def pack(
     new: dict[str, Path] | None = None,
     faults_dir: Path | None = None,
     faults_tilegym: Path | None = None,
-    carry: bool = True,
 ) -> dict:
     """``ops``: TileGym's ported ops (tree A keeps its hand-written host code, tree B is regenerated);
     ``new``: kernels of ops with no cutile-rs port (tree B gets the kernel and agent-d's host code;
@@ -305,7 +304,7 @@ def pack(
     logs.mkdir(parents=True)
     commit, op_meta = "", {}
     if tilegym is not None:
-        commit, op_meta = _pack_trees(tilegym, work, stage, logs, ops, new or {}, cargo_target_dir, carry)
+        commit, op_meta = _pack_trees(tilegym, work, stage, logs, ops, new or {}, cargo_target_dir)
     fault_meta = None
     if faults_dir is not None:
         from gpu.pack.faults import pack_faults
@@ -338,7 +337,6 @@ def pack(
             ).stdout.strip()
         ),
         "ops": op_meta,
-        "carry": carry,  # tree B's wrappers carry the references' host code over (agent-d port --carry)
     }
     if fault_meta is not None:
         meta["faults"] = fault_meta
@@ -360,7 +358,6 @@ def _pack_trees(
     ops: list[str],
     new: dict[str, Path],
     cargo_target_dir: Path,
-    carry: bool = True,
 ) -> tuple[str, dict]:
     """The two TileGym trees, each op ported into tree B, both libraries built: (commit, per-op meta)."""
     from bot.infer.contract.host_contract import count_lines as contract_line_count
@@ -401,7 +398,7 @@ def _pack_trees(
     ops = [*ops, *new]
     for op in ops:
         log(f"agent-d port {op} (tree B)")
-        outcome = port_op(tree_b, op, cargo_target_dir, logs / f"port_{op}.txt", carry)
+        outcome = port_op(tree_b, op, cargo_target_dir, logs / f"port_{op}.txt")
         if outcome["status"] != "generated":
             strip_op(tree_b, op, strict=False)  # no partial or hand-written host code for this op in B
         op_meta[op]["pack"] = outcome
