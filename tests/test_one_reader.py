@@ -7,6 +7,7 @@ as the carried launch checks them."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 from pathlib import Path
 
@@ -49,6 +50,11 @@ def test_the_wheel_ops_plan_carried_and_a_wrapper_contract_keeps_the_flag_checks
         assert plan.carry is not None and plan.contract_lines == 0, op
         if op == "bmm":  # from the reference kernels' `ct.Constant[bool]`, through the carried mapping
             assert all(check in ffi for check in FLAG_CHECKS)
+        if op == "matmul":  # a scalar the carried launch passes names the launch line and parameter
+            (m,) = [c for c in plan.ffi.scalars if c.name == "m"]
+            assert re.search(
+                r"matmul\.py: ct\.launch:\d+ argument M -> scalar m: a C argument", m.source.detail
+            )
     shutil.copy(CONTRACTS / "bmm.yaml", repo / "src/tilegym/ops/cutile_rs/bmm_kernel/host_contract.yaml")
     plan, ffi = _ffi(repo, "bmm", tmp_path / "contract" / "bmm")
     assert plan.carry is None and plan.contract_lines > 0  # the porter's wrapper, rendered by the plan
