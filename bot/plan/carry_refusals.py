@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 
 from bot.infer.model.program import Program, Unit
-from bot.infer.model.semantic import ModuleModel, bound_names
+from bot.infer.model.semantic import ModuleModel, bound_names, parameter_names
 
 _MAX_ROUNDS = 16
 
@@ -139,17 +139,11 @@ def _reads(expr: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
-def _params(fn: ast.FunctionDef) -> set[str]:
-    args = fn.args
-    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
-    return params | {a.arg for a in (args.vararg, args.kwarg) if a is not None}
-
-
 class _Flow:
     """One function's assignments, read once: which of its names each of its names comes from."""
 
     def __init__(self, fn: ast.FunctionDef) -> None:
-        self.params = _params(fn)
+        self.params = parameter_names(fn)
         self.own = self.params | {n for stmt in fn.body for n in bound_names(stmt)}
         self.sources: dict[str, set[str]] = {}
         for node in ast.walk(fn):

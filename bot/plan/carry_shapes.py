@@ -27,7 +27,7 @@ from __future__ import annotations
 import ast
 import symtable
 
-from bot.infer.model.semantic import ModuleModel
+from bot.infer.model.semantic import ModuleModel, bound_names, parameter_names
 
 _MAX_DEPTH = 8
 _TENSOR_ATTRS = {"shape", "ndim"}
@@ -206,13 +206,8 @@ def _site_tuple(
         return None
     if not isinstance(body[0].value, ast.Tuple):
         return None
-    a = fn.args
-    own = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if p is not None}
     # its own names (a parameter, a walrus) are not the launching function's
-    own |= {
-        n.id for n in ast.walk(body[0].value) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
-    }
-    return body[0].value.elts, own, line
+    return body[0].value.elts, parameter_names(fn) | bound_names(body[0]), line
 
 
 def _bound_once(

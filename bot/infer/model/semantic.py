@@ -202,6 +202,12 @@ class ModuleModel:
                     yield from self.walk(child, inner)
 
 
+def parameter_names(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
+    """Every name a function's parameters bind, ``*args`` and ``**kwargs`` included."""
+    a = fn.args
+    return {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if p is not None}
+
+
 def bound_names(stmt: ast.stmt) -> set[str]:
     """The names a statement binds in its own scope (nested defs' insides excluded)."""
     names: set[str] = set()
