@@ -58,4 +58,4 @@ def carrying_gives_way(monkeypatch):
     reference's output columns), and which renders a porter's contract that states the wrapper."""
     import bot.plan
 
-    monkeypatch.setattr(bot.plan, "carry_into", lambda *args, **kwargs: None)
+    monkeypatch.setattr(bot.plan, "carry_into", lambda *args, **kwargs: (None, None))

@@ -56,31 +56,33 @@ def build_plan(
     # a contract that states the wrapper (any python.* key) is the porter's word: the plan's own
     # wrapper half honours it, so it is carried over only where that half still asks
     porter_wrapper = any(f.source.kind == "contract" for f in facts.under("python").values())
+    flags: list[str] | None = None  # the boolean C arguments, once carrying has read them
     if not own_half and (
         not porter_wrapper or (plan.missing and all(carry.answers(m.key) for m in plan.missing))
     ):
         # what the wrapper half could not distil, the reference's host code says as code
-        carried = carry_into(target, signature, facts, inputs, plan)
+        carried, flags = carry_into(target, signature, facts, inputs, plan)
         if carried is not None:
             return carried
     if not plan.missing:
         # the plan's own wrapper (a porter's contract, or where carrying gave way) still launches
         # the reference's kernels: their boolean parameters are checked 0 or 1 as a carried launch
-        # checks them
-        plan.ffi.checks = flag_checks(_reference_flags(target, signature, facts, plan), plan.ffi.checks)
+        # checks them (read once: where carrying gave way, its mapping has read them already)
+        if flags is None:
+            flags = _reference_flags(target, signature, facts, plan)
+        own = {c.name for c in plan.ffi.scalars}
+        plan.ffi.checks = flag_checks([f for f in flags if f in own], plan.ffi.checks)
     return plan
 
 
 def _reference_flags(target: Target, signature: KernelSignature, facts: Facts, plan: LaunchPlan) -> list[str]:
-    """The C scalars of ``plan`` that a ``ct.Constant[bool]`` parameter of the reference's kernels
-    feeds, by the carried launch's own mapping; none when the reference cannot be read."""
+    """The C arguments a ``ct.Constant[bool]`` parameter of the reference's kernels feeds, by the
+    carried launch's own mapping onto ``plan``'s FFI; none when the reference cannot be read."""
     reference = _reference(target, facts)
     if reference is None:
         return []
     text, rel, module, name = reference
-    found = carry.plan(text, rel, module, name, signature, plan.ffi, _loader(target.repo))
-    own = {c.name for c in plan.ffi.scalars}
-    return [f for f in found.flags if f in own]
+    return carry.plan(text, rel, module, name, signature, plan.ffi, _loader(target.repo)).flags
 
 
 def _reference(target: Target, facts: Facts) -> tuple[str, str, str, str] | None:
@@ -100,13 +102,13 @@ def _reference(target: Target, facts: Facts) -> tuple[str, str, str, str] | None
 
 def carry_into(
     target: Target, signature: KernelSignature, facts: Facts, inputs, plan: LaunchPlan
-) -> LaunchPlan | None:
+) -> tuple[LaunchPlan | None, list[str]]:
     """The plan whose wrapper is the reference's host code carried over (``plan.carry``), or None
     when the reference cannot be carried, or carrying it leaves a question (why is added to the
-    first wrapper question of ``plan``)."""
+    first wrapper question of ``plan``); and the boolean C arguments its mapping found."""
     reference = _reference(target, facts)
     if reference is None:
-        return None
+        return None, []
     text, rel, module, name = reference
     carried_inputs = replace(inputs, carried=True)
     carried_plan = launch.plan(carried_inputs)
@@ -125,11 +127,11 @@ def carry_into(
         asked = [m for m in plan.missing if carry.answers(m.key)]
         if asked:
             asked[0].tried.append(f"carrying the reference's host code over: {why}")
-        return None
+        return None, found.flags
     carried_plan.carry = found.plan
     carried_plan.ffi.checks = flag_checks(found.flags, carried_plan.ffi.checks)
     carried_plan.python = carried_python(carried_plan.python)
-    return carried_plan
+    return carried_plan, found.flags
 
 
 # what a carried plan still reads of its python half: the registration, the dtypes the test wiring
