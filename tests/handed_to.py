@@ -68,5 +68,7 @@ def _written(function: ast.AST | None, args: ast.expr | None) -> list[ast.expr |
         body = body[1:]
     if len(body) != 1 or not isinstance(body[0], ast.Return) or not isinstance(body[0].value, ast.Tuple):
         return None
-    own = {a.arg for a in nested[0].args.args + nested[0].args.posonlyargs + nested[0].args.kwonlyargs}
+    from bot.infer.model.semantic import parameter_names
+
+    own = parameter_names(nested[0])
     return [None if isinstance(e, ast.Name) and e.id in own else e for e in body[0].value.elts]
